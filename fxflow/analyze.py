@@ -1,0 +1,199 @@
+"""The backward walk: one pass from the output decides every parameter's static verdict.
+
+Reads the :class:`~fxflow.annotate.NodeFlow` annotations and builds a networkx graph with one
+node per fx node plus one ``param:<name>`` node per parameter, each edge labelled with its kind
+(``diff``, ``zero``, ``none``). Then, all parameters together:
+
+* ``connected``  = nodes with any path to the output          (else: ``unused``)
+* ``wet_any``    = nodes with a diff-or-zero path to the output (else: ``cut``)
+* ``wet``        = nodes with a diff path to the output        (else: ``zero``)
+
+Cut attribution is one reverse-topological pass over the dry nodes: the cut set of a dry node
+is every ``none`` edge leaving it towards the output, plus the cut sets of the dry nodes it
+feeds. A deliberate detach that leaves another path open (a straight-through estimator, a
+residual) is never reported, because the parameter is wet through the other path.
+
+Graph attributes read by the renderer (``report.graph``):
+
+node  ``kind`` (placeholder, get_attr, call_module, call_function, call_method, output, param),
+      ``op``, ``label``, ``state`` (wet, dry, cut, zero, frozen, unused, inert), ``source``,
+      ``module_stack`` [(qualified name, class name), ...], ``shape``, ``dtype``, ``reason``
+      (cut nodes), ``order`` (position in the graph)
+edge  ``kind`` (diff, zero, none), ``state`` (wet, dry, cut, zero)
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import networkx as nx
+import torch
+import torch.fx as fx
+
+from .annotate import DIFF, META_KEY, NONE, ZERO
+from .capture import OPAQUE_KEY
+from .explain import describe_cut, describe_zero, node_op, node_source
+from .report import CUT, FROZEN, REACHABLE, UNUSED, ZERO as ZERO_VERDICT, CutSite
+
+PARAM = "param:"
+
+
+@dataclass
+class StaticVerdict:
+    """The graph walk's answer for one parameter."""
+
+    static: str
+    cut_by: list[CutSite] = field(default_factory=list)
+    detail: str | None = None
+
+
+@dataclass
+class StaticAnalysis:
+    graph: nx.DiGraph
+    verdicts: dict[str, StaticVerdict]
+
+
+def build_graph(graph_module: fx.GraphModule) -> tuple[nx.DiGraph, str]:
+    """The flow graph of an annotated GraphModule, and the name of its output node."""
+    graph = nx.DiGraph()
+    output = ""
+    for order, node in enumerate(graph_module.graph.nodes):
+        flow = node.meta[META_KEY]
+        graph.add_node(
+            node.name, kind=node.op, op=node_op(node), label=_label(node), source=node_source(node),
+            module_stack=_module_stack(node), shape=flow.shape, dtype=flow.dtype, state="",
+            requires_grad=flow.requires_grad, order=order, opaque=node.meta.get(OPAQUE_KEY),
+        )
+        for source, kind in flow.inputs.items():
+            _add_edge(graph, source, node.name, kind)
+        for name, kind in flow.params.items():
+            graph.add_node(PARAM + name, kind="param", label=name, order=order)
+            _add_edge(graph, PARAM + name, node.name, kind)
+        if node.op == "output":
+            output = node.name
+    return graph, output
+
+
+_STRENGTH = {NONE: 0, ZERO: 1, DIFF: 2}
+
+
+def _add_edge(graph: nx.DiGraph, source: str, target: str, kind: str) -> None:
+    if graph.has_edge(source, target) and _STRENGTH[graph[source][target]["kind"]] >= _STRENGTH[kind]:
+        return
+    graph.add_edge(source, target, kind=kind)
+
+
+def _label(node: fx.Node) -> str:
+    if node.op in ("call_module", "get_attr"):
+        return str(node.target)
+    return node.name
+
+
+def _module_stack(node: fx.Node) -> list[tuple[str, str]]:
+    stack = node.meta.get("nn_module_stack") or {}
+    result = []
+    for value in stack.values():
+        qualname, cls = value
+        result.append((qualname, cls if isinstance(cls, str) else cls.__name__))
+    return result
+
+
+def _ancestors_over(graph: nx.DiGraph, target: str, kinds: set[str]) -> set[str]:
+    """Nodes with a path to ``target`` using only edges of the given kinds (``target`` included)."""
+    seen = {target}
+    stack = [target]
+    while stack:
+        node = stack.pop()
+        for source in graph.predecessors(node):
+            if source not in seen and graph[source][node]["kind"] in kinds:
+                seen.add(source)
+                stack.append(source)
+    return seen
+
+
+def _attribute(graph: nx.DiGraph, region: set[str], stop_kind: str, targets: set[str]) -> dict[str, frozenset[str]]:
+    """For each node of ``region``: the nodes where its paths meet an edge of ``stop_kind``.
+
+    One pass in reverse topological order; ``targets`` are the nodes such an edge must lead to.
+    """
+    sites: dict[str, frozenset[str]] = {}
+    for node in reversed(list(nx.topological_sort(graph.subgraph(region)))):
+        found: set[str] = set()
+        for successor in graph.successors(node):
+            kind = graph[node][successor]["kind"]
+            if kind == stop_kind and successor in targets:
+                found.add(successor)
+            elif kind != NONE and successor in sites:
+                found |= sites[successor]
+        sites[node] = frozenset(found)
+    return sites
+
+
+def analyze(graph_module: fx.GraphModule, model: torch.nn.Module) -> StaticAnalysis:
+    """Static verdicts for every parameter of ``model`` from its annotated graph."""
+    graph, output = build_graph(graph_module)
+    connected = nx.ancestors(graph, output) | {output}
+    wet_any = _ancestors_over(graph, output, {DIFF, ZERO})
+    wet = _ancestors_over(graph, output, {DIFF})
+    cut_sites = _attribute(graph, connected - wet_any, NONE, connected)
+    zero_sites = _attribute(graph, wet_any - wet, ZERO, wet_any)
+    nodes = {node.name: node for node in graph_module.graph.nodes}
+
+    verdicts: dict[str, StaticVerdict] = {}
+    for name, parameter in model.named_parameters():
+        key = PARAM + name
+        if not parameter.requires_grad:
+            verdict = StaticVerdict(FROZEN, detail="requires_grad is False")
+        elif key not in graph:
+            verdict = StaticVerdict(UNUSED, detail="its module is never called in forward")
+        elif key not in connected:
+            verdict = StaticVerdict(UNUSED, detail="used in forward, but nothing it feeds reaches an output")
+        elif key in wet:
+            verdict = StaticVerdict(REACHABLE)
+        elif key in wet_any:
+            verdict = StaticVerdict(ZERO_VERDICT, [describe_zero(nodes[s]) for s in sorted(zero_sites[key], key=_order(graph))])
+        else:
+            verdict = StaticVerdict(CUT, [describe_cut(nodes[s]) for s in sorted(cut_sites[key], key=_order(graph))])
+        verdicts[name] = verdict
+
+    _paint(graph, connected, wet_any, wet, verdicts)
+    return StaticAnalysis(graph, verdicts)
+
+
+def _order(graph: nx.DiGraph):
+    return lambda name: graph.nodes[name]["order"]
+
+
+def _paint(graph: nx.DiGraph, connected: set[str], wet_any: set[str], wet: set[str],
+           verdicts: dict[str, StaticVerdict]) -> None:
+    """Give every node and edge the state the diagram colours it by."""
+    cutting = {site.node: site for v in verdicts.values() if v.static == CUT for site in v.cut_by}
+    zeroing = {site.node: site for v in verdicts.values() if v.static == ZERO_VERDICT for site in v.cut_by}
+    for name, data in graph.nodes(data=True):
+        if data["kind"] == "param":
+            data["state"] = _PARAM_STATE[verdicts[name[len(PARAM):]].static]
+        elif name in cutting or name in zeroing:
+            data["state"] = "cut" if name in cutting else "zero"
+            data["reason"] = (cutting.get(name) or zeroing[name]).reason
+        elif name not in connected:
+            data["state"] = "unused"
+        elif name in wet and data.get("requires_grad") is not False:
+            data["state"] = "wet"
+        elif name in wet_any and data.get("requires_grad") is not False:
+            data["state"] = "zero"
+        elif data.get("requires_grad"):
+            data["state"] = "dry"
+        else:
+            data["state"] = "inert"
+    for source, target, data in graph.edges(data=True):
+        source_state = graph.nodes[source]["state"]
+        if data["kind"] == NONE and graph.nodes[target]["state"] == "cut" and source_state in ("dry", "frozen"):
+            data["state"] = "cut"
+        elif data["kind"] == DIFF and source_state in ("wet", "reachable") and target in wet:
+            data["state"] = "wet"
+        elif data["kind"] == ZERO or source_state == "zero":
+            data["state"] = "zero"
+        else:
+            data["state"] = "dry"
+
+
+_PARAM_STATE = {REACHABLE: "wet", CUT: "dry", ZERO_VERDICT: "zero", FROZEN: "frozen", UNUSED: "unused"}

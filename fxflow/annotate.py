@@ -1,0 +1,349 @@
+"""Annotate every node with how gradient can pass through it, by running the graph on fake tensors.
+
+Like ``torch.fx.passes.shape_prop`` this is an interpreter that writes its result into
+``node.meta``; unlike it, autograd stays on. Each node runs on fake tensors (no memory, no
+compute) whose autograd history is real, and the history of its result says exactly which
+inputs it is differentiable in: a comparison returns a bool tensor, ``detach`` a tensor without
+history, ``zeros_like`` one that ignores its input. No list of op names is needed for any of
+that; only zero derivatives come from :mod:`fxflow.rules`.
+
+Call tree::
+
+    annotate(graph_module, model, inputs)
+      FlowInterpreter.run(*fake_inputs)        # with the model's parameters swapped for fakes
+        run_node(node)                         # per node, under its recorded grad mode
+          placeholder / get_attr / call_* / output   (torch.fx.Interpreter)
+          _edges(node, before, result)         # walk the result's grad_fn back to the inputs
+      _annotate_by_rules(node)                 # nodes that could not run (no inputs, data-dependent op)
+
+Result: ``node.meta["fxflow"]`` is a :class:`NodeFlow`.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass, field
+from typing import Any, Iterator, Sequence
+
+import torch
+import torch.fx as fx
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
+from torch.utils._pytree import tree_flatten
+
+from . import rules
+from .capture import GRAD_MODE_KEY, GradRegion
+from .state import preserved_module_attributes
+
+META_KEY = "fxflow"
+
+DIFF, ZERO, NONE = "diff", "zero", "none"  # edge kinds: gradient passes, passes as exact zero, stops
+
+# A walk inside one node's autograd history never needs to be longer than this; it guards against
+# tensors captured from far upstream (a module caching an earlier activation, say).
+_WALK_LIMIT = 100_000
+
+
+@dataclass
+class NodeFlow:
+    """How gradient passes through one node (``node.meta["fxflow"]``)."""
+
+    inputs: dict[str, str] = field(default_factory=dict)  # input node name -> DIFF/ZERO/NONE
+    params: dict[str, str] = field(default_factory=dict)  # parameter name -> DIFF/ZERO/NONE
+    requires_grad: bool | None = None  # the result carries autograd history (None: not run)
+    is_tensor: bool | None = None  # the result holds at least one tensor
+    dtype: str | None = None
+    shape: tuple[int, ...] | None = None
+    grad_region: GradRegion | None = None
+    evaluated: bool = True  # False: decided by name rules, not by running the node
+
+
+class _NotRun:
+    """The value of a node that could not run on fake tensors."""
+
+
+NOT_RUN = _NotRun()
+
+
+def parameter_names(model: torch.nn.Module) -> dict[int, str]:
+    """id(parameter) -> its canonical qualified name (the first one ``named_parameters`` gives)."""
+    return {id(p): name for name, p in model.named_parameters()}
+
+
+def resolve_attribute(model: torch.nn.Module, target: str) -> Any:
+    """The object at a dotted attribute path of the model."""
+    value: Any = model
+    for part in target.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    return [leaf for leaf in tree_flatten(value)[0] if isinstance(leaf, torch.Tensor)]
+
+
+def _key(tensor: torch.Tensor) -> tuple:
+    """Identifies where a tensor's gradient enters autograd's graph."""
+    if tensor.grad_fn is None:
+        return ("leaf", id(tensor))
+    return (id(tensor.grad_fn), tensor.output_nr)
+
+
+def _next_key(function: Any, output_nr: int) -> tuple:
+    variable = getattr(function, "variable", None)
+    if variable is not None:  # AccumulateGrad: the gradient lands in a leaf
+        return ("leaf", id(variable))
+    return (id(function), output_nr)
+
+
+def is_metadata_read(node: fx.Node) -> bool:
+    """Reads only shape/dtype/device of its input: no data flows from the input."""
+    if node.op == "call_method":
+        return node.target in rules.METADATA_ATTRIBUTES
+    if node.op == "call_function" and node.target is getattr and len(node.args) > 1:
+        return node.args[1] in rules.METADATA_ATTRIBUTES
+    return False
+
+
+def data_inputs(node: fx.Node) -> list[fx.Node]:
+    """The nodes whose values flow into this node's result."""
+    return [] if is_metadata_read(node) else list(node.all_input_nodes)
+
+
+class FlowInterpreter(fx.Interpreter):
+    """Runs the graph on fake tensors and records a :class:`NodeFlow` per node."""
+
+    def __init__(self, graph_module: fx.GraphModule, model: torch.nn.Module, mode: FakeTensorMode):
+        super().__init__(graph_module, garbage_collect_values=False)
+        self.model = model
+        self.mode = mode
+        self.names = parameter_names(model)
+        self.fakes: dict[int, torch.Tensor] = {}  # id(real tensor) -> fake
+        self.fake_names: dict[int, str] = {}  # id(fake parameter) -> parameter name
+        self.aliases: dict[str, str] = {}  # node mutated in place -> the node that mutated it
+        self.known: set[tuple] = set()  # keys of every result so far: walks stop there
+        self.keep_alive: list[Any] = []  # grad_fns whose ids are keys
+
+    # -- fake state -------------------------------------------------------------------------
+    def fake(self, tensor: torch.Tensor) -> torch.Tensor:
+        fake = self.fakes.get(id(tensor))
+        if fake is None:
+            fake = self.mode.from_tensor(tensor)
+            if isinstance(tensor, torch.nn.Parameter):
+                fake.requires_grad_(tensor.requires_grad)
+                self.fake_names[id(fake)] = self.names.get(id(tensor), "")
+            self.fakes[id(tensor)] = fake
+            self.keep_alive.append(tensor)
+        return fake
+
+    @contextlib.contextmanager
+    def fake_model(self) -> Iterator[None]:
+        """Swap every parameter and buffer of the model for a fake, then put the real ones back."""
+        with preserved_module_attributes(self.model):
+            for module in self.model.modules():
+                for table in (module._parameters, module._buffers):
+                    for name, tensor in list(table.items()):
+                        if tensor is not None:
+                            table[name] = self.fake(tensor)
+            yield
+
+    # -- node kinds -------------------------------------------------------------------------
+    def get_attr(self, target: str, args: tuple, kwargs: dict) -> Any:
+        value = resolve_attribute(self.model, target)  # parameters and buffers are fakes already
+        return self.fake(value) if isinstance(value, torch.Tensor) and not isinstance(value, FakeTensor) else value
+
+    def call_module(self, target: str, args: tuple, kwargs: dict) -> Any:
+        return self.model.get_submodule(target)(*args, **kwargs)
+
+    # -- per node ---------------------------------------------------------------------------
+    def run_node(self, node: fx.Node) -> Any:
+        inputs = data_inputs(node)
+        if any(self.env[self._read(i)] is NOT_RUN for i in inputs):
+            node.meta[META_KEY] = annotate_by_rules(node, self.model, self.names)
+            return NOT_RUN
+        entries = self._entry_points(inputs)
+        states = {id(t): _state(t) for i in inputs for t in _tensors(self.env[self._read(i)])}
+        region = node.meta.get(GRAD_MODE_KEY)
+        try:
+            with torch.no_grad() if region else contextlib.nullcontext():
+                args, kwargs = self.fetch_args_kwargs_from_env(node)
+                result = getattr(self, node.op)(node.target, args, kwargs)
+        except Exception:  # data-dependent op, .numpy(), ...: decided by name rules instead
+            node.meta[META_KEY] = annotate_by_rules(node, self.model, self.names)
+            return NOT_RUN
+        node.meta[META_KEY] = self._flow(node, inputs, entries, result, region)
+        if isinstance(result, torch.Tensor) and id(result) in states and _state(result) != states[id(result)]:
+            self._note_in_place(node, inputs, result)
+        return result
+
+    def _read(self, node: fx.Node) -> fx.Node:
+        """The node whose value a read of ``node`` sees: the last in-place op on it, if any."""
+        name = self.aliases.get(node.name)
+        return self._by_name[name] if name else node
+
+    @property
+    def _by_name(self) -> dict[str, fx.Node]:
+        if not hasattr(self, "_nodes_by_name"):
+            self._nodes_by_name = {n.name: n for n in self.module.graph.nodes}
+        return self._nodes_by_name
+
+    def _entry_points(self, inputs: list[fx.Node]) -> dict[tuple, list[str]]:
+        """Where each input tensor's gradient would enter autograd, keyed as in the walk."""
+        entries: dict[tuple, list[str]] = {}
+        for input_node in inputs:
+            source = self._read(input_node)
+            for tensor in _tensors(self.env[source]):
+                if tensor.requires_grad:
+                    entries.setdefault(_key(tensor), []).append(source.name)
+        return entries
+
+    def _flow(self, node: fx.Node, inputs: list[fx.Node], entries: dict[tuple, list[str]],
+              result: Any, region: GradRegion | None) -> NodeFlow:
+        outputs = _tensors(result)
+        reached = _walk(outputs, entries, self.known, self.fake_names) if node.op != "output" else {}
+        flow = NodeFlow(grad_region=region)
+        for input_node in inputs:
+            source = self._read(input_node)
+            if node.op == "output":
+                floating = any(t.is_floating_point() or t.is_complex() for t in _tensors(self.env[source]))
+                flow.inputs[source.name] = DIFF if floating else NONE
+            else:
+                flow.inputs[source.name] = reached.get(source.name, NONE)
+        for key, kind in reached.items():
+            if key.startswith("param:"):
+                flow.params[key[len("param:"):]] = kind
+        for name in self._owned_parameters(node):
+            flow.params.setdefault(name, NONE)
+        if node.op == "get_attr" and node.target in self._own_names():
+            flow.params[self._own_names()[node.target]] = DIFF
+        flow.is_tensor = bool(outputs)
+        flow.requires_grad = any(t.requires_grad for t in outputs)
+        if outputs:
+            flow.dtype = rules.dtype_name(outputs[0].dtype)
+            flow.shape = tuple(int(s) for s in outputs[0].shape) if _static_shape(outputs[0]) else None
+        for tensor in outputs:
+            if tensor.requires_grad:
+                self.known.add(_key(tensor))
+                self.keep_alive.append(tensor.grad_fn)
+        return flow
+
+    def _own_names(self) -> dict[str, str]:
+        """Attribute path -> canonical name, for every path a parameter can be read through."""
+        if not hasattr(self, "_paths"):
+            self._paths = {}
+            for module_name, module in self.model.named_modules(remove_duplicate=False):
+                for local, parameter in module._parameters.items():
+                    if id(parameter) in self.fake_names:
+                        path = f"{module_name}.{local}" if module_name else local
+                        self._paths[path] = self.fake_names[id(parameter)]
+        return self._paths
+
+    def _owned_parameters(self, node: fx.Node) -> list[str]:
+        if node.op != "call_module":
+            return []
+        module = self.model.get_submodule(node.target)
+        return [self.fake_names[id(p)] for p in module.parameters() if id(p) in self.fake_names]
+
+    def _note_in_place(self, node: fx.Node, inputs: list[fx.Node], result: torch.Tensor) -> None:
+        """An op that changed one of its inputs in place: later reads of that input see this node."""
+        for input_node in inputs:
+            source = self._read(input_node)
+            value = self.env[source]
+            if isinstance(value, torch.Tensor) and result is value:
+                self.aliases[input_node.name] = node.name
+                self.aliases[source.name] = node.name
+
+
+def _state(tensor: torch.Tensor) -> tuple:
+    """What an in-place op changes: data version, autograd history, requires_grad."""
+    return (tensor._version, id(tensor.grad_fn), tensor.requires_grad)
+
+
+def _static_shape(tensor: torch.Tensor) -> bool:
+    return all(isinstance(s, int) for s in tensor.shape)
+
+
+def _walk(outputs: list[torch.Tensor], entries: dict[tuple, list[str]], known: set[tuple],
+          parameter_names: dict[int, str]) -> dict[str, str]:
+    """Which inputs (and parameters) the outputs' history reaches, and whether only through zeros.
+
+    Returns ``{input node name: DIFF|ZERO}`` plus ``{"param:<name>": DIFF|ZERO}`` entries for leaves
+    that are parameters (a module call's own weights).
+    """
+    roots = [(t.grad_fn, t.output_nr) for t in outputs if t.grad_fn is not None]
+    leaves = [("leaf", id(t)) for t in outputs if t.requires_grad and t.grad_fn is None]
+    reached: dict[str, str] = {}
+    for crossing_zero in (False, True):
+        seen: set[tuple] = set()
+        stack = list(roots)
+        for key in leaves:
+            for name in entries.get(key, ()):
+                reached[name] = DIFF
+        while stack and len(seen) < _WALK_LIMIT:
+            function, output_nr = stack.pop()
+            key = _next_key(function, output_nr)
+            if key in seen:
+                continue
+            seen.add(key)
+            if key in entries:
+                for name in entries[key]:
+                    reached.setdefault(name, ZERO if crossing_zero else DIFF)
+                continue
+            variable = getattr(function, "variable", None)
+            if variable is not None:
+                name = parameter_names.get(id(variable))
+                if name:
+                    reached.setdefault("param:" + name, ZERO if crossing_zero else DIFF)
+                continue
+            if key in known:  # the result of an earlier node that is not an input here
+                continue
+            if rules.is_zero_derivative_grad_fn(function) and not crossing_zero:
+                continue
+            stack.extend((f, n) for f, n in function.next_functions if f is not None)
+    return reached
+
+
+def annotate_by_rules(node: fx.Node, model: torch.nn.Module, names: dict[int, str]) -> NodeFlow:
+    """Decide a node's edges from its op name alone (no example inputs, or it could not run)."""
+    region = node.meta.get(GRAD_MODE_KEY)
+    op = rules.op_name(node.target) if node.op in ("call_function", "call_method") else ""
+    if node.op == "call_function" and node.target is getattr and len(node.args) > 1:
+        op = str(node.args[1])
+    if region is not None or op in rules.NON_DIFFERENTIABLE_OPS or _casts_to_integer(node):
+        kind = NONE
+    elif op in rules.ZERO_DERIVATIVE_OPS:
+        kind = ZERO
+    else:
+        kind = DIFF
+    flow = NodeFlow(inputs={i.name: kind for i in data_inputs(node)}, grad_region=region, evaluated=False)
+    if node.op == "call_module":
+        module = model.get_submodule(node.target)
+        flow.params = {names[id(p)]: (kind if p.requires_grad else NONE) for p in module.parameters() if id(p) in names}
+    elif node.op == "get_attr":
+        value = resolve_attribute(model, node.target)
+        if id(value) in names:
+            flow.params = {names[id(value)]: DIFF}
+    return flow
+
+
+def _casts_to_integer(node: fx.Node) -> bool:
+    if node.op != "call_method" or node.target not in ("to", "type"):
+        return False
+    values = list(node.args[1:]) + list(node.kwargs.values())
+    return any(isinstance(v, torch.dtype) and not (v.is_floating_point or v.is_complex) for v in values)
+
+
+def annotate(graph_module: fx.GraphModule, model: torch.nn.Module,
+             inputs: Sequence[Any] | None) -> None:
+    """Write a :class:`NodeFlow` into ``node.meta["fxflow"]`` for every node of the graph.
+
+    With example inputs every node runs on fake tensors; without, edges come from name rules.
+    """
+    names = parameter_names(model)
+    if inputs is None:
+        for node in graph_module.graph.nodes:
+            node.meta[META_KEY] = annotate_by_rules(node, model, names)
+        return
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    interpreter = FlowInterpreter(graph_module, model, mode)
+    fake_inputs = [interpreter.fake(x) if isinstance(x, torch.Tensor) else x for x in inputs]
+    with interpreter.fake_model(), mode:
+        interpreter.run(*fake_inputs)

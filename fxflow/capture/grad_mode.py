@@ -1,0 +1,79 @@
+"""Record ``torch.no_grad()`` / ``inference_mode()`` / ``set_grad_enabled(False)`` regions while a capture runs.
+
+Tracers drop these context managers silently (pytorch #62043): the graph they produce
+computes with gradients everywhere. While a capture runs, :class:`GradModeRecorder` watches
+the two switches every such context manager flips and remembers where (the user's line) the
+current region began, so each captured node can carry the region it was created in.
+"""
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from typing import Iterator
+
+import torch
+
+from .source import current_user_source
+
+META_KEY = "fxflow_grad_mode"
+
+
+@dataclass(frozen=True)
+class GradRegion:
+    """A stretch of forward that autograd does not record."""
+
+    kind: str  # "no_grad" or "inference_mode"
+    source: str | None  # file:line of the ``with`` statement (or decorator call)
+
+
+class GradModeRecorder:
+    """Context manager: patches the grad-mode switches and tracks the active region."""
+
+    def __init__(self) -> None:
+        self._inference_stack: list[GradRegion | None] = []
+        self.grad_region: GradRegion | None = None
+        self.inference_region: GradRegion | None = None
+
+    def current(self) -> GradRegion | None:
+        """The region a node created right now belongs to, or None when gradients are on."""
+        if torch.is_inference_mode_enabled():
+            return self.inference_region or GradRegion("inference_mode", None)
+        if not torch.is_grad_enabled():
+            return self.grad_region or GradRegion("no_grad", None)
+        return None
+
+    @contextlib.contextmanager
+    def recording(self) -> Iterator["GradModeRecorder"]:
+        original_set = torch._C._set_grad_enabled
+        original_inference = torch._C._InferenceMode
+        recorder = self
+
+        def set_grad_enabled(mode: bool) -> None:
+            if not mode and torch.is_grad_enabled():
+                recorder.grad_region = GradRegion("no_grad", current_user_source())
+            elif mode:
+                recorder.grad_region = None
+            original_set(mode)
+
+        class InferenceMode:  # wraps torch._C._InferenceMode, a context manager
+            def __init__(self, mode: bool) -> None:
+                self._mode = mode
+                self._guard = original_inference(mode)
+
+            def __enter__(self) -> None:
+                recorder._inference_stack.append(recorder.inference_region)
+                if self._mode and not torch.is_inference_mode_enabled():
+                    recorder.inference_region = GradRegion("inference_mode", current_user_source())
+                self._guard.__enter__()
+
+            def __exit__(self, *exc: object) -> None:
+                self._guard.__exit__(*exc)
+                recorder.inference_region = recorder._inference_stack.pop()
+
+        torch._C._set_grad_enabled = set_grad_enabled
+        torch._C._InferenceMode = InferenceMode
+        try:
+            yield self
+        finally:
+            torch._C._set_grad_enabled = original_set
+            torch._C._InferenceMode = original_inference

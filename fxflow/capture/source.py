@@ -1,0 +1,67 @@
+"""Find the user's own line behind a graph node: the innermost frame outside torch and fxflow."""
+from __future__ import annotations
+
+import os
+import re
+import sys
+from typing import Iterable
+
+import torch
+
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
+_LIBRARY_ROOTS = tuple(
+    os.path.dirname(os.path.abspath(module.__file__)) + os.sep
+    for module in (torch, sys.modules[__name__.split(".")[0]])
+)
+_STDLIB_ROOT = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
+
+
+def is_library_file(path: str) -> bool:
+    """True for files of torch, fxflow or the standard library: never the user's code.
+
+    Other installed packages (transformers, say) count as user code: a cut inside them
+    is still best reported at their line.
+    """
+    if path.startswith("<"):
+        return True
+    path = os.path.abspath(path)
+    if path.startswith(_LIBRARY_ROOTS):
+        return True
+    in_packages = "site-packages" in path or "dist-packages" in path
+    return path.startswith(_STDLIB_ROOT) and not in_packages
+
+
+def display_path(path: str) -> str:
+    """A path relative to the working directory when the file lies below it."""
+    absolute = os.path.abspath(path)
+    try:
+        relative = os.path.relpath(absolute)
+    except ValueError:  # another drive on Windows
+        return absolute
+    return absolute if relative.startswith("..") else relative
+
+
+def pick_user_frame(frames: Iterable[tuple[str, int]]) -> str | None:
+    """The last (innermost) frame that is the user's, as ``file:line``."""
+    chosen = None
+    for filename, line in frames:
+        if not is_library_file(filename):
+            chosen = f"{display_path(filename)}:{line}"
+    return chosen
+
+
+def source_of_stack_trace(stack_trace: str | None) -> str | None:
+    """``file:line`` of the user's line in a ``node.meta["stack_trace"]`` string."""
+    if not stack_trace:
+        return None
+    return pick_user_frame((m["file"], int(m["line"])) for m in _FRAME.finditer(stack_trace))
+
+
+def current_user_source() -> str | None:
+    """``file:line`` of the innermost user frame on the live Python stack."""
+    frame = sys._getframe(1)
+    frames = []
+    while frame is not None:
+        frames.append((frame.f_code.co_filename, frame.f_lineno))
+        frame = frame.f_back
+    return pick_user_frame(reversed(frames))

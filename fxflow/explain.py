@@ -1,0 +1,77 @@
+"""Name the op that severs gradient flow at a node, and say why in plain words."""
+from __future__ import annotations
+
+import torch.fx as fx
+
+from . import rules
+from .annotate import META_KEY, NodeFlow
+from .capture import OPAQUE_KEY
+from .capture.source import source_of_stack_trace
+from .report import CutSite
+
+_CASTS = {"to", "type", "long", "int", "short", "bool", "byte", "char", "half", "float", "double"}
+_COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge", "isclose", "equal"}
+
+
+def node_source(node: fx.Node) -> str | None:
+    """``file:line`` of the user's line that created the node."""
+    return source_of_stack_trace(node.meta.get("stack_trace"))
+
+
+def node_op(node: fx.Node) -> str:
+    """A short name for what the node does: ``detach``, ``gt``, ``linear``, ``Linear``."""
+    if node.op == "call_module":
+        return node.graph.owning_module.get_submodule(node.target).__class__.__name__ \
+            if node.graph.owning_module is not None else str(node.target)
+    if node.op == "call_function" and node.target is getattr and len(node.args) > 1:
+        return str(node.args[1])
+    if node.op in ("call_function", "call_method"):
+        return rules.op_name(node.target)
+    return node.op
+
+
+def describe_cut(node: fx.Node) -> CutSite:
+    """Why gradient does not pass through ``node`` to (some of) its inputs."""
+    flow: NodeFlow = node.meta[META_KEY]
+    op = node_op(node)
+    source = node_source(node)
+    region = flow.grad_region
+    if region is not None:
+        kind = region.kind
+        where = f" (entered at {region.source})" if region.source else ""
+        reason = f"runs inside torch.{kind}(){where}, so autograd records nothing for it"
+        return CutSite(node.name, kind, source, reason)
+    if OPAQUE_KEY in node.meta:
+        return CutSite(node.name, op, source, f"{node.meta[OPAQUE_KEY]} returns no gradient for this input")
+    if op in ("detach", "detach_"):
+        reason = f"{op}() returns a tensor with no autograd history, so the gradient stops here"
+    elif op == "data":
+        reason = ".data reads the values without autograd history, so the gradient stops here"
+    elif flow.is_tensor is False:
+        reason = f"{op}() turns the tensor into plain Python data, which autograd cannot follow"
+    elif flow.dtype is not None and not _is_floating(flow.dtype):
+        if op in _CASTS:
+            op = f"to_{flow.dtype}"
+            reason = f"casts to {flow.dtype}; integer and boolean tensors carry no gradient"
+        elif op in _COMPARISONS:
+            reason = f"the comparison {op} returns a {flow.dtype} tensor, which carries no gradient"
+        else:
+            reason = f"{op} returns a {flow.dtype} tensor (indices or flags), which carries no gradient"
+    elif flow.requires_grad is False:
+        reason = f"{op} produces a result that does not depend differentiably on its input"
+    elif not flow.evaluated:
+        reason = f"{op} is not differentiable"
+    else:
+        reason = f"{op} uses this input only for its shape, indices or mask, not as a differentiable value"
+    return CutSite(node.name, op, source, reason)
+
+
+def describe_zero(node: fx.Node) -> CutSite:
+    """Why gradient through ``node`` arrives as an exact zero."""
+    op = node_op(node)
+    reason = f"{op} has a derivative of exactly zero everywhere, so the gradient arrives as 0"
+    return CutSite(node.name, op, node_source(node), reason)
+
+
+def _is_floating(dtype: str) -> bool:
+    return dtype.startswith(("float", "bfloat", "complex"))

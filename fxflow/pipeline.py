@@ -1,0 +1,120 @@
+"""The pipeline: capture -> annotate -> analyze -> probe -> reconcile, returning a Report."""
+from __future__ import annotations
+
+from typing import Any, Callable, Iterable, Sequence
+
+import torch
+
+from .analyze import PARAM, StaticAnalysis, analyze
+from .annotate import annotate
+from .capture import capture
+from .inputs import as_input_tuple, infer_inputs
+from .probe import ProbeResult, dynamic_verdicts, probe
+from .report import CUT, ParameterReport, Report, TraceInfo, matches, reconcile
+
+NO_INPUTS_NOTE = (
+    "no example inputs: static analysis used name rules only and no backward ran; "
+    "pass --input-size (e.g. --input-size 16,10) or define example_inputs() in the model's file"
+)
+
+
+def check(
+    model: torch.nn.Module,
+    inputs: Any = None,
+    *,
+    loss_fn: Callable[[Any], torch.Tensor] | None = None,
+    backward: bool = True,
+    allow: Iterable[str] = (),
+    vanishing: float = 1e-3,
+    seed: int = 0,
+    target: str | None = None,
+    progress: Callable[[str], Any] | None = None,
+) -> Report:
+    """Find which parameters of ``model`` get no gradient, why, and confirm with a real backward.
+
+    ``inputs`` is one tensor or a tuple of forward's positional arguments; when omitted fxflow
+    infers one from the first layer (Linear, Conv, Embedding). The model is left unchanged.
+    """
+    step = progress or (lambda message: None)
+    notes: list[str] = []
+    example = as_input_tuple(inputs)
+    if example is None:
+        example = infer_inputs(model)
+        if example is not None:
+            shape = ",".join(str(s) for s in example[0].shape)
+            notes.append(f"inputs inferred from the first layer: one tensor of shape ({shape})")
+    if example is None:
+        notes.append(NO_INPUTS_NOTE)
+
+    step("capturing the graph")
+    captured = capture(model, example)
+    static: StaticAnalysis | None = None
+    if captured.graph_module is not None:
+        step("analysing gradient flow")
+        annotate(captured.graph_module, model, example)
+        static = analyze(captured.graph_module, model)
+
+    result: ProbeResult | None = None
+    if backward and example is not None:
+        step("running forward and backward")
+        result = probe(model, example, loss_fn=loss_fn, seed=seed)
+        notes.extend(result.notes)
+        if not result.measurable:
+            notes.append("gradients on meta tensors have no values: zero and vanishing cannot be told apart from ok")
+
+    parameters = _parameter_reports(model, static, result, vanishing, allow)
+    if not parameters:
+        notes.append("the model has no parameters: nothing to check")
+    elif not any(p.requires_grad for p in model.parameters()):
+        notes.append("no parameter requires grad: every parameter is frozen")
+    return Report(
+        target=target or type(model).__name__,
+        trace=TraceInfo(captured.method, captured.node_count, captured.notes),
+        parameters=parameters,
+        backward=result is not None,
+        device=str(_device(model)),
+        notes=notes,
+        graph=static.graph if static is not None else None,
+    )
+
+
+def _device(model: torch.nn.Module) -> torch.device:
+    for tensor in model.parameters():
+        return tensor.device
+    return torch.device("cpu")
+
+
+def _parameter_reports(model: torch.nn.Module, static: StaticAnalysis | None, result: ProbeResult | None,
+                       vanishing: float, allow: Iterable[str]) -> list[ParameterReport]:
+    allow = list(allow)
+    dynamic = dynamic_verdicts(result, vanishing) if result is not None else {}
+    reports = []
+    for name, parameter in model.named_parameters():
+        verdict = static.verdicts[name] if static is not None else None
+        report = ParameterReport(
+            name=name,
+            shape=tuple(int(s) for s in parameter.shape),
+            static=verdict.static if verdict else ("frozen" if not parameter.requires_grad else "reachable"),
+            dynamic=dynamic.get(name),
+            grad_norm=result.grads[name].norm if result is not None and name in result.grads else None,
+            cut_by=list(verdict.cut_by) if verdict else [],
+            diagnosis=verdict.detail if verdict else None,
+            allowed=matches(name, allow),
+        )
+        reconcile(report, _opaque_on_path(static, name) if static is not None else None)
+        reports.append(report)
+    return reports
+
+
+def _opaque_on_path(static: StaticAnalysis, name: str) -> str | None:
+    """An opaque op (custom autograd.Function) downstream of the parameter, if any."""
+    import networkx as nx
+
+    graph = static.graph
+    key = PARAM + name
+    if key not in graph or static.verdicts[name].static == CUT:
+        return None
+    for node in sorted(nx.descendants(graph, key), key=lambda n: graph.nodes[n]["order"]):
+        if graph.nodes[node].get("opaque"):
+            return graph.nodes[node]["opaque"]
+    return None

@@ -1,0 +1,178 @@
+"""The real backward: one forward and one backward of the user's own module, then put it all back.
+
+The loss is a seeded random projection of every floating output (``sum(w_i * out_i)``), so no
+output is constant under it: a plain ``.sum()`` of softmax probabilities would be exactly
+constant and give every parameter a zero gradient. A user's ``loss_fn`` replaces it.
+"""
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import torch
+
+from .errors import FxflowError
+from .report import MISSING, NONFINITE, OK, PRESENT, VANISHING, ZERO
+from .state import ModelSnapshot, preserved_module_attributes
+
+
+@dataclass
+class GradInfo:
+    """What the real backward left in one parameter's ``.grad``."""
+
+    present: bool
+    norm: float | None = None
+    rms: float | None = None
+    finite: bool = True
+    all_zero: bool = False
+
+
+@dataclass
+class ProbeResult:
+    grads: dict[str, GradInfo]
+    module_grad_norms: dict[str, list[float]] = field(default_factory=dict)  # per call, in call order
+    measurable: bool = True  # False on meta/fake tensors: presence only
+    notes: list[str] = field(default_factory=list)
+
+
+def floating_outputs(value: Any) -> list[torch.Tensor]:
+    """Every floating-point tensor in a forward's result: tuples, lists, dicts, dataclasses."""
+    found: list[torch.Tensor] = []
+
+    def visit(item: Any) -> None:
+        if isinstance(item, torch.Tensor):
+            if item.is_floating_point() or item.is_complex():
+                found.append(item)
+        elif isinstance(item, dict):
+            for key in item:
+                visit(item[key])
+        elif isinstance(item, (list, tuple)):
+            for element in item:
+                visit(element)
+        elif dataclasses.is_dataclass(item) and not isinstance(item, type):
+            for f in dataclasses.fields(item):
+                visit(getattr(item, f.name))
+
+    visit(value)
+    return found
+
+
+def projection_loss(outputs: Any, seed: int = 0) -> torch.Tensor | None:
+    """A seeded random projection of every floating output that requires grad (None if none does)."""
+    total = None
+    for index, tensor in enumerate(t for t in floating_outputs(outputs) if t.requires_grad):
+        if tensor.is_meta:
+            weights = torch.ones_like(tensor)
+        else:
+            generator = torch.Generator(device=tensor.device).manual_seed(seed + index)
+            weights = torch.randn(tensor.shape, generator=generator, device=tensor.device, dtype=tensor.dtype)
+        term = (tensor * weights).sum()
+        term = term.real if term.is_complex() else term
+        total = term if total is None else total + term
+    return total
+
+
+class _ModuleGradRecorder:
+    """Records the gradient norm that flows out of every module call during backward."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.norms: dict[str, list[float]] = {}
+        self.handles = [
+            module.register_forward_hook(self._hook(name))
+            for name, module in model.named_modules() if name
+        ]
+
+    def _hook(self, name: str) -> Callable:
+        def hook(module: torch.nn.Module, args: Any, output: Any) -> None:
+            slot = len(self.norms.setdefault(name, []))
+            self.norms[name].append(0.0)
+            for tensor in floating_outputs(output):
+                if tensor.requires_grad and not tensor.is_meta:
+                    tensor.register_hook(self._grad_hook(name, slot))
+
+        return hook
+
+    def _grad_hook(self, name: str, slot: int) -> Callable:
+        def hook(grad: torch.Tensor) -> None:
+            self.norms[name][slot] = math.hypot(self.norms[name][slot], float(grad.detach().float().norm()))
+
+        return hook
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+
+def probe(model: torch.nn.Module, inputs: Sequence[Any], *, loss_fn: Callable[[Any], torch.Tensor] | None = None,
+          seed: int = 0, kwargs: dict[str, Any] | None = None) -> ProbeResult:
+    """Run one forward and backward on ``model`` and read every parameter's gradient.
+
+    The model is left exactly as found: grads, flags, buffers, attributes, RNG state.
+    """
+    snapshot = ModelSnapshot.save(model)
+    names = {id(p): name for name, p in model.named_parameters()}
+    recorder = None
+    try:
+        with preserved_module_attributes(model):
+            for parameter in snapshot.grads:
+                parameter.grad = None
+            recorder = _ModuleGradRecorder(model)
+            with torch.enable_grad():
+                try:
+                    outputs = model(*inputs, **(kwargs or {}))
+                except Exception as error:
+                    raise FxflowError(f"forward raised {type(error).__name__}: {_first_line(error)}",
+                                      hint="check --input-size (or example_inputs()) against what forward expects") from error
+                if not floating_outputs(outputs):
+                    raise FxflowError("the model's output contains no floating-point tensor, so nothing can be differentiated")
+                loss = loss_fn(outputs) if loss_fn is not None else projection_loss(outputs, seed)
+                if loss is not None and loss.requires_grad:
+                    loss.backward()
+            measurable = not any(p.is_meta for p in snapshot.grads)
+            grads = {names[id(p)]: _grad_info(p.grad, measurable) for p in snapshot.grads if id(p) in names}
+            module_norms = dict(recorder.norms)
+    finally:
+        if recorder is not None:
+            recorder.remove()
+        notes = snapshot.restore()
+    return ProbeResult(grads, module_norms, measurable, notes)
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else ""
+
+
+def _grad_info(grad: torch.Tensor | None, measurable: bool) -> GradInfo:
+    if grad is None:
+        return GradInfo(present=False)
+    if not measurable:
+        return GradInfo(present=True)
+    values = grad.detach().double()
+    norm = float(values.norm())
+    count = max(values.numel(), 1)
+    finite = bool(torch.isfinite(values).all())
+    return GradInfo(True, norm, norm / math.sqrt(count), finite, bool((values == 0).all()))
+
+
+def dynamic_verdicts(result: ProbeResult, vanishing: float) -> dict[str, str]:
+    """missing / zero / vanishing / nonfinite / ok (present on meta) for every parameter."""
+    rms_values = [g.rms for g in result.grads.values() if g.present and g.finite and g.rms is not None]
+    largest = max(rms_values, default=0.0)
+    verdicts = {}
+    for name, info in result.grads.items():
+        if not info.present:
+            verdicts[name] = MISSING
+        elif not result.measurable:
+            verdicts[name] = PRESENT
+        elif not info.finite:
+            verdicts[name] = NONFINITE
+        elif info.all_zero:
+            verdicts[name] = ZERO
+        elif info.rms is not None and info.rms < vanishing * largest:
+            verdicts[name] = VANISHING
+        else:
+            verdicts[name] = OK
+    return verdicts

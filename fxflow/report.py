@@ -1,0 +1,238 @@
+"""The Report: fxflow's one data model, and the reconcile step that builds it.
+
+Every presenter (text table, JSON, DOT, notebook) reads a :class:`Report` and nothing else. The
+JSON form (:meth:`Report.to_dict`) is a public contract documented in ``docs/json.md``.
+"""
+from __future__ import annotations
+
+import fnmatch
+import json
+from dataclasses import asdict, dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable
+
+if TYPE_CHECKING:  # pragma: no cover
+    import networkx as nx
+
+SCHEMA_VERSION = 1
+
+# Static verdicts, in precedence order.
+FROZEN, UNUSED, CUT, ZERO, REACHABLE = "frozen", "unused", "cut", "zero", "reachable"
+STATIC_VERDICTS = (FROZEN, UNUSED, CUT, ZERO, REACHABLE)
+# Dynamic verdicts. PRESENT: a meta-device backward saw a gradient but cannot measure it.
+MISSING, VANISHING, NONFINITE, OK, PRESENT = "missing", "vanishing", "nonfinite", "ok", "present"
+DYNAMIC_VERDICTS = (MISSING, ZERO, VANISHING, NONFINITE, OK, PRESENT)
+
+_EXPECTED = {
+    REACHABLE: {OK, VANISHING, ZERO, NONFINITE, PRESENT},
+    ZERO: {ZERO, PRESENT},
+    CUT: {MISSING},
+    FROZEN: {MISSING},
+    UNUSED: {MISSING},
+}
+_STATIC_PROBLEMS = {UNUSED, CUT, ZERO}
+_DYNAMIC_PROBLEMS = {MISSING, ZERO, NONFINITE}
+
+
+@dataclass(frozen=True)
+class CutSite:
+    """A node that severs gradient flow."""
+
+    node: str  # fx node name
+    op: str  # short op name: detach, data, gt, argmax, to_int64, no_grad, round, ...
+    source: str | None  # FILE:LINE of the user's line that created the node
+    reason: str  # one sentence in plain words
+
+
+@dataclass
+class ParameterReport:
+    """Everything fxflow knows about one parameter."""
+
+    name: str
+    shape: tuple[int, ...]
+    static: str
+    dynamic: str | None = None  # None when no backward ran
+    grad_norm: float | None = None
+    cut_by: list[CutSite] = field(default_factory=list)
+    agree: bool | None = None  # None when no backward ran
+    diagnosis: str | None = None  # plain-words explanation of the pair of verdicts
+    allowed: bool = False  # matched an --allow pattern: dryness is deliberate
+
+    @property
+    def problem(self) -> bool:
+        """Counts against the exit code: dry, zero or broken, and neither frozen nor allowed."""
+        if self.static == FROZEN or self.allowed:
+            return False
+        return self.static in _STATIC_PROBLEMS or self.dynamic in _DYNAMIC_PROBLEMS
+
+
+@dataclass
+class TraceInfo:
+    """How the graph was captured."""
+
+    method: str
+    nodes: int
+    notes: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Report:
+    """The answer to "which parameters will never learn, and which line cut them off?"."""
+
+    target: str
+    trace: TraceInfo
+    parameters: list[ParameterReport]
+    backward: bool = True  # a real backward ran
+    device: str | None = None
+    notes: list[str] = field(default_factory=list)
+    graph: "nx.DiGraph | None" = field(default=None, repr=False, compare=False)
+
+    # -- queries ----------------------------------------------------------------------------
+    @property
+    def ok(self) -> bool:
+        """True when no parameter is a problem (see :attr:`ParameterReport.problem`)."""
+        return not any(p.problem for p in self.parameters)
+
+    @property
+    def problems(self) -> list[ParameterReport]:
+        return [p for p in self.parameters if p.problem]
+
+    @property
+    def cuts(self) -> list[CutSite]:
+        """Every distinct node that severs some parameter, in a stable order."""
+        seen: dict[str, CutSite] = {}
+        for parameter in self.parameters:
+            for site in parameter.cut_by:
+                seen.setdefault(site.node, site)
+        return list(seen.values())
+
+    def parameter(self, name: str) -> ParameterReport:
+        for parameter in self.parameters:
+            if parameter.name == name:
+                return parameter
+        raise KeyError(name)
+
+    def counts(self) -> dict[str, int]:
+        """Parameters per static verdict."""
+        counts = {verdict: 0 for verdict in STATIC_VERDICTS}
+        for parameter in self.parameters:
+            counts[parameter.static] += 1
+        return counts
+
+    # -- serialisation ----------------------------------------------------------------------
+    def to_dict(self) -> dict[str, Any]:
+        """The JSON report (schema in docs/json.md)."""
+        return {
+            "schema": SCHEMA_VERSION,
+            "target": self.target,
+            "trace": asdict(self.trace),
+            "backward": self.backward,
+            "device": self.device,
+            "parameters": [_parameter_dict(p) for p in self.parameters],
+            "counts": self.counts(),
+            "notes": list(self.notes),
+            "ok": self.ok,
+        }
+
+    def to_json(self, indent: int | None = 2) -> str:
+        return json.dumps(self.to_dict(), indent=indent)
+
+    # -- presenters (each lives in its own module) ------------------------------------------
+    def table(self, width: int = 100) -> str:
+        """The text ``fxflow check`` prints: table, one paragraph per cut, summary."""
+        from .text import render_text
+
+        return render_text(self, width=width)
+
+    def summary(self) -> str:
+        """One line: what is dry and why."""
+        from .text import summary_line
+
+        return summary_line(self)
+
+    def to_dot(self, **options: Any) -> str:
+        """The Graphviz DOT source of the flow diagram."""
+        from .render import build_dot
+
+        return build_dot(self, **options)
+
+    def render(self, path: str, *, format: str | None = None, **options: Any) -> str:
+        """Write the diagram to ``path`` (.svg, .png, .pdf or .dot); returns the path."""
+        from .render import render_file
+
+        return render_file(self, path, format=format, **options)
+
+    def _repr_svg_(self) -> str | None:
+        from .render import to_svg_text
+
+        try:
+            return to_svg_text(self)
+        except Exception:  # no renderer: the notebook falls back to the text repr
+            return None
+
+    def __str__(self) -> str:
+        return self.table()
+
+
+def _parameter_dict(parameter: ParameterReport) -> dict[str, Any]:
+    data = asdict(parameter)
+    data["shape"] = list(parameter.shape)
+    return data
+
+
+def matches(name: str, patterns: Iterable[str]) -> bool:
+    """True when ``name`` matches one of the glob patterns."""
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+
+
+def reconcile(parameter: ParameterReport, opaque_path: str | None = None) -> None:
+    """Compare the static and dynamic verdicts of one parameter; fill ``agree`` and ``diagnosis``.
+
+    Never hides a disagreement by trusting one side: both verdicts stay, and the diagnosis says
+    what the mismatch most likely means.
+    """
+    static, dynamic = parameter.static, parameter.dynamic
+    if dynamic is None:
+        return
+    parameter.agree = dynamic in _EXPECTED[static]
+    if parameter.agree:
+        parameter.diagnosis = parameter.diagnosis or _AGREEING_DIAGNOSES.get((static, dynamic))
+        return
+    if static == REACHABLE and dynamic == MISSING:
+        if opaque_path:
+            parameter.diagnosis = (
+                f"its only paths pass through {opaque_path}, whose backward returns no gradient "
+                "for it: the real backward decides, and it says none arrives"
+            )
+            parameter.agree = True
+            return
+        parameter.diagnosis = (
+            "statically reachable, no gradient at runtime: an op the tracer saw through returns no "
+            "gradient (a custom autograd.Function, say), or forward took another branch than the trace"
+        )
+    elif static in (CUT, UNUSED) and dynamic != MISSING:
+        parameter.diagnosis = (
+            "no gradient path in the traced graph, yet the real backward delivered one: the trace "
+            "differs from what forward ran (a data-dependent branch, or code the tracer could not see)"
+        )
+    elif static == ZERO:
+        parameter.diagnosis = (
+            "every traced path crosses a zero-derivative op, yet a nonzero gradient arrived: forward "
+            "ran a path the trace did not record"
+        )
+    elif static == FROZEN:
+        parameter.diagnosis = "requires_grad is False, yet a gradient was written: something else sets .grad"
+    else:
+        parameter.diagnosis = f"static verdict {static} does not match runtime verdict {dynamic}"
+
+
+_AGREEING_DIAGNOSES = {
+    (REACHABLE, ZERO): (
+        "a gradient arrives but it is exactly zero: dead ReLUs (every input negative), "
+        "multiplication by an all-zero mask, or a loss term weighted to nothing"
+    ),
+    (REACHABLE, NONFINITE): "the gradient contains NaN or inf: look for log(0), division by zero, or overflow",
+    (REACHABLE, VANISHING): (
+        "the gradient is vanishingly small next to the largest in the model: normalisation, "
+        "residual connections or a gentler depth help"
+    ),
+}
