@@ -92,3 +92,22 @@ def as_input_tuple(inputs: Any) -> tuple[Any, ...] | None:
     if isinstance(inputs, (tuple, list)):
         return tuple(inputs)
     return (inputs,)
+
+
+def check_input_count(model: nn.Module, inputs: Sequence[Any]) -> None:
+    """Fail clearly when forward cannot take this many positional inputs."""
+    import inspect
+
+    try:
+        parameters = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):
+        return
+    if any(p.kind == p.VAR_POSITIONAL for p in parameters):
+        return
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    required = [p for p in positional if p.default is p.empty]
+    if not len(required) <= len(inputs) <= len(positional):
+        names = ", ".join(p.name for p in positional)
+        expected = str(len(required)) if len(required) == len(positional) else f"{len(required)} to {len(positional)}"
+        raise FxflowError(f"forward takes {expected} input(s) ({names}) but {len(inputs)} were given",
+                          hint="pass one --input-size per forward input")

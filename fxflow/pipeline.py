@@ -29,6 +29,7 @@ def check(
     seed: int = 0,
     target: str | None = None,
     progress: Callable[[str], Any] | None = None,
+    infer: bool = True,
 ) -> Report:
     """Find which parameters of ``model`` get no gradient, why, and confirm with a real backward.
 
@@ -38,7 +39,7 @@ def check(
     step = progress or (lambda message: None)
     notes: list[str] = []
     example = as_input_tuple(inputs)
-    if example is None:
+    if example is None and infer:
         example = infer_inputs(model)
         if example is not None:
             shape = ",".join(str(s) for s in example[0].shape)
@@ -75,6 +76,7 @@ def check(
         device=str(_device(model)),
         notes=notes,
         graph=static.graph if static is not None else None,
+        module_grad_norms=result.module_grad_norms if result is not None else {},
     )
 
 

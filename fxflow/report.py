@@ -85,6 +85,9 @@ class Report:
     device: str | None = None
     notes: list[str] = field(default_factory=list)
     graph: "nx.DiGraph | None" = field(default=None, repr=False, compare=False)
+    # Gradient norm that flowed out of each module call in the real backward, by qualified name,
+    # one entry per call in call order (call_module nodes of the same target, in graph order).
+    module_grad_norms: dict[str, list[float]] = field(default_factory=dict, repr=False, compare=False)
 
     # -- queries ----------------------------------------------------------------------------
     @property

@@ -1,0 +1,158 @@
+"""The ``fxflow`` command: argument parsing, exit codes and error lines; no analysis logic.
+
+Exit codes: 0 nothing wrong, 1 a parameter will not learn, 2 the check could not run.
+torch is imported only once a command runs, so ``fxflow --help`` and ``--version`` are instant.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+from typing import Sequence
+
+from . import __version__
+
+EXAMPLES = """examples:
+  fxflow check examples/seed.py:Net
+  fxflow check model.py:Net --input-size 16,10 --json
+  fxflow check model.py:build --arg hidden=64 --input-size 2,7:long
+  fxflow check model.py:Net --allow 'target_net.*'      # deliberate dryness passes CI
+  fxflow render model.py:Net -o flow.svg
+"""
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str) -> None:  # one line, exit 2 (argparse prints usage too)
+        raise _UsageError(f"{message} (see '{self.prog} --help')")
+
+
+class _UsageError(Exception):
+    pass
+
+
+def _add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("target", help="path/to/file.py:Name or package.module:Name")
+    parser.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
+                        help="constructor argument (a Python literal); repeatable")
+    parser.add_argument("--input-size", action="append", default=[], metavar="SIZES[:DTYPE]",
+                        help="one per forward input, e.g. 16,10 or 2,7:long; repeatable")
+    parser.add_argument("--allow", action="append", default=[], metavar="GLOB",
+                        help="parameters allowed to be dry (e.g. 'target_net.*'); repeatable")
+    parser.add_argument("--seed", type=int, default=0, help="torch seed for the model and inputs (default 0)")
+    parser.add_argument("--vanishing", type=float, default=1e-3, metavar="FACTOR",
+                        help="gradient RMS below FACTOR x the largest is vanishing (default 1e-3)")
+    parser.add_argument("--no-backward", action="store_true", help="static analysis only")
+    parser.add_argument("--device", default=None, help="build/move the model there (cpu, cuda, meta)")
+    parser.add_argument("--no-color", action="store_true", help="plain text even on a terminal")
+    parser.add_argument("--quiet", "-q", action="store_true", help="print only the summary line")
+    parser.add_argument("--debug", action="store_true", help="show tracebacks")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = _Parser(prog="fxflow", description="Which parameters will never learn, and which line of forward cut them off.",
+                     epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--version", action="version", version=f"fxflow {__version__}")
+    commands = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="{check,render}")
+    check = commands.add_parser("check", help="table, JSON and exit code", epilog=EXAMPLES,
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_common(check)
+    check.add_argument("--json", action="store_true", help="print the JSON report")
+    render = commands.add_parser("render", help="draw the colored gradient-flow diagram", epilog=EXAMPLES,
+                                 formatter_class=argparse.RawDescriptionHelpFormatter)
+    _add_common(render)
+    render.add_argument("-o", "--output", required=True, help="file to write (.svg .png .pdf .dot), or - for DOT on stdout")
+    render.add_argument("--format", choices=("svg", "png", "pdf", "dot"), help="overrides the extension")
+    render.add_argument("--depth", type=int, default=None, help="collapse modules deeper than N")
+    render.add_argument("--focus", action="store_true", help="only cuts, dry parameters and their paths")
+    return parser
+
+
+def _check_output_path(path: str) -> None:
+    from .errors import FxflowError
+
+    if path == "-":
+        return
+    folder = os.path.dirname(os.path.abspath(path))
+    if not os.path.isdir(folder):
+        raise FxflowError(f"cannot write {path}: folder {os.path.dirname(path) or '.'} does not exist")
+    if not os.access(folder, os.W_OK):
+        raise FxflowError(f"cannot write {path}: folder is not writable")
+
+
+def _run(options: argparse.Namespace) -> int:
+    from .errors import FxflowError
+    from .terminal import Terminal
+
+    terminal = Terminal(color=not options.no_color, quiet=options.quiet)
+    if options.command == "render":
+        _check_output_path(options.output)
+    if options.vanishing <= 0:
+        raise FxflowError("--vanishing must be a positive factor such as 1e-3")
+
+    import torch
+
+    from .inputs import check_input_count
+    from .load import load_target
+    from .pipeline import check
+
+    torch.manual_seed(options.seed)
+    with terminal.progress() as step:
+        step("loading the target")
+        loaded = load_target(options.target, args=options.arg, input_sizes=options.input_size, device=options.device)
+        if loaded.inputs is not None:
+            check_input_count(loaded.model, loaded.inputs)
+        report = check(loaded.model, loaded.inputs if loaded.inputs is not None else None,
+                       backward=not options.no_backward, allow=options.allow, vanishing=options.vanishing,
+                       seed=options.seed, target=options.target, progress=step, infer=False)
+        report.notes[:0] = loaded.notes
+        if options.command == "render":
+            step("rendering")
+            if options.output == "-":
+                sys.stdout.write(report.to_dot(depth=options.depth, focus=options.focus))
+            else:
+                report.render(options.output, format=options.format, depth=options.depth, focus=options.focus)
+    if options.command == "render":
+        print(report.summary(), file=sys.stderr)
+    elif options.json:
+        print(report.to_json())
+    else:
+        terminal.show(report)
+    return 0 if report.ok else 1
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    debug = "--debug" in argv
+    try:
+        options = parser.parse_args(argv)
+        if options.command is None:
+            parser.print_help()
+            return 2
+        return _run(options)
+    except _UsageError as error:
+        print(f"fxflow: error: {error}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("fxflow: interrupted", file=sys.stderr)
+        return 2
+    except Exception as error:
+        if debug:
+            raise
+        from .errors import FxflowError
+
+        if isinstance(error, FxflowError):
+            print(f"fxflow: error: {error}", file=sys.stderr)
+        else:
+            print(f"fxflow: error: {type(error).__name__}: {_first_line(error)} (rerun with --debug for the traceback)",
+                  file=sys.stderr)
+        return 2
+
+
+def _first_line(error: BaseException) -> str:
+    lines = str(error).strip().splitlines()
+    return lines[0] if lines else ""
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

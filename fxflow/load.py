@@ -1,0 +1,184 @@
+"""TARGET spec -> model instance and example inputs.
+
+``path/to/file.py:Name`` or ``package.module:Name``. Name is an ``nn.Module`` subclass (built
+with no arguments, or with ``--arg key=value``) or a function returning a module. Loading a file
+executes it, exactly like ``python file.py`` would.
+"""
+from __future__ import annotations
+
+import ast
+import importlib
+import importlib.util
+import inspect
+import os
+import sys
+import uuid
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any, Sequence
+
+from .errors import FxflowError
+
+
+@dataclass
+class Loaded:
+    model: Any  # torch.nn.Module
+    inputs: tuple[Any, ...] | None
+    notes: list[str] = field(default_factory=list)
+
+
+def parse_args(pairs: Sequence[str]) -> dict[str, Any]:
+    """``["hidden=64", "name='x'"]`` -> {"hidden": 64, "name": "x"}; values are Python literals."""
+    result: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key.strip().isidentifier():
+            raise FxflowError(f"--arg {pair!r} is malformed", hint="use --arg key=value, e.g. --arg hidden=64")
+        try:
+            result[key.strip()] = ast.literal_eval(value.strip())
+        except (ValueError, SyntaxError):
+            result[key.strip()] = value.strip()  # a bare word is taken as a string
+    return result
+
+
+def split_target(target: str) -> tuple[str, str]:
+    location, sep, name = target.rpartition(":")
+    if not sep or not location or not name or (len(location) == 1 and location.isalpha()):
+        raise FxflowError(f"target {target!r} must look like path/to/file.py:Name or package.module:Name")
+    return location, name
+
+
+def import_location(location: str) -> ModuleType:
+    """Import a file path or a dotted module name, turning every failure into one clear line."""
+    is_file = location.endswith(".py") or os.sep in location or "/" in location
+    if is_file:
+        if not os.path.isfile(location):
+            raise FxflowError(f"file not found: {location}")
+        return _import_file(location)
+    try:
+        return importlib.import_module(location)
+    except ModuleNotFoundError as error:
+        if error.name and location.startswith(error.name):
+            raise FxflowError(f"no module named {location!r}", hint="give a file path or an importable module") from error
+        raise FxflowError(f"importing {location} failed: no module named {error.name!r}",
+                          hint=f"pip install the package that provides {error.name!r}") from error
+    except SyntaxError as error:
+        raise FxflowError(f"syntax error in {error.filename}:{error.lineno}: {error.msg}") from error
+    except Exception as error:
+        raise FxflowError(f"importing {location} raised {type(error).__name__}: {error}") from error
+
+
+def _import_file(path: str) -> ModuleType:
+    path = os.path.abspath(path)
+    module_name = f"fxflow_target_{uuid.uuid4().hex[:8]}"
+    spec = importlib.util.spec_from_file_location(module_name, path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[module_name] = module  # dataclasses and pickling look the module up by name
+    directory = os.path.dirname(path)
+    sys.path.insert(0, directory)  # the file's siblings import as they would under `python file.py`
+    try:
+        spec.loader.exec_module(module)
+    except SyntaxError as error:
+        raise FxflowError(f"syntax error in {_relative(error.filename or path)}:{error.lineno}: {error.msg}") from error
+    except ModuleNotFoundError as error:
+        raise FxflowError(f"importing {_relative(path)} failed: no module named {error.name!r}",
+                          hint=f"pip install the package that provides {error.name!r}") from error
+    except Exception as error:
+        raise FxflowError(f"running {_relative(path)} raised {type(error).__name__}: {error}") from error
+    finally:
+        if sys.path and sys.path[0] == directory:
+            sys.path.pop(0)
+    return module
+
+
+def _relative(path: str) -> str:
+    relative = os.path.relpath(path)
+    return path if relative.startswith("..") else relative
+
+
+def _candidates(module: ModuleType) -> list[str]:
+    import torch
+
+    names = []
+    for name, value in vars(module).items():
+        if inspect.isclass(value) and issubclass(value, torch.nn.Module) and value.__module__ == module.__name__:
+            names.append(name)
+    return sorted(names)
+
+
+def build_model(module: ModuleType, location: str, name: str, kwargs: dict[str, Any]) -> Any:
+    """Instantiate (or call) ``name`` from the imported module."""
+    import torch
+
+    if not hasattr(module, name):
+        found = _candidates(module)
+        listing = ", ".join(found) if found else "none"
+        raise FxflowError(f"{location} has no {name!r}; modules defined there: {listing}")
+    factory = getattr(module, name)
+    if not callable(factory) or (inspect.isclass(factory) and not issubclass(factory, torch.nn.Module)):
+        raise FxflowError(f"{name} is not an nn.Module subclass or a function that returns one")
+    _check_signature(factory, name, kwargs)
+    try:
+        model = factory(**kwargs)
+    except Exception as error:
+        raise FxflowError(f"building {name} raised {type(error).__name__}: {error}") from error
+    if not isinstance(model, torch.nn.Module):
+        raise FxflowError(f"{name}() returned {type(model).__name__}, not an nn.Module")
+    return model
+
+
+def _check_signature(factory: Any, name: str, kwargs: dict[str, Any]) -> None:
+    try:
+        signature = inspect.signature(factory)
+    except (TypeError, ValueError):
+        return
+    missing = [
+        p.name for p in signature.parameters.values()
+        if p.default is inspect.Parameter.empty and p.kind in (p.POSITIONAL_OR_KEYWORD, p.KEYWORD_ONLY)
+        and p.name not in kwargs
+    ]
+    if missing:
+        example = " ".join(f"--arg {m}=..." for m in missing)
+        raise FxflowError(f"{name} needs constructor arguments: {', '.join(missing)}", hint=f"pass {example}")
+    accepts_any = any(p.kind == p.VAR_KEYWORD for p in signature.parameters.values())
+    unknown = [k for k in kwargs if k not in signature.parameters and not accepts_any]
+    if unknown:
+        raise FxflowError(f"{name} takes no argument {unknown[0]!r}; it takes: "
+                          + (", ".join(signature.parameters) or "nothing"))
+
+
+def load_target(target: str, *, args: Sequence[str] = (), input_sizes: Sequence[str] = (),
+                device: str | None = None) -> Loaded:
+    """Import the target, build the model and pick example inputs (flags, example_inputs(), first layer)."""
+    import torch
+
+    from .inputs import as_input_tuple, infer_inputs, make_inputs
+
+    location, name = split_target(target)
+    module = import_location(location)
+    kwargs = parse_args(args)
+    if device == "meta":
+        with torch.device("meta"):
+            model = build_model(module, location, name, kwargs)
+    else:
+        model = build_model(module, location, name, kwargs)
+        if device is not None:
+            model = model.to(device)
+    notes: list[str] = []
+    if input_sizes:
+        inputs = make_inputs(model, input_sizes, device)
+    elif callable(getattr(module, "example_inputs", None)):
+        try:
+            inputs = as_input_tuple(module.example_inputs())
+        except Exception as error:
+            raise FxflowError(f"example_inputs() raised {type(error).__name__}: {error}") from error
+        if device is not None and inputs is not None:
+            inputs = tuple(x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs)
+        notes.append("inputs from example_inputs()")
+    else:
+        inputs = infer_inputs(model)
+        if inputs is not None:
+            notes.append("inputs inferred from the first layer: one tensor of shape "
+                         f"({','.join(str(s) for s in inputs[0].shape)})")
+    return Loaded(model, inputs, notes)
