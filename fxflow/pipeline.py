@@ -24,6 +24,7 @@ def check(
     *,
     loss_fn: Callable[[Any], torch.Tensor] | None = None,
     backward: bool = True,
+    device: str | torch.device | None = None,
     allow: Iterable[str] = (),
     vanishing: float = 1e-3,
     seed: int = 0,
@@ -34,11 +35,17 @@ def check(
     """Find which parameters of ``model`` get no gradient, why, and confirm with a real backward.
 
     ``inputs`` is one tensor or a tuple of forward's positional arguments; when omitted fxflow
-    infers one from the first layer (Linear, Conv, Embedding). The model is left unchanged.
+    infers one from the first layer (Linear, Conv, Embedding). ``device="meta"`` checks without
+    allocating weights or computing anything (fake tensors): the backward then tells which
+    parameters get a gradient, not its size. Another device runs a copy of the model there.
+    The model is left unchanged.
     """
     step = progress or (lambda message: None)
     notes: list[str] = []
     example = as_input_tuple(inputs)
+    fake = str(device) == "meta" or any(p.is_meta for p in model.parameters())
+    if device is not None and not fake:
+        model, example = _on_device(model, example, torch.device(device), notes)
     if example is None and infer:
         example = infer_inputs(model)
         if example is not None:
@@ -58,10 +65,11 @@ def check(
     result: ProbeResult | None = None
     if backward and example is not None:
         step("running forward and backward")
-        result = probe(model, example, loss_fn=loss_fn, seed=seed)
+        result = probe(model, example, loss_fn=loss_fn, seed=seed, fake=fake)
         notes.extend(result.notes)
         if not result.measurable:
-            notes.append("gradients on meta tensors have no values: zero and vanishing cannot be told apart from ok")
+            notes.append("meta run: the backward shows which parameters get a gradient, not its size, "
+                         "so the zero, vanishing and nonfinite verdicts cannot be given")
 
     parameters = _parameter_reports(model, static, result, vanishing, allow)
     if not parameters:
@@ -78,6 +86,20 @@ def check(
         graph=static.graph if static is not None else None,
         module_grad_norms=result.module_grad_norms if result is not None else {},
     )
+
+
+def _on_device(model: torch.nn.Module, example: tuple[Any, ...] | None, device: torch.device,
+               notes: list[str]) -> tuple[torch.nn.Module, tuple[Any, ...] | None]:
+    """A copy of the model (and the inputs) on ``device``; the user's model stays where it is."""
+    if all(p.device == device for p in model.parameters()):
+        return model, example
+    import copy
+
+    notes.append(f"checked a copy of the model on {device}")
+    moved = copy.deepcopy(model).to(device)
+    if example is not None:
+        example = tuple(x.to(device) if isinstance(x, torch.Tensor) else x for x in example)
+    return moved, example
 
 
 def _device(model: torch.nn.Module) -> torch.device:

@@ -12,10 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
 import torch
+from torch._subclasses.fake_tensor import is_fake
 
 from .errors import FxflowError
 from .report import MISSING, NONFINITE, OK, PRESENT, VANISHING, ZERO
-from .state import ModelSnapshot, preserved_module_attributes
+from .fake import fake_inputs, fake_weights, new_fake_mode
+from .state import ModelSnapshot, RandomState, preserved_module_attributes
 
 
 @dataclass
@@ -63,7 +65,7 @@ def projection_loss(outputs: Any, seed: int = 0) -> torch.Tensor | None:
     """A seeded random projection of every floating output that requires grad (None if none does)."""
     total = None
     for index, tensor in enumerate(t for t in floating_outputs(outputs) if t.requires_grad):
-        if tensor.is_meta:
+        if tensor.is_meta or is_fake(tensor):  # values do not exist: any weights will do
             weights = torch.ones_like(tensor)
         else:
             generator = torch.Generator(device=tensor.device).manual_seed(seed + index)
@@ -106,11 +108,15 @@ class _ModuleGradRecorder:
 
 
 def probe(model: torch.nn.Module, inputs: Sequence[Any], *, loss_fn: Callable[[Any], torch.Tensor] | None = None,
-          seed: int = 0, kwargs: dict[str, Any] | None = None) -> ProbeResult:
+          seed: int = 0, kwargs: dict[str, Any] | None = None, fake: bool = False) -> ProbeResult:
     """Run one forward and backward on ``model`` and read every parameter's gradient.
 
-    The model is left exactly as found: grads, flags, buffers, attributes, RNG state.
+    With ``fake=True`` the run uses fake tensors (no weights allocated, nothing computed): it
+    tells which parameters get a gradient, not how large. The model is left exactly as found:
+    grads, flags, buffers, attributes, RNG state.
     """
+    if fake:
+        return _probe_fake(model, inputs, loss_fn=loss_fn, kwargs=kwargs)
     snapshot = ModelSnapshot.save(model)
     names = {id(p): name for name, p in model.named_parameters()}
     recorder = None
@@ -120,16 +126,7 @@ def probe(model: torch.nn.Module, inputs: Sequence[Any], *, loss_fn: Callable[[A
                 parameter.grad = None
             recorder = _ModuleGradRecorder(model)
             with torch.enable_grad():
-                try:
-                    outputs = model(*inputs, **(kwargs or {}))
-                except Exception as error:
-                    raise FxflowError(f"forward raised {type(error).__name__}: {_first_line(error)}",
-                                      hint="check --input-size (or example_inputs()) against what forward expects") from error
-                if not floating_outputs(outputs):
-                    raise FxflowError("the model's output contains no floating-point tensor, so nothing can be differentiated")
-                loss = loss_fn(outputs) if loss_fn is not None else projection_loss(outputs, seed)
-                if loss is not None and loss.requires_grad:
-                    loss.backward()
+                _forward_backward(model, inputs, kwargs, loss_fn, seed)
             measurable = not any(p.is_meta for p in snapshot.grads)
             grads = {names[id(p)]: _grad_info(p.grad, measurable) for p in snapshot.grads if id(p) in names}
             module_norms = dict(recorder.norms)
@@ -138,6 +135,35 @@ def probe(model: torch.nn.Module, inputs: Sequence[Any], *, loss_fn: Callable[[A
             recorder.remove()
         notes = snapshot.restore()
     return ProbeResult(grads, module_norms, measurable, notes)
+
+
+def _forward_backward(model: torch.nn.Module, inputs: Sequence[Any], kwargs: dict[str, Any] | None,
+                      loss_fn: Callable[[Any], torch.Tensor] | None, seed: int) -> None:
+    try:
+        outputs = model(*inputs, **(kwargs or {}))
+    except Exception as error:
+        raise FxflowError(f"forward raised {type(error).__name__}: {_first_line(error)}",
+                          hint="check --input-size (or example_inputs()) against what forward expects") from error
+    if not floating_outputs(outputs):
+        raise FxflowError("the model's output contains no floating-point tensor, so nothing can be differentiated")
+    loss = loss_fn(outputs) if loss_fn is not None else projection_loss(outputs, seed)
+    if loss is not None and loss.requires_grad:
+        loss.backward()
+
+
+def _probe_fake(model: torch.nn.Module, inputs: Sequence[Any], *, loss_fn: Callable[[Any], torch.Tensor] | None,
+                kwargs: dict[str, Any] | None) -> ProbeResult:
+    """Forward and backward on fake twins of the weights: which parameters a gradient reaches."""
+    mode = new_fake_mode()
+    random_state = RandomState.save()
+    try:
+        with fake_weights(model, mode) as fake_names, mode, torch.enable_grad():
+            fakes = [p for p in model.parameters()]
+            _forward_backward(model, fake_inputs(mode, inputs), kwargs, loss_fn, seed=0)
+            grads = {fake_names[id(p)]: GradInfo(present=p.grad is not None) for p in fakes if id(p) in fake_names}
+    finally:
+        random_state.restore()
+    return ProbeResult(grads, measurable=False)
 
 
 def _first_line(error: BaseException) -> str:
