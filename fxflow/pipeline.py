@@ -1,6 +1,7 @@
 """The pipeline: capture -> annotate -> analyze -> probe -> reconcile, returning a Report."""
 from __future__ import annotations
 
+import time
 from typing import Any, Callable, Iterable, Sequence
 
 import torch
@@ -40,7 +41,8 @@ def check(
     parameters get a gradient, not its size. Another device runs a copy of the model there.
     The model is left unchanged.
     """
-    step = progress or (lambda message: None)
+    clock = _PhaseClock(progress)
+    step = clock.step
     notes: list[str] = []
     example = as_input_tuple(inputs)
     fake = str(device) == "meta" or any(p.is_meta for p in model.parameters())
@@ -54,23 +56,25 @@ def check(
     if example is None:
         notes.append(NO_INPUTS_NOTE)
 
-    step("capturing the graph")
+    step("capturing the graph", phase="capture")
     captured = capture(model, example)
     static: StaticAnalysis | None = None
     if captured.graph_module is not None:
-        step("analysing gradient flow")
+        step("analysing gradient flow", phase="annotate")
         annotate(captured.graph_module, model, example)
+        step("walking the graph", phase="static walk")
         static = analyze(captured.graph_module, model)
 
     result: ProbeResult | None = None
     if backward and example is not None:
-        step("running forward and backward")
+        step("running forward and backward", phase="backward")
         result = probe(model, example, loss_fn=loss_fn, seed=seed, fake=fake)
         notes.extend(result.notes)
         if not result.measurable:
             notes.append("meta run: the backward shows which parameters get a gradient, not its size, "
                          "so the zero, vanishing and nonfinite verdicts cannot be given")
 
+    step("reconciling", phase="reconcile")
     parameters = _parameter_reports(model, static, result, vanishing, allow)
     if not parameters:
         notes.append("the model has no parameters: nothing to check")
@@ -85,7 +89,34 @@ def check(
         notes=notes,
         graph=static.graph if static is not None else None,
         module_grad_norms=result.module_grad_norms if result is not None else {},
+        timings=clock.finish(),
     )
+
+
+class _PhaseClock:
+    """Reports each step to the progress callback and times the phases (``Report.timings``)."""
+
+    def __init__(self, progress: Callable[[str], Any] | None) -> None:
+        self.progress = progress
+        self.timings: dict[str, float] = {}
+        self.current: str | None = None
+        self.started = time.perf_counter()
+
+    def step(self, message: str, phase: str | None = None) -> None:
+        self._close()
+        self.current = phase
+        if self.progress is not None:
+            self.progress(message)
+
+    def _close(self) -> None:
+        now = time.perf_counter()
+        if self.current is not None:
+            self.timings[self.current] = self.timings.get(self.current, 0.0) + now - self.started
+        self.current, self.started = None, now
+
+    def finish(self) -> dict[str, float]:
+        self._close()
+        return self.timings
 
 
 def _on_device(model: torch.nn.Module, example: tuple[Any, ...] | None, device: torch.device,
@@ -125,7 +156,10 @@ def _parameter_reports(model: torch.nn.Module, static: StaticAnalysis | None, re
             diagnosis=verdict.detail if verdict else None,
             allowed=matches(name, allow),
         )
-        reconcile(report, _opaque_on_path(static, name) if static is not None else None)
+        opaque = None
+        if static is not None and report.static == "reachable" and report.dynamic == "missing":
+            opaque = _opaque_on_path(static, name)  # only a disagreement needs the (costly) search
+        reconcile(report, opaque)
         reports.append(report)
     return reports
 

@@ -65,3 +65,14 @@ def current_user_source() -> str | None:
         frames.append((frame.f_code.co_filename, frame.f_lineno))
         frame = frame.f_back
     return pick_user_frame(reversed(frames))
+
+
+def python_stack_trace() -> str:
+    """The live Python stack in ``node.meta["stack_trace"]`` format, outermost frame first."""
+    frame = sys._getframe(1)
+    lines = []
+    while frame is not None:
+        code = frame.f_code
+        lines.append(f'  File "{code.co_filename}", line {frame.f_lineno}, in {code.co_name}')
+        frame = frame.f_back
+    return "\n".join(reversed(lines))

@@ -1,12 +1,49 @@
 """Capture with ``torch.fx.symbolic_trace``, keeping the user's lines and the no-grad regions."""
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import functools
+from typing import Any, Callable, Iterator
 
 import torch
 import torch.fx as fx
 
 from .grad_mode import META_KEY, GradModeRecorder
+
+# Tensor factories that read their data argument's *values* in C++ (``torch.tensor(h.tolist())``,
+# ``torch.tensor(h.sum().item())``): handed a Proxy they fail with an unrelated error instead of
+# being traced. While tracing they are recorded as graph calls whenever a Proxy is among their
+# arguments, so the round trip through Python data shows up in the graph as the cut it is.
+_VALUE_FACTORIES = ("tensor", "as_tensor", "from_numpy", "asarray", "scalar_tensor")
+
+
+def _find_proxy(value: Any) -> fx.Proxy | None:
+    found: list[fx.Proxy] = []
+    fx.node.map_aggregate(value, lambda item: found.append(item) if isinstance(item, fx.Proxy) else None)
+    return found[0] if found else None
+
+
+@contextlib.contextmanager
+def _traceable_factories() -> Iterator[None]:
+    originals = {name: getattr(torch, name) for name in _VALUE_FACTORIES if hasattr(torch, name)}
+
+    def traced(original: Callable[..., Any]) -> Callable[..., Any]:
+        @functools.wraps(original)
+        def factory(*args: Any, **kwargs: Any) -> Any:
+            proxy = _find_proxy((args, kwargs))
+            if proxy is None:
+                return original(*args, **kwargs)
+            return proxy.tracer.create_proxy("call_function", original, args, kwargs)
+
+        return factory
+
+    try:
+        for name, original in originals.items():
+            setattr(torch, name, traced(original))
+        yield
+    finally:
+        for name, original in originals.items():
+            setattr(torch, name, original)
 
 
 class FlowTracer(fx.Tracer):
@@ -29,6 +66,6 @@ class FlowTracer(fx.Tracer):
 def symbolic_capture(model: torch.nn.Module) -> fx.GraphModule:
     """Trace ``model`` symbolically; its get_attr and call_module targets name the model's own attributes."""
     recorder = GradModeRecorder()
-    with recorder.recording():
+    with recorder.recording(), _traceable_factories():
         graph = FlowTracer(recorder).trace(model)
     return fx.GraphModule(model, graph, model.__class__.__name__)

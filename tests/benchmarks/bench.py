@@ -1,0 +1,234 @@
+"""fxflow's benchmark: fxflow against the floor and the peers, one process per measurement.
+
+    python tests/benchmarks/bench.py                      # everything, writes docs/performance.md
+    python tests/benchmarks/bench.py --models seed,gpt2   # a subset, prints the table only
+    python tests/benchmarks/bench.py --one gpt2 floor     # one measurement, JSON on stdout
+
+The floor is what no gradient-flow checker can beat: import, build the model, one torch.export
+capture, one forward and backward. Tools: floor, fxflow-check, fxflow-render, torchviz,
+torchview, torchlens (peers only where installed). Not collected by pytest.
+"""
+from __future__ import annotations
+
+import time
+
+_PROCESS_START = time.perf_counter()
+
+import argparse  # noqa: E402
+import json  # noqa: E402
+import os  # noqa: E402
+import platform  # noqa: E402
+import resource  # noqa: E402
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+from typing import Any, Callable  # noqa: E402
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+TOOLS = ("floor", "fxflow-check", "fxflow-render", "torchviz", "torchview", "torchlens")
+PEERS = {"torchviz": "torchviz", "torchview": "torchview", "torchlens": "torchlens"}
+
+
+# -- one measurement (child process) ---------------------------------------------------------
+def _loss(output: Any) -> Any:
+    from fxflow.probe import projection_loss
+
+    return projection_loss(output)
+
+
+def _timed(phases: dict[str, float], name: str, action: Callable[[], Any]) -> Any:
+    started = time.perf_counter()
+    result = action()
+    phases[name] = time.perf_counter() - started
+    return result
+
+
+def measure(model_name: str, tool: str, workdir: str) -> dict[str, Any]:
+    """Run one tool on one model in this process; returns phases, total and peak RSS."""
+    sys.path.insert(0, HERE)
+    phases: dict[str, float] = {}
+    _timed(phases, "import", lambda: __import__("torch"))
+    import torch
+    from models import MODELS
+
+    torch.manual_seed(0)
+    model, inputs = _timed(phases, "build", MODELS[model_name])
+    if tool == "floor":
+        _timed(phases, "capture", lambda: torch.export.export(model, inputs, strict=False))
+        _timed(phases, "backward", lambda: _loss(model(*inputs)).backward())
+    elif tool in ("fxflow-check", "fxflow-render"):
+        import fxflow
+
+        report = fxflow.check(model, inputs)
+        phases.update(report.timings)
+        if tool == "fxflow-render":
+            dot = _timed(phases, "dot build", report.to_dot)
+            path = os.path.join(workdir, "flow.svg")
+            _timed(phases, "render", lambda: report.render(path))
+            phases["dot bytes"] = float(len(dot))
+    elif tool == "torchviz":
+        from torchviz import make_dot
+
+        output = _timed(phases, "forward", lambda: model(*inputs))
+        graph = _timed(phases, "dot build", lambda: make_dot(_loss(output), params=dict(model.named_parameters())))
+        _timed(phases, "render", lambda: graph.render(os.path.join(workdir, "torchviz"), format="svg"))
+    elif tool == "torchview":
+        from torchview import draw_graph
+
+        graph = _timed(phases, "capture", lambda: draw_graph(model, input_data=list(inputs), depth=3))
+        _timed(phases, "render", lambda: graph.visual_graph.render(os.path.join(workdir, "torchview"), format="svg"))
+    elif tool == "torchlens":
+        import torchlens
+
+        trace = _timed(phases, "capture", lambda: torchlens.trace(model, list(inputs)))
+        _timed(phases, "render", lambda: trace.draw(vis_outpath=os.path.join(workdir, "torchlens"),
+                                                    vis_fileformat="svg", vis_save_only=True))
+    else:
+        raise SystemExit(f"unknown tool {tool}")
+    return {
+        "model": model_name,
+        "tool": tool,
+        "phases": phases,
+        "total_s": time.perf_counter() - _PROCESS_START,
+        "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
+    }
+
+
+# -- the driver ------------------------------------------------------------------------------
+def _dot_on_path(env: dict[str, str], workdir: str) -> None:
+    """torchviz and torchview call `dot`: give them the renderer fxflow uses when there is none."""
+    if shutil.which("dot"):
+        return
+    pure = shutil.which("graphviz-pure") or os.path.join(os.path.dirname(sys.executable), "graphviz-pure")
+    if os.path.exists(pure):
+        shim = os.path.join(workdir, "bin")
+        os.makedirs(shim, exist_ok=True)
+        link = os.path.join(shim, "dot")
+        if not os.path.exists(link):
+            os.symlink(pure, link)
+        env["PATH"] = shim + os.pathsep + env.get("PATH", "")
+
+
+def run_one(model_name: str, tool: str, timeout: float) -> dict[str, Any]:
+    """One measurement in a fresh process; wall time measured from outside too."""
+    with tempfile.TemporaryDirectory() as workdir:
+        env = dict(os.environ, PYTHONPATH=ROOT + os.pathsep + os.environ.get("PYTHONPATH", ""))
+        _dot_on_path(env, workdir)
+        started = time.perf_counter()
+        try:
+            done = subprocess.run([sys.executable, __file__, "--one", model_name, tool, "--workdir", workdir],
+                                  capture_output=True, text=True, env=env, timeout=timeout)
+        except subprocess.TimeoutExpired:
+            return {"model": model_name, "tool": tool, "error": f"timed out after {timeout:.0f} s"}
+        wall = time.perf_counter() - started
+    if done.returncode != 0:
+        last = (done.stderr.strip().splitlines() or ["?"])[-1]
+        return {"model": model_name, "tool": tool, "error": last[:200], "wall_s": wall}
+    result = json.loads(done.stdout.strip().splitlines()[-1])
+    result["wall_s"] = wall
+    return result
+
+
+def scaling(sizes: list[int]) -> list[dict[str, Any]]:
+    """Static walk + reconcile time on synthetic graphs of growing size (in this process)."""
+    sys.path.insert(0, HERE)
+    import fxflow
+    from models import synthetic
+
+    rows = []
+    for size in sizes:
+        model, inputs = synthetic(size)
+        report = fxflow.check(model, inputs, backward=False)
+        rows.append({"nodes": report.trace.nodes, "annotate_s": report.timings.get("annotate", 0.0),
+                     "walk_s": report.timings.get("static walk", 0.0), "reconcile_s": report.timings.get("reconcile", 0.0)})
+    return rows
+
+
+def _available(tool: str) -> bool:
+    module = PEERS.get(tool)
+    if module is None:
+        return True
+    import importlib.util
+
+    return importlib.util.find_spec(module) is not None
+
+
+def _fmt(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}"
+
+
+def markdown(results: list[dict[str, Any]], scale_rows: list[dict[str, Any]]) -> str:
+    """The results as the Markdown tables of docs/performance.md."""
+    import torch
+
+    lines = [
+        "| model | tool | wall s | peak RSS MiB | phases (s) |",
+        "|---|---|---:|---:|---|",
+    ]
+    for r in results:
+        if "error" in r:
+            lines.append(f"| {r['model']} | {r['tool']} | - | - | error: {r['error']} |")
+            continue
+        phases = ", ".join(f"{k} {v:.3f}" for k, v in r["phases"].items() if k != "dot bytes")
+        lines.append(f"| {r['model']} | {r['tool']} | {_fmt(r['wall_s'])} | {_fmt(r['peak_rss_mib'], 0)} | {phases} |")
+    ratios = ["", "| model | fxflow check / floor (wall) | fxflow render phase / torchviz make_dot+dot | fxflow render / torchlens draw |",
+              "|---|---:|---:|---:|"]
+    by = {(r["model"], r["tool"]): r for r in results if "error" not in r}
+    for model in dict.fromkeys(r["model"] for r in results):
+        check, floor = by.get((model, "fxflow-check")), by.get((model, "floor"))
+        render, viz, lens = by.get((model, "fxflow-render")), by.get((model, "torchviz")), by.get((model, "torchlens"))
+        ratio = check["wall_s"] / floor["wall_s"] if check and floor else None
+        ours = (render["phases"]["dot build"] + render["phases"]["render"]) if render else None
+        theirs = (viz["phases"]["dot build"] + viz["phases"]["render"]) if viz else None
+        lens_draw = lens["phases"]["render"] if lens else None
+        ratios.append(f"| {model} | {_fmt(ratio)} | {_fmt(ours / theirs if ours and theirs else None)} | "
+                      f"{_fmt(ours / lens_draw if ours and lens_draw else None)} |")
+    scale = ["", "| graph nodes | annotate s | static walk s | reconcile s | walk+reconcile per 1k nodes ms |",
+             "|---:|---:|---:|---:|---:|"]
+    for row in scale_rows:
+        per_k = (row["walk_s"] + row["reconcile_s"]) / row["nodes"] * 1e6
+        scale.append(f"| {row['nodes']} | {row['annotate_s']:.3f} | {row['walk_s']:.3f} | {row['reconcile_s']:.3f} | {per_k:.1f} |")
+    header = [
+        f"Measured {time.strftime('%Y-%m-%d')} on {platform.machine()} with {os.cpu_count()} cores, "
+        f"Python {platform.python_version()}, torch {torch.__version__}.",
+        "",
+    ]
+    return "\n".join(header + lines + ratios + scale) + "\n"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--one", nargs=2, metavar=("MODEL", "TOOL"))
+    parser.add_argument("--workdir", default=None)
+    parser.add_argument("--models", default="seed,gpt2,bert,vit,t5,llama-small,synthetic-20k,llama-7b-meta")
+    parser.add_argument("--tools", default=",".join(TOOLS))
+    parser.add_argument("--scaling", default="2000,5000,10000,20000", help="node counts for the walk scaling ('' to skip)")
+    parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--write", default=None, help="write the Markdown tables to this file")
+    options = parser.parse_args()
+    if options.one:
+        print(json.dumps(measure(*options.one, options.workdir or tempfile.mkdtemp())))
+        return
+    results = []
+    for model in options.models.split(","):
+        for tool in options.tools.split(","):
+            if model.endswith("-meta") and tool not in ("floor", "fxflow-check"):
+                continue  # no values on meta: nothing for the drawing tools to show
+            if not _available(tool):
+                continue
+            result = run_one(model, tool, options.timeout)
+            print(json.dumps(result), flush=True)
+            results.append(result)
+    sizes = [int(s) for s in options.scaling.split(",") if s]
+    scale_rows = scaling(sizes) if sizes else []
+    table = markdown(results, scale_rows)
+    print(table)
+    if options.write:
+        with open(options.write, "w") as handle:
+            handle.write(table)
+
+
+if __name__ == "__main__":
+    main()
