@@ -1,22 +1,54 @@
-"""fxflow: which parameters will never learn, and which line of forward cut them off."""
+"""fxflow: which parameters will never learn, and which line of forward cut them off.
+
+Public API (torch is imported lazily, so ``fxflow --help`` stays instant)::
+
+    fxflow.check(model, inputs=None, *, loss_fn=None, backward=True, allow=(), vanishing=1e-3) -> Report
+    fxflow.assert_gradients_flow(model, inputs=None, *, allow=(), **options) -> Report
+    with fxflow.watch(model) as w: ...; loss.backward()      # then w.report, w.show()
+"""
 from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
 
 __version__ = "0.1.0"
 
-__all__ = ["check", "Report", "ParameterReport", "CutSite", "FxflowError", "__version__"]
+__all__ = [
+    "check", "assert_gradients_flow", "watch", "Watch", "Report", "ParameterReport", "CutSite",
+    "TraceInfo", "DDPGuidance", "FxflowError", "__version__",
+]
+
+_LAZY = {
+    "check": ("pipeline", "check"),
+    "assert_gradients_flow": ("testing", "assert_gradients_flow"),
+    "watch": ("watching", "watch"),
+    "Watch": ("watching", "Watch"),
+    "Report": ("report", "Report"),
+    "ParameterReport": ("report", "ParameterReport"),
+    "CutSite": ("report", "CutSite"),
+    "TraceInfo": ("report", "TraceInfo"),
+    "DDPGuidance": ("distributed", "DDPGuidance"),
+    "FxflowError": ("errors", "FxflowError"),
+}
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
+    from .distributed import DDPGuidance
+    from .errors import FxflowError
+    from .pipeline import check
+    from .report import CutSite, ParameterReport, Report, TraceInfo
+    from .testing import assert_gradients_flow
+    from .watching import Watch, watch
 
 
-def __getattr__(name: str):  # torch is imported lazily so `fxflow --help` stays instant
-    if name == "check":
-        from .pipeline import check
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
 
-        return check
-    if name in ("Report", "ParameterReport", "CutSite"):
-        from . import report
-
-        return getattr(report, name)
-    if name == "FxflowError":
-        from .errors import FxflowError
-
-        return FxflowError
+        module_name, attribute = _LAZY[name]
+        value = getattr(importlib.import_module(f".{module_name}", __name__), attribute)
+        globals()[name] = value
+        return value
     raise AttributeError(f"module 'fxflow' has no attribute {name!r}")
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

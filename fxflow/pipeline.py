@@ -75,7 +75,7 @@ def check(
                          "so the zero, vanishing and nonfinite verdicts cannot be given")
 
     step("reconciling", phase="reconcile")
-    parameters = _parameter_reports(model, static, result, vanishing, allow)
+    parameters = parameter_reports(model, static, result, vanishing, allow)
     if not parameters:
         notes.append("the model has no parameters: nothing to check")
     elif not any(p.requires_grad for p in model.parameters()):
@@ -139,8 +139,9 @@ def _device(model: torch.nn.Module) -> torch.device:
     return torch.device("cpu")
 
 
-def _parameter_reports(model: torch.nn.Module, static: StaticAnalysis | None, result: ProbeResult | None,
-                       vanishing: float, allow: Iterable[str]) -> list[ParameterReport]:
+def parameter_reports(model: torch.nn.Module, static: StaticAnalysis | None, result: ProbeResult | None,
+                      vanishing: float, allow: Iterable[str]) -> list[ParameterReport]:
+    """One reconciled record per parameter from the static analysis and the real backward."""
     allow = list(allow)
     dynamic = dynamic_verdicts(result, vanishing) if result is not None else {}
     reports = []

@@ -76,7 +76,7 @@ def projection_loss(outputs: Any, seed: int = 0) -> torch.Tensor | None:
     return total
 
 
-class _ModuleGradRecorder:
+class ModuleGradRecorder:
     """Records the gradient norm that flows out of every module call during backward."""
 
     def __init__(self, model: torch.nn.Module) -> None:
@@ -97,7 +97,9 @@ class _ModuleGradRecorder:
         return hook
 
     def _grad_hook(self, name: str, slot: int) -> Callable:
-        def hook(grad: torch.Tensor) -> None:
+        def hook(grad: torch.Tensor | None) -> None:
+            if grad is None:  # a custom autograd.Function's backward may return None for this output
+                return
             self.norms[name][slot] = math.hypot(self.norms[name][slot], float(grad.detach().float().norm()))
 
         return hook
@@ -124,7 +126,7 @@ def probe(model: torch.nn.Module, inputs: Sequence[Any], *, loss_fn: Callable[[A
         with preserved_module_attributes(model):
             for parameter in snapshot.grads:
                 parameter.grad = None
-            recorder = _ModuleGradRecorder(model)
+            recorder = ModuleGradRecorder(model)
             with torch.enable_grad():
                 _forward_backward(model, inputs, kwargs, loss_fn, seed)
             measurable = not any(p.is_meta for p in snapshot.grads)

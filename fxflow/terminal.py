@@ -1,44 +1,128 @@
-"""Terminal output: the report as text (colored when stdout is a terminal), progress on stderr."""
+"""Terminal output: a rich colored table on a terminal, the plain text of :mod:`fxflow.text` otherwise.
+
+Color is used only when stdout is a terminal, ``--no-color`` was not given and ``NO_COLOR`` is
+unset or empty (https://no-color.org). The words never change with the color: the cells come
+from :func:`fxflow.text.table_rows`, the paragraphs from :func:`fxflow.text.cut_paragraphs`,
+the last line from :func:`fxflow.text.summary_line`. Progress goes to stderr, only when stderr
+is a terminal and ``--quiet`` was not given, and disappears when the step is done.
+"""
 from __future__ import annotations
 
 import contextlib
 import os
 import sys
-import time
-from typing import Callable, Iterator
+from typing import TYPE_CHECKING, Callable, Iterator, TextIO
 
-from .report import Report
-from .text import render_text, summary_line
+from .text import cut_paragraphs, render_text, summary_line, table_rows
+
+if TYPE_CHECKING:  # pragma: no cover
+    from rich.console import Console
+
+    from .report import Report
+
+_COLUMNS = ("parameter", "shape", "static", "dynamic", "grad norm", "cut by")
+
+# Verdict -> rich style. Wet is green, dry red, zero orange, frozen/unused dim, disagreement magenta.
+STYLES = {
+    "reachable": "green", "ok": "green", "present": "green",
+    "cut": "bold red", "missing": "red", "nonfinite": "bold red",
+    "zero": "dark_orange", "vanishing": "yellow",
+    "unused": "red dim", "frozen": "dim",
+}
+
+
+def color_wanted(stream: TextIO, requested: bool = True) -> bool:
+    """Color only on a terminal, and never with ``--no-color`` or a non-empty ``NO_COLOR``."""
+    if not requested or os.environ.get("NO_COLOR"):
+        return False
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())
+
+
+def _style(cell: str) -> str:
+    return STYLES.get(cell.split(" ", 1)[0], "")
+
+
+def rich_report(report: "Report", console: "Console") -> None:
+    """Print the report on a rich console: colored verdicts, the same words as the plain text."""
+    from rich.table import Table
+    from rich.text import Text
+
+    console.print(Text.assemble(("fxflow check ", "bold"), (report.target, "bold cyan"),
+                                f"  [trace: {report.trace.method}, {report.trace.nodes} nodes]"))
+    console.print()
+    table = Table(box=None, pad_edge=False, header_style="bold", show_edge=False)
+    for index, column in enumerate(_COLUMNS):
+        table.add_column(column, justify="right" if index == 4 else "left", no_wrap=index < 5)
+    for row in table_rows(report):
+        name, shape, static, dynamic, norm, cut = row
+        cut_text = Text(cut)
+        if cut.endswith("[disagree]"):
+            cut_text.stylize("bold magenta", len(cut) - len("[disagree]"))
+        table.add_row(name, shape, Text(static, _style(static)), Text(dynamic, _style(dynamic)), norm, cut_text)
+    console.print(table)
+    paragraphs = cut_paragraphs(report)
+    if paragraphs:
+        console.print()
+        for paragraph in paragraphs:
+            console.print(Text(paragraph), highlight=False)
+    notes = report.trace.notes + report.notes
+    if notes:
+        console.print()
+        for note in notes:
+            console.print(Text.assemble(("note: ", "dim"), note), highlight=False)
+    console.print()
+    summary = summary_line(report)
+    console.print(Text(summary, "bold green" if report.ok else "bold red"), highlight=False)
 
 
 class Terminal:
-    """Where ``fxflow check`` writes: plain when piped, ``--no-color`` or ``NO_COLOR``."""
+    """Where ``fxflow check`` writes: rich on a terminal; plain when piped, ``--no-color`` or ``NO_COLOR``."""
 
-    def __init__(self, color: bool = True, quiet: bool = False) -> None:
+    def __init__(self, color: bool = True, quiet: bool = False, file: TextIO | None = None,
+                 err: TextIO | None = None) -> None:
+        self.file = file if file is not None else sys.stdout
+        self.err = err if err is not None else sys.stderr
         self.quiet = quiet
-        self.color = color and sys.stdout.isatty() and "NO_COLOR" not in os.environ
+        self.color = color_wanted(self.file, color)
+
+    def console(self, width: int | None = None) -> "Console":
+        """A rich console writing to this terminal's stdout."""
+        from rich.console import Console
+
+        return Console(file=self.file, force_terminal=self.color, no_color=not self.color,
+                       width=width, highlight=False, soft_wrap=False)
 
     @contextlib.contextmanager
     def progress(self) -> Iterator[Callable[[str], None]]:
-        """A step reporter: on a terminal, each step that takes a moment shows on stderr."""
-        interactive = sys.stderr.isatty() and not self.quiet
-        started = time.perf_counter()
+        """A step reporter: on an interactive stderr, a transient spinner names the current step."""
+        if self.quiet or not _isatty(self.err):
+            yield lambda message: None
+            return
+        from rich.console import Console
+
+        console = Console(file=self.err, stderr=True, no_color=bool(os.environ.get("NO_COLOR")))
+        status = console.status("starting", spinner="dots")
+        status.start()
 
         def step(message: str) -> None:
-            if interactive:
-                sys.stderr.write(f"\r\033[K{message}...")
-                sys.stderr.flush()
+            status.update(f"{message}...")
 
         try:
             yield step
         finally:
-            if interactive:
-                sys.stderr.write("\r\033[K")
-                sys.stderr.flush()
-            del started
+            status.stop()
 
-    def show(self, report: Report) -> None:
+    def show(self, report: "Report") -> None:
+        """The report: one summary line with ``--quiet``; the table, paragraphs and summary otherwise."""
         if self.quiet:
-            print(summary_line(report))
+            print(summary_line(report), file=self.file)
+        elif self.color:
+            rich_report(report, self.console())
         else:
-            print(render_text(report))
+            print(render_text(report), file=self.file)
+
+
+def _isatty(stream: TextIO) -> bool:
+    isatty = getattr(stream, "isatty", None)
+    return bool(isatty and isatty())

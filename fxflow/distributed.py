@@ -1,0 +1,282 @@
+"""Distributed training support: unwrap DDP / FSDP2 / torch.compile, gather grads across ranks, DDP guidance.
+
+Everything here is safe in a single process: with ``torch.distributed`` not initialised (or a
+world of one) the collectives are skipped and the local values are returned.
+
+* :func:`unwrap` gives the user's own module, so parameters keep their original names
+  (``first.weight``, never ``module.first.weight`` or ``_orig_mod.first.weight``).
+* :func:`plain_structure` temporarily turns an FSDP2 (``fully_shard``) module back into a plain
+  module with meta-device parameters of the full (unsharded) shape, and without FSDP's hooks,
+  so the static analysis can trace it without running a single collective.
+* :func:`gather_grad_stats` reads every parameter's ``.grad`` (plain tensor or sharded
+  ``DTensor``) and combines what every rank saw with one ``all_gather_object``.
+* :func:`ddp_guidance` says whether ``find_unused_parameters=True`` is needed, and which
+  parameters would make DDP fail with "Expected to have finished reduction in the prior iteration".
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from dataclasses import dataclass, field
+from typing import Any, Iterator
+
+import torch
+from torch import nn
+
+from .probe import GradInfo
+
+_WRAPPER_ATTRIBUTES = ("module", "_orig_mod")  # DDP / DataParallel, torch.compile
+
+
+def is_ddp(model: nn.Module) -> bool:
+    """True for ``DistributedDataParallel`` (and ``DataParallel``, which has the same ``module.`` prefix)."""
+    return isinstance(model, (nn.parallel.DistributedDataParallel, nn.DataParallel))
+
+
+def unwrap(model: nn.Module) -> nn.Module:
+    """The user's own module inside DDP, DataParallel and ``torch.compile`` wrappers."""
+    seen = 0
+    while seen < 8:
+        seen += 1
+        if is_ddp(model):
+            model = model.module
+            continue
+        inner = model.__dict__.get("_modules", {}).get("_orig_mod")
+        if inner is not None and type(model).__name__ == "OptimizedModule":
+            model = inner
+            continue
+        break
+    return model
+
+
+def find_ddp(model: nn.Module) -> "nn.parallel.DistributedDataParallel | None":
+    """The DDP wrapper around the user's module, if there is one (possibly under torch.compile)."""
+    while True:
+        if isinstance(model, nn.parallel.DistributedDataParallel):
+            return model
+        inner = model.__dict__.get("_modules", {}).get("_orig_mod")
+        if inner is None:
+            return None
+        model = inner
+
+
+def initialized() -> bool:
+    """True inside a process group of more than one rank."""
+    import torch.distributed as dist
+
+    return dist.is_available() and dist.is_initialized() and dist.get_world_size() > 1
+
+
+def rank() -> int:
+    """This process's rank (0 outside a process group)."""
+    import torch.distributed as dist
+
+    return dist.get_rank() if dist.is_available() and dist.is_initialized() else 0
+
+
+def all_gather(value: Any, group: Any = None) -> list[Any]:
+    """``[value of rank 0, value of rank 1, ...]``; ``[value]`` outside a process group."""
+    if not initialized():
+        return [value]
+    import torch.distributed as dist
+
+    gathered: list[Any] = [None] * dist.get_world_size(group)
+    dist.all_gather_object(gathered, value, group=group)
+    return gathered
+
+
+# -- FSDP2 ---------------------------------------------------------------------------------
+def _is_dtensor(tensor: Any) -> bool:
+    try:
+        from torch.distributed.tensor import DTensor
+    except ImportError:  # pragma: no cover - torch built without distributed
+        return False
+    return isinstance(tensor, DTensor)
+
+
+def _fsdp_base_class(module: nn.Module) -> type | None:
+    """The class ``fully_shard`` replaced (it puts ``FSDPModule`` first in a new class's bases)."""
+    try:
+        from torch.distributed.fsdp import FSDPModule
+    except ImportError:  # pragma: no cover
+        return None
+    bases = type(module).__bases__
+    if len(bases) == 2 and bases[0] is FSDPModule:
+        return bases[1]
+    return None
+
+
+def class_name(module: nn.Module) -> str:
+    """The user's class name, also for a module whose class ``fully_shard`` replaced (``FSDPNet`` -> ``Net``)."""
+    base = _fsdp_base_class(module)
+    return (base or type(module)).__name__
+
+
+def is_sharded(model: nn.Module) -> bool:
+    """True when some parameter is a ``DTensor`` (FSDP2, tensor parallel)."""
+    return any(_is_dtensor(p) for p in model.parameters())
+
+
+@contextlib.contextmanager
+def plain_structure(model: nn.Module) -> Iterator[nn.Module]:
+    """Inside the block ``model`` is a plain module the static analysis can trace without collectives.
+
+    For an unsharded model this does nothing. For FSDP2: each module's original class is put
+    back, FSDP's forward hooks are taken off, and every ``DTensor`` parameter is replaced by a
+    meta-device parameter of the full shape (tied parameters stay tied). All of it is undone on exit.
+    """
+    if not is_sharded(model) and not any(_fsdp_base_class(m) for m in model.modules()):
+        yield model
+        return
+    from .state import preserved_module_attributes
+
+    classes = [(m, type(m)) for m in model.modules()]
+    replacements: dict[int, nn.Parameter] = {}
+    with preserved_module_attributes(model):
+        try:
+            for module, _ in classes:
+                base = _fsdp_base_class(module)
+                if base is not None:
+                    module.__class__ = base
+                    module._forward_pre_hooks.clear()
+                    module._forward_hooks.clear()
+                for name, parameter in list(module._parameters.items()):
+                    if parameter is None or not _is_dtensor(parameter):
+                        continue
+                    if id(parameter) not in replacements:
+                        meta = torch.empty(parameter.shape, dtype=parameter.dtype, device="meta")
+                        replacements[id(parameter)] = nn.Parameter(meta, requires_grad=parameter.requires_grad)
+                    module._parameters[name] = replacements[id(parameter)]
+                for name, buffer in list(module._buffers.items()):
+                    if buffer is not None and _is_dtensor(buffer):
+                        module._buffers[name] = torch.empty(buffer.shape, dtype=buffer.dtype, device="meta")
+            yield model
+        finally:
+            for module, cls in classes:
+                module.__class__ = cls
+
+
+def to_meta(value: Any) -> Any:
+    """Tensors (nested in tuples, lists, dicts) as meta tensors of the same shape and dtype."""
+    if isinstance(value, torch.Tensor):
+        return torch.empty(value.shape, dtype=value.dtype, device="meta")
+    if isinstance(value, (list, tuple)):
+        return type(value)(to_meta(v) for v in value)
+    if isinstance(value, dict):
+        return {k: to_meta(v) for k, v in value.items()}
+    return value
+
+
+# -- gradients across ranks ----------------------------------------------------------------
+@dataclass
+class LocalGrad:
+    """What one rank's ``.grad`` of one parameter holds (plain data, cheap to gather)."""
+
+    present: bool
+    sum_squares: float = 0.0
+    numel: int = 0
+    finite: bool = True
+    all_zero: bool = True
+    sharded: bool = False  # a shard of a DTensor: norms add up over ranks
+
+
+def local_grad(grad: torch.Tensor | None) -> LocalGrad:
+    """Summarise a gradient; a ``DTensor`` contributes only its local shard (no collective)."""
+    if grad is None:
+        return LocalGrad(False)
+    sharded = False
+    numel = grad.numel()
+    if _is_dtensor(grad):
+        sharded = any(p.is_shard() for p in grad.placements)
+        grad = grad.to_local()
+    if grad.is_meta:
+        return LocalGrad(True, math.nan, numel, True, False, sharded)
+    values = grad.detach().double()
+    return LocalGrad(True, float((values * values).sum()), numel, bool(torch.isfinite(values).all()),
+                     bool((values == 0).all()), sharded)
+
+
+def combine(per_rank: list[LocalGrad]) -> GradInfo:
+    """One :class:`GradInfo` from every rank's view of a parameter's gradient.
+
+    A sharded gradient is the sum of its shards; a replicated one (DDP) is read from the first
+    rank that has it. A gradient present on any rank counts as present.
+    """
+    present = [g for g in per_rank if g.present]
+    if not present:
+        return GradInfo(present=False)
+    if any(math.isnan(g.sum_squares) for g in present) and all(g.finite for g in present):
+        return GradInfo(present=True)  # meta tensors: presence only
+    if present[0].sharded:
+        sum_squares = sum(g.sum_squares for g in present)
+        numel = present[0].numel
+        finite = all(g.finite for g in present)
+        all_zero = all(g.all_zero for g in present)
+    else:
+        first = present[0]
+        sum_squares, numel, finite, all_zero = first.sum_squares, first.numel, first.finite, first.all_zero
+    norm = math.sqrt(sum_squares) if finite else math.inf
+    return GradInfo(True, norm, norm / math.sqrt(max(numel, 1)), finite, all_zero)
+
+
+def gather_grad_stats(named: dict[str, torch.Tensor | None], group: Any = None) -> tuple[dict[str, GradInfo], list[str]]:
+    """Every parameter's gradient as all ranks together saw it, plus notes on rank disagreements."""
+    local = {name: local_grad(grad) for name, grad in named.items()}
+    gathered = all_gather(local, group)
+    infos = {name: combine([view[name] for view in gathered]) for name in named}
+    notes = []
+    if len(gathered) > 1:
+        uneven = sorted(name for name in named if len({view[name].present for view in gathered}) > 1)
+        if uneven:
+            notes.append(f"gradient present on some ranks only (data-dependent forward?): {', '.join(uneven)}")
+    return infos, notes
+
+
+# -- DDP guidance --------------------------------------------------------------------------
+DDP_ERROR = "Expected to have finished reduction in the prior iteration before starting a new one"
+
+
+@dataclass
+class DDPGuidance:
+    """Whether DistributedDataParallel needs ``find_unused_parameters=True`` for this model and step."""
+
+    needed: bool  # some trainable parameter got no gradient in this step
+    parameters: list[str] = field(default_factory=list)  # those parameters (they make DDP fail)
+    configured: bool | None = None  # the wrapper's current find_unused_parameters, when known
+
+    @property
+    def will_fail(self) -> bool:
+        """DDP without ``find_unused_parameters`` raises at the next forward."""
+        return self.needed and self.configured is False
+
+    def message(self) -> str:
+        """The advice in one paragraph."""
+        if not self.needed:
+            if self.configured:
+                return ("DDP: every trainable parameter got a gradient, so find_unused_parameters=True is not "
+                        "needed; turning it off saves a graph traversal per iteration")
+            return "DDP: every trainable parameter got a gradient; find_unused_parameters=True is not needed"
+        names = ", ".join(self.parameters[:8]) + (f" and {len(self.parameters) - 8} more" if len(self.parameters) > 8 else "")
+        head = (f"DDP: {len(self.parameters)} trainable parameter{'s' if len(self.parameters) != 1 else ''} got no gradient "
+                f"({names})")
+        if self.configured:
+            return head + "; find_unused_parameters=True is set and is needed for them (or fix the cut, or freeze them)"
+        fail = "will fail" if self.configured is False else "fails"
+        return (head + f"; without find_unused_parameters=True the next forward {fail} with \"{DDP_ERROR}\". "
+                "Fix the cut, freeze them (requires_grad_(False) before wrapping), or pass "
+                "find_unused_parameters=True. The grad norms shown are this rank's own: DDP left their buckets unreduced")
+
+
+def ddp_guidance(report: Any, ddp: nn.Module | None = None) -> DDPGuidance:
+    """DDP advice from a Report: the trainable parameters with a missing gradient.
+
+    DDP only registers parameters with ``requires_grad=True``; each one that gets no gradient keeps
+    its bucket from being reduced, and the next forward raises. Without a backward, the static
+    verdicts (cut, unused) stand in for the missing gradients.
+    """
+    dry = sorted(
+        p.name for p in report.parameters
+        if p.static != "frozen" and (p.dynamic == "missing" if p.dynamic is not None else p.static in ("cut", "unused"))
+    )
+    configured = bool(getattr(ddp, "find_unused_parameters")) if ddp is not None else None
+    return DDPGuidance(bool(dry), dry, configured)

@@ -1,0 +1,51 @@
+"""``assert_gradients_flow``: one line in a pytest suite keeps a detach from ever landing again.
+
+::
+
+    def test_every_layer_learns():
+        fxflow.assert_gradients_flow(MyNet(), torch.randn(4, 10))
+
+On failure the ``AssertionError`` message is the readable diagnosis: which parameters will not
+learn, which op cut them, at which line of forward, and why.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterable
+
+from .report import Report
+
+
+def assert_gradients_flow(model: Any, inputs: Any = None, *, allow: Iterable[str] = (), **options: Any) -> Report:
+    """Raise ``AssertionError`` unless every trainable parameter of ``model`` gets a gradient.
+
+    ``allow``: glob patterns of parameters allowed to be dry (a frozen backbone is never a failure).
+    ``options`` go to :func:`fxflow.check` (``loss_fn``, ``backward``, ``vanishing``, ...). Returns the
+    Report when the check passes, so a test can assert more.
+    """
+    from .pipeline import check
+
+    report = check(model, inputs, allow=tuple(allow), **options)
+    if not report.ok:
+        raise AssertionError(failure_message(report))
+    return report
+
+
+def failure_message(report: Report) -> str:
+    """The diagnosis: summary line, the dry parameters with their cut sites, then the plain paragraphs."""
+    from .text import cut_paragraphs, summary_line
+
+    lines = [f"gradients do not reach every parameter of {report.target}", summary_line(report), ""]
+    width = max(len(p.name) for p in report.problems)
+    for parameter in report.problems:
+        verdict = parameter.static if parameter.static != "reachable" else parameter.dynamic
+        if parameter.dynamic and parameter.dynamic != verdict:
+            verdict += f"/{parameter.dynamic}"
+        where = "; ".join(f"{s.op} @ {s.source or s.node}" for s in parameter.cut_by)
+        lines.append(f"  {parameter.name.ljust(width)}  {verdict}" + (f"  cut by {where}" if where else ""))
+    paragraphs = cut_paragraphs(report)
+    if paragraphs:
+        lines.append("")
+        lines.extend(paragraphs)
+    lines.append("")
+    lines.append("allow deliberate dryness with allow=('pattern.*',); frozen parameters never fail")
+    return "\n".join(lines)

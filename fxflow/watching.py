@@ -1,0 +1,260 @@
+"""``fxflow.watch``: check the gradient flow of the user's real training step, with their real loss.
+
+::
+
+    with fxflow.watch(model) as w:
+        loss = criterion(model(x), y)
+        loss.backward()
+    w.show()                # rank 0 prints the table; w.report is the Report
+
+It gets the seed tutorial's "common mistakes" right by construction:
+
+* existing ``.grad`` values are stashed on entry, so history accumulated by earlier steps is
+  never mistaken for this step's flow; on exit the grads are what they would have been without
+  fxflow (old + this step's), so the training loop carries on unchanged;
+* asking for the report when no backward ran inside the block is an error, not a page of "missing";
+* the static verdicts come from the same capture/annotate/analyze pieces as ``fxflow.check``,
+  fed with the inputs the first forward in the block received (a forward pre-hook records them).
+
+Inside ``torchrun`` with DistributedDataParallel or FSDP2 (``fully_shard``) the parameters keep
+their original names, sharded ``DTensor`` grads are summed over ranks, the one collective
+(an ``all_gather_object`` at exit) runs on every rank in the same place, and :meth:`Watch.show`
+prints on rank 0 only. For DDP the report says whether ``find_unused_parameters=True`` is needed.
+"""
+from __future__ import annotations
+
+import inspect
+import sys
+from typing import Any, Iterable, TextIO
+
+import torch
+from torch import nn
+
+from . import distributed
+from .errors import FxflowError
+from .report import Report, TraceInfo
+
+
+class Watch:
+    """A context manager that watches one training step (see the module docstring)."""
+
+    def __init__(self, model: nn.Module, *, allow: Iterable[str] = (), vanishing: float = 1e-3,
+                 static: bool = True, show: bool = False, group: Any = None, target: str | None = None) -> None:
+        if not isinstance(model, nn.Module):
+            raise TypeError(f"fxflow.watch expects an nn.Module, got {type(model).__name__}")
+        self.model = model
+        self.module = distributed.unwrap(model)
+        self.allow = list(allow)
+        self.vanishing = vanishing
+        self.static = static
+        self.auto_show = show
+        self.group = group
+        self.target = target or distributed.class_name(self.module)
+        self.forwards = 0
+        self.backward_seen = False
+        self.ddp_guidance: distributed.DDPGuidance | None = None
+        self._inputs: tuple[Any, ...] | None = None
+        self._kwargs: dict[str, Any] = {}
+        self._stash: dict[nn.Parameter, torch.Tensor | None] = {}
+        self._handles: list[Any] = []
+        self._recorder: Any = None
+        self._report: Report | None = None
+        self._active = False
+
+    # -- the context manager ----------------------------------------------------------------
+    def __enter__(self) -> "Watch":
+        from .probe import ModuleGradRecorder
+
+        if self._active:
+            raise FxflowError("this fxflow.watch is already active; use a new one per step")
+        self._active = True
+        self._report = None
+        self._stash = {p: p.grad for p in dict.fromkeys(self.module.parameters())}
+        for parameter in self._stash:
+            parameter.grad = None
+        self._handles = [
+            self.model.register_forward_pre_hook(self._pre_forward, with_kwargs=True),
+            self.model.register_forward_hook(self._post_forward),
+        ]
+        self._recorder = ModuleGradRecorder(self.module)
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
+        self._active = False
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+        if self._recorder is not None:
+            self._recorder.remove()
+        try:
+            if exc_type is None:
+                self._collect()
+        finally:
+            self._restore_grads()
+        if exc_type is None and self.auto_show and self._report is not None:
+            self.show()
+
+    # -- hooks -------------------------------------------------------------------------------
+    def _pre_forward(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
+        self.forwards += 1
+        if self.forwards == 1:
+            self._inputs = tuple(_detached(a) for a in args)
+            self._kwargs = {k: _detached(v) for k, v in kwargs.items()}
+
+    def _post_forward(self, module: nn.Module, args: tuple, output: Any) -> None:
+        from .probe import floating_outputs
+
+        for tensor in floating_outputs(output):
+            if tensor.requires_grad:
+                tensor.register_hook(self._saw_backward)
+
+    def _saw_backward(self, grad: torch.Tensor) -> None:
+        self.backward_seen = True
+
+    # -- the report ----------------------------------------------------------------------------
+    @property
+    def report(self) -> Report:
+        """The Report of the watched step; raises :class:`FxflowError` when there is none yet."""
+        if self._active:
+            raise FxflowError("the report is ready once the fxflow.watch block has ended",
+                              hint="read w.report after the with block")
+        if self._report is None:
+            if self.forwards == 0:
+                raise FxflowError("no forward of the watched model ran inside fxflow.watch",
+                                  hint="call the model (the object you passed to watch) inside the with block")
+            raise FxflowError("no backward ran inside fxflow.watch: every grad would read as missing",
+                              hint="call loss.backward() inside the with block")
+        return self._report
+
+    def show(self, file: TextIO | None = None, *, color: bool | None = None) -> None:
+        """Print the report on rank 0 only (rich colors on a terminal, plain text otherwise)."""
+        if distributed.rank() != 0:
+            return
+        from .terminal import Terminal
+
+        Terminal(color=True if color is None else color, file=file or sys.stdout).show(self.report)
+
+    # -- internals -----------------------------------------------------------------------------
+    def _collect(self) -> None:
+        """Read this step's grads (gathered over ranks) and build the Report."""
+        from .pipeline import parameter_reports
+        from .probe import ProbeResult
+
+        named = {name: p.grad for name, p in self.module.named_parameters()}
+        any_grad = any(g is not None for g in named.values())
+        seen = distributed.all_gather(self.backward_seen or any_grad, self.group)
+        if not any(seen):
+            return  # no backward on any rank: .report explains
+        infos, notes = distributed.gather_grad_stats(named, self.group)
+        measurable = not any(info.present and info.norm is None for info in infos.values())
+        result = ProbeResult(infos, dict(self._recorder.norms), measurable, notes)
+        captured, static, static_notes = self._static_analysis()
+        parameters = parameter_reports(self.module, static, result, self.vanishing, self.allow)
+        report_notes = static_notes + result.notes
+        if self.forwards > 1:
+            report_notes.append(f"the model ran forward {self.forwards} times in the block; "
+                                "static verdicts use the inputs of the first")
+        ddp = distributed.find_ddp(self.model)
+        report = Report(
+            target=self.target,
+            trace=TraceInfo(captured.method, captured.node_count, captured.notes) if captured else TraceInfo("none", 0, []),
+            parameters=parameters,
+            backward=True,
+            device=str(_device(self.module)),
+            notes=report_notes,
+            graph=static.graph if static is not None else None,
+            module_grad_norms=result.module_grad_norms,
+        )
+        if ddp is not None:
+            self.ddp_guidance = distributed.ddp_guidance(report, ddp)
+            report.notes.append(self.ddp_guidance.message())
+        self._report = report
+
+    def _static_analysis(self) -> tuple[Any, Any, list[str]]:
+        """capture -> annotate -> analyze on the user's module with the observed inputs."""
+        if not self.static:
+            return None, None, ["static analysis skipped (watch(static=False))"]
+        if self._inputs is None:
+            return None, None, ["no forward inputs observed: static analysis skipped"]
+        from .analyze import analyze
+        from .annotate import annotate
+        from .capture import capture
+
+        inputs = _positional(self.module, self._inputs, self._kwargs)
+        if inputs is None:
+            return None, None, ["forward was called with keyword arguments fxflow cannot bind to positions: "
+                                "static analysis skipped"]
+        with distributed.plain_structure(self.module) as plain:
+            if distributed.is_sharded(self.model) or any(_is_meta(p) for p in plain.parameters()):
+                inputs = distributed.to_meta(inputs)
+            captured = capture(plain, inputs)
+            static = None
+            if captured.graph_module is not None:
+                annotate(captured.graph_module, plain, inputs)
+                static = analyze(captured.graph_module, plain)
+        return captured, static, []
+
+    def _restore_grads(self) -> None:
+        """Grads become what they would have been without fxflow: old + this step's."""
+        for parameter, old in self._stash.items():
+            new = parameter.grad
+            if old is None:
+                continue
+            if new is None:
+                parameter.grad = old
+            else:
+                with torch.no_grad():
+                    new.add_(old)
+        self._stash = {}
+
+
+def watch(model: nn.Module, *, allow: Iterable[str] = (), vanishing: float = 1e-3, static: bool = True,
+          show: bool = False, group: Any = None) -> Watch:
+    """Watch one real training step of ``model`` (plain, DDP, FSDP2 or compiled); see :class:`Watch`.
+
+    ``allow``: glob patterns of parameters allowed to be dry; ``vanishing``: the RMS factor below
+    which a gradient is vanishing; ``static=False`` skips the trace; ``show=True`` prints the report
+    (rank 0) when the block ends; ``group``: the process group for the one gather at exit.
+    """
+    return Watch(model, allow=allow, vanishing=vanishing, static=static, show=show, group=group)
+
+
+def _detached(value: Any) -> Any:
+    if isinstance(value, torch.Tensor):
+        return value.detach()
+    if isinstance(value, (list, tuple)):
+        return type(value)(_detached(v) for v in value)
+    if isinstance(value, dict):
+        return {k: _detached(v) for k, v in value.items()}
+    return value
+
+
+def _positional(module: nn.Module, args: tuple, kwargs: dict) -> tuple | None:
+    """Forward's arguments as a positional tuple (keyword arguments bound by name), or None."""
+    if not kwargs:
+        return args
+    try:
+        bound = inspect.signature(module.forward).bind(*args, **kwargs)
+    except (TypeError, ValueError):
+        return None
+    bound.apply_defaults()
+    values = []
+    for parameter in inspect.signature(module.forward).parameters.values():
+        if parameter.kind not in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
+            if parameter.name in kwargs:
+                return None
+            continue
+        values.append(bound.arguments.get(parameter.name))
+    while values and values[-1] is None:
+        values.pop()
+    return tuple(values)
+
+
+def _is_meta(tensor: torch.Tensor) -> bool:
+    return tensor.is_meta
+
+
+def _device(module: nn.Module) -> torch.device:
+    for parameter in module.parameters():
+        return parameter.device
+    return torch.device("cpu")

@@ -1,0 +1,155 @@
+"""Run by tests/test_distributed.py: two gloo ranks on CPU exercise fxflow.watch under DDP and FSDP2.
+
+    python tests/_distributed_worker.py OUTDIR PORT
+
+Each rank writes OUTDIR/rank<N>.json with what it saw; the test asserts on those files.
+"""
+import io
+import json
+import os
+import sys
+
+import torch
+import torch.distributed as dist
+import torch.multiprocessing as mp
+import torch.nn as nn
+
+
+class Broken(nn.Module):
+    """A planted detach (first, middle starve) and a layer forward never calls (extra)."""
+
+    def __init__(self):
+        super().__init__()
+        self.first = nn.Linear(10, 32)
+        self.middle = nn.Linear(32, 32)
+        self.last = nn.Linear(32, 2)
+        self.extra = nn.Linear(2, 2)
+
+    def forward(self, x):
+        h = torch.relu(self.first(x))
+        h = torch.relu(self.middle(h)).detach()
+        return self.last(h)
+
+
+class Fixed(Broken):
+    def forward(self, x):
+        return self.last(torch.relu(self.middle(torch.relu(self.first(x)))))
+
+
+class FixedNoExtra(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.first = nn.Linear(10, 32)
+        self.last = nn.Linear(32, 2)
+
+    def forward(self, x):
+        return self.last(torch.relu(self.first(x)))
+
+
+def loss_of(out, rank):
+    return nn.functional.cross_entropy(out, torch.arange(out.shape[0]) % 2)
+
+
+def reference_norms(factory, x):
+    """Plain single-process autograd on this rank's batch, then averaged over ranks (what DDP/FSDP do)."""
+    torch.manual_seed(0)
+    model = factory()
+    loss_of(model(x), 0).backward()
+    norms = {}
+    for name, p in model.named_parameters():
+        if p.grad is None:
+            norms[name] = None
+            continue
+        grad = p.grad.clone()
+        dist.all_reduce(grad)
+        norms[name] = float((grad / dist.get_world_size()).norm())
+    return norms
+
+
+def summary(w):
+    report = w.report
+    buffer = io.StringIO()
+    w.show(file=buffer, color=False)
+    guidance = w.ddp_guidance
+    return {
+        "target": report.target,
+        "verdicts": {p.name: [p.static, p.dynamic, p.grad_norm, [s.op for s in p.cut_by]] for p in report.parameters},
+        "ok": report.ok,
+        "notes": report.notes,
+        "printed": buffer.getvalue(),
+        "guidance": None if guidance is None else {
+            "needed": guidance.needed, "parameters": guidance.parameters,
+            "configured": guidance.configured, "will_fail": guidance.will_fail},
+    }
+
+
+def step_error(model, x, rank):
+    try:
+        loss_of(model(x), rank).backward()
+        return None
+    except RuntimeError as error:
+        return str(error)
+
+
+def run(rank, outdir, port):
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
+    dist.init_process_group("gloo", rank=rank, world_size=2)
+    import fxflow
+    from torch.distributed.fsdp import fully_shard
+    from torch.nn.parallel import DistributedDataParallel as DDP
+
+    result = {}
+    x = torch.randn(8, 10, generator=torch.Generator().manual_seed(100 + rank))
+    grad_sentinel = {}
+
+    # 1. DDP without find_unused_parameters on the broken model: fxflow predicts the failure.
+    torch.manual_seed(0)
+    model = DDP(Broken())
+    with fxflow.watch(model) as w:
+        loss_of(model(x), rank).backward()
+    result["ddp_broken"] = summary(w)
+    result["ddp_broken"]["next_step_error"] = step_error(model, x, rank)
+
+    # 2. The same with find_unused_parameters=True: fxflow says it is needed, and training runs.
+    torch.manual_seed(0)
+    model = DDP(Broken(), find_unused_parameters=True)
+    with fxflow.watch(model) as w:
+        loss_of(model(x), rank).backward()
+    result["ddp_find_unused"] = summary(w)
+    result["ddp_find_unused"]["next_step_error"] = step_error(model, x, rank) or step_error(model, x, rank)
+
+    # 3. A model where every parameter learns, with stale grads in place: numbers match plain
+    #    autograd averaged over ranks, and the stale grads come back added to the new ones.
+    torch.manual_seed(0)
+    model = DDP(FixedNoExtra())
+    for p in model.parameters():
+        p.grad = torch.ones_like(p)
+    with fxflow.watch(model) as w:
+        loss_of(model(x), rank).backward()
+    result["ddp_fixed"] = summary(w)
+    result["ddp_fixed"]["reference"] = reference_norms(FixedNoExtra, x)
+    result["ddp_fixed"]["grad_minus_one_norms"] = {
+        name: float((p.grad - 1).norm()) for name, p in model.module.named_parameters()}
+    result["ddp_fixed"]["next_step_error"] = step_error(model, x, rank)
+
+    # 4. FSDP2: sharded DTensor parameters and grads, original names, same verdicts.
+    torch.manual_seed(0)
+    model = Broken()
+    for layer in (model.first, model.middle, model.last):
+        fully_shard(layer)
+    fully_shard(model)
+    with fxflow.watch(model) as w:
+        loss_of(model(x), rank).backward()
+    result["fsdp_broken"] = summary(w)
+    result["fsdp_broken"]["reference"] = reference_norms(Broken, x)
+    result["fsdp_broken"]["next_step_error"] = step_error(model, x, rank)
+    result["fsdp_broken"]["class_after"] = type(model).__name__
+
+    with open(os.path.join(outdir, f"rank{rank}.json"), "w") as handle:
+        json.dump(result, handle)
+    dist.barrier()
+    dist.destroy_process_group()
+
+
+if __name__ == "__main__":
+    mp.spawn(run, args=(sys.argv[1], int(sys.argv[2])), nprocs=2)

@@ -1,0 +1,81 @@
+"""The public Python API: exports, lazy imports, check() and assert_gradients_flow()."""
+import inspect
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+import torch.nn as nn
+
+import fxflow
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "examples"))
+from seed import Net  # noqa: E402
+from transfer_frozen import DetachedBackbone, FrozenBackbone  # noqa: E402
+
+
+def test_public_names_resolve():
+    for name in fxflow.__all__:
+        assert getattr(fxflow, name) is not None
+    assert fxflow.Report.__name__ == "Report"
+    with pytest.raises(AttributeError):
+        fxflow.no_such_thing
+
+
+def test_importing_fxflow_does_not_import_torch():
+    code = "import sys, fxflow; fxflow.__version__; print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
+
+
+def test_check_signature_matches_issue_5():
+    parameters = inspect.signature(fxflow.check).parameters
+    for name in ("inputs", "loss_fn", "backward", "device", "allow", "vanishing"):
+        assert name in parameters
+    assert parameters["backward"].default is True and parameters["vanishing"].default == 1e-3
+
+
+def test_check_accepts_device():
+    torch.manual_seed(0)
+    report = fxflow.check(Net(), torch.randn(16, 10), device="cpu")
+    assert report.device == "cpu"
+
+
+def test_check_reproduces_the_seed_numbers_with_the_seed_loss():
+    torch.manual_seed(0)
+    model = Net()
+    x, y = torch.randn(16, 10), torch.randint(0, 2, (16,))
+    report = fxflow.check(model, x, loss_fn=lambda out: nn.CrossEntropyLoss()(out, y))
+    assert [f"{p.grad_norm:.6f}" for p in report.parameters if p.grad_norm is not None] == ["0.184076", "0.079574"]
+    data = report.to_dict()
+    assert data["parameters"][0]["cut_by"][0]["op"] == "detach" and data["ok"] is False
+
+
+def test_assert_gradients_flow_message_names_parameters_op_and_line():
+    torch.manual_seed(0)
+    with pytest.raises(AssertionError) as caught:
+        fxflow.assert_gradients_flow(Net(), torch.randn(16, 10))
+    message = str(caught.value)
+    lines = message.splitlines()
+    assert lines[0] == "gradients do not reach every parameter of Net"
+    assert lines[1].startswith("problem: 4 of 6 parameters will not learn: 4 cut")
+    assert "  first.weight   cut/missing  cut by detach @ examples/seed.py:15" in lines
+    assert "  middle.bias    cut/missing  cut by detach @ examples/seed.py:15" in lines
+    assert not any(line.startswith("  last.") for line in lines)
+    assert "detach() returns a tensor with no autograd history" in message
+
+
+def test_assert_gradients_flow_passes_frozen_and_allowed():
+    report = fxflow.assert_gradients_flow(FrozenBackbone(), torch.randn(2, 3, 32, 32))
+    assert report.ok
+    with pytest.raises(AssertionError, match="backbone.0.weight"):
+        fxflow.assert_gradients_flow(DetachedBackbone(), torch.randn(2, 3, 32, 32))
+    fxflow.assert_gradients_flow(DetachedBackbone(), torch.randn(2, 3, 32, 32), allow=["backbone.*"])
+
+
+def test_assert_gradients_flow_passes_options_through():
+    torch.manual_seed(0)
+    with pytest.raises(AssertionError, match="zero"):
+        fxflow.assert_gradients_flow(nn.Linear(3, 2), torch.randn(4, 3), loss_fn=lambda out: 0.0 * out.sum())

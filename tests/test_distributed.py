@@ -1,0 +1,101 @@
+"""fxflow.watch inside a real 2-process gloo job on CPU: DDP and FSDP2, checked against real runs.
+
+The job is tests/_distributed_worker.py (torch.multiprocessing spawn, one process group for all
+cases); each rank writes what it saw, and these tests compare it with plain autograd and with what
+DDP itself does on the next step.
+"""
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import pytest
+
+from fxflow.distributed import DDP_ERROR
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DRY = ["first.weight", "first.bias", "middle.weight", "middle.bias"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+@pytest.fixture(scope="module")
+def ranks(tmp_path_factory):
+    out = tmp_path_factory.mktemp("dist")
+    try:  # a deadlock in a collective shows up here as a timeout, not a hung test run
+        done = subprocess.run([sys.executable, os.path.join(HERE, "_distributed_worker.py"), str(out), str(_free_port())],
+                              capture_output=True, text=True, timeout=180, cwd=os.path.dirname(HERE))
+    except subprocess.TimeoutExpired as error:
+        pytest.fail(f"the 2-rank job did not finish (deadlock?): {error}")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return [json.loads((out / f"rank{r}.json").read_text()) for r in (0, 1)]
+
+
+def _verdicts(case):
+    return {name: (v[0], v[1], v[3]) for name, v in case["verdicts"].items()}
+
+
+EXPECTED_BROKEN = {
+    **{name: ("cut", "missing", ["detach"]) for name in DRY},
+    "last.weight": ("reachable", "ok", []), "last.bias": ("reachable", "ok", []),
+    "extra.weight": ("unused", "missing", []), "extra.bias": ("unused", "missing", []),
+}
+
+
+@pytest.mark.parametrize("case", ["ddp_broken", "ddp_find_unused", "fsdp_broken"])
+def test_same_verdicts_under_original_names_on_every_rank(ranks, case):
+    for rank in ranks:
+        assert rank[case]["target"] == "Broken"
+        assert _verdicts(rank[case]) == EXPECTED_BROKEN
+
+
+def test_ddp_guidance_predicts_the_real_ddp_failure(ranks):
+    for rank in ranks:
+        case = rank["ddp_broken"]
+        assert case["guidance"] == {"needed": True, "configured": False, "will_fail": True,
+                                    "parameters": sorted(DRY + ["extra.weight", "extra.bias"])}
+        assert case["next_step_error"] is not None and DDP_ERROR in case["next_step_error"]
+        assert any("find_unused_parameters=True" in note and DDP_ERROR in note for note in case["notes"])
+
+
+def test_find_unused_parameters_is_reported_needed_and_training_runs(ranks):
+    for rank in ranks:
+        case = rank["ddp_find_unused"]
+        assert case["guidance"]["needed"] and case["guidance"]["configured"] and not case["guidance"]["will_fail"]
+        assert case["next_step_error"] is None
+
+
+def test_fully_used_model_needs_no_find_unused_and_norms_match_autograd(ranks):
+    for rank in ranks:
+        case = rank["ddp_fixed"]
+        assert case["ok"] and case["guidance"]["needed"] is False
+        assert case["next_step_error"] is None
+        for name, verdict in case["verdicts"].items():
+            assert verdict[2] == pytest.approx(case["reference"][name], rel=1e-5)
+            # stale grads of ones were stashed, then added back to this step's grads
+            assert case["grad_minus_one_norms"][name] == pytest.approx(case["reference"][name], rel=1e-4)
+
+
+def test_fsdp2_sharded_grad_norms_are_the_full_averaged_norms(ranks):
+    for rank in ranks:
+        case = rank["fsdp_broken"]
+        assert case["guidance"] is None
+        assert case["class_after"] == "FSDPBroken"  # fully_shard's class is put back after the trace
+        assert case["next_step_error"] is None
+        for name, verdict in case["verdicts"].items():
+            if case["reference"][name] is None:
+                assert verdict[2] is None
+            else:
+                assert verdict[2] == pytest.approx(case["reference"][name], rel=1e-5)
+
+
+def test_only_rank_zero_prints(ranks):
+    for case in ("ddp_broken", "fsdp_broken"):
+        assert ranks[0][case]["printed"].startswith("fxflow check Broken")
+        assert "detach @ tests/_distributed_worker.py:30" in ranks[0][case]["printed"]
+        assert ranks[1][case]["printed"] == ""
