@@ -90,6 +90,7 @@ def check(
         graph=static.graph if static is not None else None,
         module_grad_norms=result.module_grad_norms if result is not None else {},
         timings=clock.finish(),
+        module_classes={name: type(module).__name__ for name, module in model.named_modules() if name},
     )
 
 

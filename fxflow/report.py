@@ -89,6 +89,7 @@ class Report:
     # one entry per call in call order (call_module nodes of the same target, in graph order).
     module_grad_norms: dict[str, list[float]] = field(default_factory=dict, repr=False, compare=False)
     timings: dict[str, float] = field(default_factory=dict, repr=False, compare=False)  # seconds per phase
+    module_classes: dict[str, str] = field(default_factory=dict, repr=False, compare=False)  # qualname -> class
 
     # -- queries ----------------------------------------------------------------------------
     @property

@@ -1,0 +1,342 @@
+"""Build the DOT source of the flow diagram from a :class:`~fxflow.render.layout.View`.
+
+The python ``graphviz`` package writes the DOT; this module decides labels, tooltips, colors and
+CSS classes. Every node gets ``class="fxflow-<state> ..."`` and a tooltip, every edge
+``class="fxflow-edge fxflow-edge-<state>"``; both survive into the SVG. No object ids, no
+addresses, no timestamps: the same report gives byte-identical DOT.
+"""
+from __future__ import annotations
+
+import html
+import textwrap
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Iterable
+
+import graphviz
+
+from . import style
+from .layout import STATE_WORDS, Base, Item, Link, NeverCalled, View, box_summary, call_norms
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..report import ParameterReport, Report
+
+NL = "&#10;"  # a newline inside a tooltip, for dot and graphviz-pure alike
+LEGEND_KEY = "fxflow.legend"
+NEVER_CLUSTER = "cluster_fxflow.never"
+
+
+def _text(value: str) -> str:
+    """Escape for an HTML-like label."""
+    return html.escape(value, quote=False)
+
+
+def _plain(value: str) -> graphviz.quoting.NoHtml:
+    """A non-HTML attribute value (tooltips, cluster labels), with DOT's backslash escapes defused."""
+    return graphviz.nohtml(value.replace("\\", "\\\\"))
+
+
+def _tooltip(lines: Iterable[str | None]) -> graphviz.quoting.NoHtml:
+    return _plain(NL.join(line for line in lines if line))
+
+
+def _norm(value: float | None) -> str:
+    return "-" if value is None else f"{value:.4g}"
+
+
+def _shape(shape: object) -> str | None:
+    if shape is None:
+        return None
+    if isinstance(shape, (tuple, list)):
+        return "x".join(str(s) for s in shape) or "scalar"
+    return str(shape)
+
+
+def _relative(name: str, cluster: tuple[str, ...]) -> str:
+    """``blocks.0.fc1`` inside cluster ``blocks.0`` reads ``fc1``."""
+    if cluster and name.startswith(cluster[-1] + "."):
+        return name[len(cluster[-1]) + 1:]
+    return name
+
+
+def _small(text: str, color: str | None = None) -> str:
+    tint = f' color="{color}"' if color else ""
+    return f'<font point-size="9"{tint}>{_text(text)}</font>'
+
+
+def _module_title(module: str, classes: dict[str, str]) -> str:
+    cls = classes.get(module)
+    return f"{module} ({cls})" if cls else module
+
+
+# -- nodes -----------------------------------------------------------------------------------
+def _node_attrs(state: str, classes: str, tooltip: graphviz.quoting.NoHtml, **extra: str) -> dict[str, str]:
+    look = style.NODE_STYLES.get(state, style.NODE_STYLES["inert"])
+    attrs = {"class": classes, "tooltip": tooltip, "fillcolor": look.fill, "color": look.border,
+             "fontcolor": look.font, "style": look.style, "penwidth": f"{look.penwidth:g}"}
+    attrs.update(extra)
+    return attrs
+
+
+def _op_node(item: Item, base: Base, view: View, norms: dict[str, float]) -> tuple[str, dict[str, str]]:
+    data = base.attrs
+    op, kind, label = str(data.get("op", "")), base.kind, str(data.get("label", base.name))
+    shape, source, reason = _shape(data.get("shape")), data.get("source"), data.get("reason")
+    if kind == "call_module":
+        head = f"<b>{_text(_relative(label, base.cluster))}</b> {_text(op)}"
+    elif kind == "placeholder":
+        head = f"<b>{_text(label)}</b> input"
+    elif kind == "output":
+        head = "<b>output</b>"
+    else:
+        head = f"<b>{_text(op or label)}</b>"
+    lines = [head]
+    if reason:
+        color = style.NODE_STYLES[base.state].font
+        lines.append(_small(source or "source unknown", color))
+        lines.extend(_small(part, color) for part in textwrap.wrap(str(reason), 36))
+    elif shape:
+        lines.append(_small(shape + ("" if data.get("dtype") in (None, "float32") else f" {data.get('dtype')}")))
+    module = base.cluster[-1] if base.cluster else None
+    tooltip = _tooltip([
+        f"{op or label} ({kind})", f"node {base.name}",
+        f"shape {shape or '?'} {data.get('dtype') or ''}".rstrip(),
+        f"source {source}" if source else "source unknown",
+        f"state {base.state}" + (f": {reason}" if reason else ""),
+        f"in {_module_title(module, view.classes)}" if module else None,
+        f"grad norm out {_norm(norms[base.name])}" if base.name in norms else None,
+    ])
+    extra = {"shape": "oval"} if kind in ("placeholder", "output") else {}
+    if reason:
+        extra["fontsize"] = "11"
+    return "<" + "<br/>".join(lines) + ">", _node_attrs(base.state, style.node_class(base.state, "op"), tooltip, **extra)
+
+
+def _param_tooltip(name: str, state: str, parameter: "ParameterReport | None") -> graphviz.quoting.NoHtml:
+    if parameter is None:
+        return _tooltip([name, f"parameter, state {state}"])
+    shape = "x".join(str(s) for s in parameter.shape) or "scalar"
+    cut = ", ".join(f"{s.op} @ {s.source or s.node}" for s in parameter.cut_by)
+    return _tooltip([
+        name, f"parameter {shape}", f"state {state}",
+        f"static {parameter.static}, dynamic {parameter.dynamic or '-'}",
+        f"grad norm {_norm(parameter.grad_norm)}",
+        f"cut by {cut}" if cut else None,
+        parameter.diagnosis,
+    ])
+
+
+def _param_node(name: str, state: str, cluster: tuple[str, ...], parameter: "ParameterReport | None",
+                *extra_classes: str) -> tuple[str, dict[str, str]]:
+    label = "<" + _small(_relative(name, cluster)) + ">"
+    return label, _node_attrs(state, style.node_class(state, "param", *extra_classes),
+                              _param_tooltip(name, state, parameter), shape="box", height="0.2",
+                              margin="0.06,0.02", style=style.NODE_STYLES[state].style.replace("rounded,", ""))
+
+
+def _box_node(item: Item, view: View) -> tuple[str, dict[str, str]]:
+    ops, params, cuts = box_summary(item.members)
+    name = _relative(item.module or "", item.cluster)
+    cls = f" {_text(item.module_class)}" if item.module_class else ""
+    times = f" <b>x{item.count}</b>" if item.count > 1 else ""
+    per = item.count if item.count > 1 else 1
+    counts = _counts(ops, per, "op")
+    if params:
+        counts += ", " + _counts(params, per, "param")
+    lines = [f"<b>{_text(name)}</b>{cls}{times}", _small(counts + (" each" if per > 1 else ""))]
+    seen = set()
+    for cut in cuts:
+        where = f"{cut.attrs.get('op')} @ {cut.attrs.get('source') or cut.name}"
+        if where not in seen:
+            seen.add(where)
+            lines.append(_small(f"{STATE_WORDS[cut.state]}: {where}", style.NODE_STYLES[cut.state].font))
+    tooltip = _tooltip([
+        _module_title(item.module or "", view.classes) + (f" x{item.count}" if item.count > 1 else ""),
+        f"collapsed: {_counts(ops, 1, 'op')}" + (f", {_counts(params, 1, 'param')}" if params else ""),
+        *(f"{STATE_WORDS[c.state]} {c.attrs.get('op')} @ {c.attrs.get('source') or '?'}: {c.attrs.get('reason')}" for c in cuts[:8]),
+        f"grad norm out {', '.join(_norm(n) for n in item.norms[:12])}" if item.norms else None,
+    ])
+    extra = {"peripheries": "2"} if item.count > 1 else {}
+    kinds = ("module", "folded") if item.count > 1 else ("module",)
+    attrs = _node_attrs(item.state, style.node_class(item.state, *kinds), tooltip, **extra)
+    attrs["style"] = attrs["style"].replace("rounded,", "") + ",bold"
+    return "<" + "<br/>".join(lines) + ">", attrs
+
+
+def _counts(counter, per: int, noun: str) -> str:
+    total = sum(counter.values()) // per
+    parts = [f"{n // per} {STATE_WORDS[s]}" for s, n in sorted(counter.items(), key=lambda kv: -style.SEVERITY.get(kv[0], 0))]
+    return f"{total} {noun}{'s' if total != 1 else ''}" + (f" ({', '.join(parts)})" if parts else "")
+
+
+# -- clusters --------------------------------------------------------------------------------
+class _Cluster:
+    def __init__(self, path: tuple[str, ...]) -> None:
+        self.path = path
+        self.items: list[Item] = []
+        self.children: dict[str, _Cluster] = {}
+        self.order = 1 << 60
+        self.states: set[str] = set()
+
+
+def _tree(items: list[Item]) -> _Cluster:
+    root = _Cluster(())
+    for item in items:
+        node = root
+        node.order = min(node.order, item.order)
+        for depth in range(len(item.cluster)):
+            node = node.children.setdefault(item.cluster[depth], _Cluster(item.cluster[: depth + 1]))
+            node.order = min(node.order, item.order)
+            node.states.add(item.state)
+        node.items.append(item)
+    return root
+
+
+def _emit(graph: graphviz.Digraph, cluster: _Cluster, ctx: _Context) -> None:
+    view = ctx.view
+    entries: list[tuple[int, str, object]] = [(i.order, i.key, i) for i in cluster.items]
+    entries += [(c.order, "cluster_" + q, c) for q, c in cluster.children.items()]
+    for _, _, entry in sorted(entries, key=lambda e: (e[0], e[1])):
+        if isinstance(entry, _Cluster):
+            module = entry.path[-1]
+            with graph.subgraph(name="cluster_" + module) as sub:
+                state = style.worst(entry.states)
+                fill = style.CLUSTER_FILLS[(len(entry.path) - 1) % len(style.CLUSTER_FILLS)]
+                grad = view_module_norms(ctx.report, module)
+                sub.attr(label=_plain(_module_title(module, view.classes)), tooltip=_tooltip([
+                    _module_title(module, view.classes), f"worst state inside: {state}",
+                    f"grad norm out {grad}" if grad else None]),
+                    style="rounded,filled", fillcolor=fill, color=style.CLUSTER_BORDER, fontsize="10",
+                    fontcolor="#37474f", labeljust="l", penwidth="1", **{"class": f"fxflow-cluster fxflow-{state}"})
+                _emit(sub, entry, ctx)
+        else:
+            _emit_item(graph, entry, ctx)
+
+
+def view_module_norms(report: "Report", module: str) -> str:
+    values = (report.module_grad_norms or {}).get(module) or []
+    return ", ".join(_norm(v) for v in values[:12])
+
+
+def _emit_item(graph: graphviz.Digraph, item: Item, ctx: _Context) -> None:
+    if item.kind in ("module", "fold"):
+        label, attrs = _box_node(item, ctx.view)
+    elif item.kind == "param" and item.base is not None:
+        label, attrs = _param_node(item.base.param or "", item.state, item.cluster, ctx.params.get(item.base.param or ""))
+    else:
+        assert item.base is not None
+        label, attrs = _op_node(item, item.base, ctx.view, ctx.norms)
+    graph.node(item.key, label=label, **attrs)
+
+
+@dataclass
+class _Context:
+    report: "Report"
+    view: View
+    params: dict[str, "ParameterReport"]
+    norms: dict[str, float]  # call_module node -> gradient norm out of that call
+
+
+def _emit_never(graph: graphviz.Digraph, never: list[NeverCalled], ctx: _Context) -> None:
+    view = ctx.view
+    if not never:
+        return
+    with graph.subgraph(name=NEVER_CLUSTER) as sub:
+        total = sum(len(n.params) for n in never)
+        sub.attr(label=_plain("never called in forward"), style="rounded,dashed", color=style.NEVER_BORDER,
+                 fontcolor="#616161", fontsize="10", labeljust="l", penwidth="1.2",
+                 tooltip=_tooltip([f"{len(never)} module(s) forward never calls", f"{total} parameter(s) that cannot learn"]),
+                 **{"class": "fxflow-cluster fxflow-never-called"})
+        for group in never:
+            title = _module_title(group.module or "(root)", {**view.classes, **({group.module: group.module_class} if group.module_class else {})})
+            states = [s for _, s in group.params]
+            if view.collapse_never:
+                state = style.worst(states)
+                lines = [f"<b>{_text(title)}</b>", _small(f"{len(states)} param{'s' if len(states) != 1 else ''}: never called")]
+                attrs = _node_attrs(state, style.node_class(state, "module", "never-called"),
+                                    _tooltip([title, "never called in forward", *(f"{n}: {s}" for n, s in group.params[:20])]))
+                sub.node("never." + (group.module or "(root)"), label="<" + "<br/>".join(lines) + ">", **attrs)
+                continue
+            with sub.subgraph(name=f"{NEVER_CLUSTER}.{group.module}") as inner:
+                inner.attr(label=_plain(title), style="rounded,dashed", color=style.NEVER_BORDER, fontcolor="#616161",
+                           fontsize="10", labeljust="l", tooltip=_tooltip([title, "never called in forward"]),
+                           **{"class": "fxflow-cluster fxflow-never-called"})
+                cluster = (group.module,) if group.module else ()
+                for name, state in group.params:
+                    label, attrs = _param_node(name, state, cluster, ctx.params.get(name), "never-called")
+                    inner.node("param." + name, label=label, **attrs)
+
+
+# -- edges, title, legend --------------------------------------------------------------------
+def _emit_links(graph: graphviz.Digraph, links: list[Link]) -> None:
+    scale = style.edge_width_scale([l.norm for l in links if l.state == "wet" and l.norm is not None])
+    for link in links:
+        look = style.EDGE_STYLES.get(link.state, style.EDGE_STYLES["dry"])
+        width, color = look.penwidth, look.color
+        if link.state == "wet" and scale is not None:
+            width, color = style.wet_edge_look(link.norm, scale)
+        attrs = {"class": f"fxflow-edge fxflow-edge-{link.state}", "color": color, "penwidth": f"{width:g}",
+                 "tooltip": _tooltip([f"{link.source} -> {link.target}", f"state {link.state}",
+                                      f"grad norm {_norm(link.norm)}" if link.norm is not None else None])}
+        if look.style != "solid":
+            attrs["style"] = look.style
+        graph.edge(link.source, link.target, **attrs)
+
+
+def _title(report: "Report", view: View) -> str:
+    counts = report.counts()
+    total = sum(counts.values())
+    parts = [f"{n} {verdict}" for verdict, n in counts.items() if n]
+    lines = [f'<font point-size="16"><b>fxflow: {_text(report.target)}</b></font>',
+             _text(f"{total} parameter{'s' if total != 1 else ''}: " + (", ".join(parts) if parts else "none")),
+             _text(report.summary())]
+    trace = report.trace
+    lines.append(_small(f"trace: {trace.method}, {trace.nodes} nodes; backward: {'yes' if report.backward else 'no'}", "#546e7a"))
+    lines.extend(_small(note, "#8a3b00") for note in view.notes)
+    return "<" + "<br/>".join(lines) + ">"
+
+
+def _legend(graph: graphviz.Digraph, anchor: str | None) -> None:
+    """A legend table below the drawing (an invisible edge from ``anchor`` keeps it there)."""
+    def cell(key: str, words: str) -> str:
+        return f'{key}<td align="left"><font point-size="9">{_text(words)}</font></td>'
+
+    cells = []
+    for state, words in style.LEGEND:
+        look = style.NODE_STYLES[state]
+        cells.append(cell(f'<td bgcolor="{look.fill}" border="1" color="{look.border}" width="22"> </td>', words))
+    for state, words in style.LEGEND_EDGES:
+        look = style.EDGE_STYLES[state]
+        dash = "- - -" if look.style == "dashed" else "-----"
+        cells.append(cell(f'<td><font color="{look.color}" point-size="9"><b>{dash}</b></font></td>', words))
+    cells.append(cell('<td border="1" width="22"><font point-size="7">param</font></td>', "square box: a parameter"))
+    cells.append(cell('<td border="1" width="22"><font point-size="7">x12</font></td>',
+                      "bold box: collapsed module (x12: folded)"))
+    rows = ["<tr>" + "".join(cells[i:i + 2]) + "</tr>" for i in range(0, len(cells), 2)]
+    table = '<<table border="0" cellborder="0" cellspacing="2" cellpadding="1">' + "".join(rows) + "</table>>"
+    graph.node(LEGEND_KEY, label=table, shape="box", style="rounded", color="#b0bec5", margin="0.08,0.06",
+               tooltip=_plain("legend"), **{"class": "fxflow-legend"})
+    if anchor is not None:
+        graph.edge(anchor, LEGEND_KEY, style="invis", **{"class": "fxflow-legend"})
+
+
+def dot_source(report: "Report", view: View) -> str:
+    """The complete DOT text for ``report`` drawn as ``view``."""
+    graph = graphviz.Digraph("fxflow", graph_attr={
+        "newrank": "true", "rankdir": "TB", "fontname": style.FONT, "labelloc": "t", "label": _title(report, view),
+        "nodesep": "0.25", "ranksep": "0.35", "bgcolor": "white", "compound": "false",
+    }, node_attr={"fontname": style.FONT, "fontsize": "11", "shape": "box", "style": "rounded,filled",
+                  "height": "0.3", "margin": "0.1,0.04"},
+       edge_attr={"fontname": style.FONT, "arrowsize": "0.6"})
+    ctx = _Context(report, view, {p.name: p for p in report.parameters}, _node_norms(report))
+    _emit(graph, _tree(view.items), ctx)
+    _emit_never(graph, view.never_called, ctx)
+    _emit_links(graph, view.links)
+    outputs = [i.key for i in view.items if i.kind == "output" or (i.kind in ("module", "fold") and any(m.kind == "output" for m in i.members))]
+    _legend(graph, outputs[-1] if outputs else None)
+    return graph.source
+
+
+def _node_norms(report: "Report") -> dict[str, float]:
+    if report.graph is None:
+        return {}
+    return call_norms(report.graph, report.module_grad_norms or {})

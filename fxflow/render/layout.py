@@ -1,0 +1,412 @@
+"""What the diagram shows: which boxes, in which clusters, joined by which wires.
+
+Reads ``report.graph`` (attributes documented in :mod:`fxflow.analyze`) and produces a
+:class:`View`, plain data that :mod:`fxflow.render.dot` turns into DOT. The choices made here:
+
+* one item per fx node worth seeing, and one per parameter (a ``get_attr`` that only reads a
+  parameter is drawn as the parameter itself);
+* clusters nested as the modules nest (``module_stack``); a leaf module call is a node in its
+  parent's cluster, with its parameters beside it;
+* ``depth``: modules nested deeper than ``depth`` collapse into one box each, colored by the worst
+  state inside; ``focus``: only cut nodes, dry parameters and the paths between them and the
+  output; above ``budget`` items the depth is chosen automatically, and a note says so;
+* runs of at least :data:`FOLD_MIN` sibling boxes ``name.0``, ``name.1`` ... with identical
+  contents and verdicts fold into one box marked ``x12``;
+* parameters of modules forward never calls go to a "never called" cluster.
+
+Everything is sorted by graph order, then by name, so the same model gives the same view.
+"""
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Iterable
+
+from .style import EDGE_PRECEDENCE, worst
+
+if TYPE_CHECKING:  # pragma: no cover
+    import networkx as nx
+
+    from ..report import Report
+
+PARAM = "param:"  # graph node prefix of parameters (fxflow.analyze.PARAM)
+NODE_BUDGET = 300  # above this many items the depth is chosen automatically
+FOLD_MIN = 3  # fewest identical sibling boxes that fold into one
+
+# Static verdict -> the state a parameter is drawn with when no graph was captured.
+VERDICT_STATE = {"reachable": "wet", "cut": "dry", "zero": "zero", "frozen": "frozen", "unused": "unused"}
+# How the state names read in labels.
+STATE_WORDS = {"wet": "wet", "dry": "dry", "cut": "cut", "zero": "zero", "frozen": "frozen",
+               "unused": "unused", "inert": "no grad"}
+
+
+@dataclass
+class Base:
+    """One graph node (fx node or parameter) as the diagram sees it, before collapsing."""
+
+    name: str  # graph node name
+    key: str  # DOT id
+    kind: str  # placeholder, get_attr, call_module, call_function, call_method, output, param
+    state: str
+    cluster: tuple[str, ...]  # qualified names of the enclosing modules, outermost first
+    owner: tuple[str, ...]  # cluster, plus the module a call_module node calls: what collapses it
+    order: int
+    attrs: dict[str, Any]
+    param: str | None = None  # qualified parameter name, for parameter nodes
+
+
+@dataclass
+class Item:
+    """One node of the drawing: an fx node, a parameter, a collapsed module or a folded run."""
+
+    key: str
+    kind: str  # as Base.kind, or "module" (collapsed), "fold" (a run of identical modules)
+    state: str
+    cluster: tuple[str, ...]
+    order: int
+    base: Base | None = None  # the drawn node, when it is a single one
+    module: str | None = None  # qualified name of a box ("blocks.0-11" for a fold)
+    module_class: str | None = None
+    members: list[Base] = field(default_factory=list)  # what a box hides
+    count: int = 1  # modules folded into this box
+    norms: list[float] = field(default_factory=list)  # gradient norms measured at its output
+
+
+@dataclass(frozen=True)
+class Link:
+    source: str
+    target: str
+    state: str  # wet, dry, cut, zero, inert
+    norm: float | None = None
+
+
+@dataclass
+class NeverCalled:
+    """Parameters whose module forward never calls, grouped by that module."""
+
+    module: str
+    module_class: str | None
+    params: list[tuple[str, str]]  # (parameter name, state)
+
+
+@dataclass
+class View:
+    items: list[Item]
+    links: list[Link]
+    classes: dict[str, str]  # module qualified name -> class name, where known
+    never_called: list[NeverCalled]
+    notes: list[str] = field(default_factory=list)
+    depth: int | None = None
+    auto_depth: bool = False
+    total: int = 0  # items before collapsing and focusing
+    has_graph: bool = True
+    collapse_never: bool = False  # draw each never-called module as one box
+
+    def count(self) -> int:
+        never = len(self.never_called) if self.collapse_never else sum(len(n.params) for n in self.never_called)
+        return len(self.items) + never
+
+
+def owner_module(parameter: str) -> str:
+    """``blocks.2.fc1.weight`` -> ``blocks.2.fc1`` (``""`` for a parameter of the root)."""
+    return parameter.rsplit(".", 1)[0] if "." in parameter else ""
+
+
+def _prefixes(qualname: str) -> list[str]:
+    parts = qualname.split(".") if qualname else []
+    return [".".join(parts[: i + 1]) for i in range(len(parts))]
+
+
+def _bases(graph: "nx.DiGraph", classes: dict[str, str]) -> tuple[list[Base], dict[str, str]]:
+    """Bases for every drawn graph node, and aliases (get_attr node -> the parameter it reads)."""
+    aliases: dict[str, str] = {}
+    bases: list[Base] = []
+    paths: dict[str, tuple[str, ...]] = {}  # cluster qualname -> its path
+    called: set[str] = set()
+    nodes = sorted(graph.nodes(data=True), key=lambda item: (item[1].get("order", 0), item[0]))
+    for name, data in nodes:
+        kind = data.get("kind", "")
+        if kind == "param":
+            continue
+        if kind == "get_attr" and not data.get("reason"):
+            reads = [p for p in graph.predecessors(name) if p == PARAM + str(data.get("label"))]
+            if reads:
+                aliases[name] = reads[0]
+                continue
+        stack = [(str(q), str(c)) for q, c in (data.get("module_stack") or [])]
+        for qualname, cls in stack:
+            classes.setdefault(qualname, cls)
+        path = tuple(q for q, _ in stack)
+        owner = path
+        if kind == "call_module":
+            target = str(data.get("label"))
+            called.add(target)
+            classes.setdefault(target, str(data.get("op")))
+            path = path[:-1] if path and path[-1] == target else path
+            owner = path + (target,)
+        for i in range(len(path)):
+            paths.setdefault(path[i], path[: i + 1])
+        bases.append(Base(name, name, kind, data.get("state") or "inert", path, owner, data.get("order", 0), data))
+    for name, data in nodes:
+        if data.get("kind") != "param":
+            continue
+        parameter = name[len(PARAM):]
+        module = owner_module(parameter)
+        cluster: tuple[str, ...] = ()
+        for prefix in reversed(_prefixes(module)):
+            if prefix in paths:
+                cluster = paths[prefix]
+                break
+        owner = cluster + (module,) if module in called and module not in cluster else cluster
+        bases.append(Base(name, "param." + parameter, "param", data.get("state") or "inert", cluster, owner,
+                          data.get("order", 0), data, parameter))
+    return bases, aliases
+
+
+def _parameter_bases(report: "Report") -> list[Base]:
+    """Without a graph: one base per parameter, clustered by the dotted prefixes of its name."""
+    bases = []
+    for order, parameter in enumerate(report.parameters):
+        path = tuple(_prefixes(owner_module(parameter.name)))
+        bases.append(Base(PARAM + parameter.name, "param." + parameter.name, "param",
+                          VERDICT_STATE.get(parameter.static, "inert"), path, path, order,
+                          {"kind": "param", "label": parameter.name}, parameter.name))
+    return bases
+
+
+def _focus(graph: "nx.DiGraph") -> set[str]:
+    """Cut nodes, dry parameters, the paths from those parameters to the cuts and from the cuts to the output."""
+    cuts = {n for n, d in graph.nodes(data=True) if d.get("state") == "cut" or (d.get("state") == "zero" and d.get("reason"))}
+    dry = {n for n, d in graph.nodes(data=True) if d.get("kind") == "param" and d.get("state") in ("dry", "zero")}
+    outputs = {n for n, d in graph.nodes(data=True) if d.get("kind") == "output"}
+    down_dry, up_cut = _reach(graph, dry, forward=True), _reach(graph, cuts, forward=False)
+    down_cut, up_out = _reach(graph, cuts, forward=True), _reach(graph, outputs, forward=False)
+    return dry | cuts | outputs | (down_dry & up_cut) | (down_cut & up_out)
+
+
+def _reach(graph: "nx.DiGraph", starts: set[str], forward: bool) -> set[str]:
+    seen = set(starts)
+    stack = list(starts)
+    step = graph.successors if forward else graph.predecessors
+    while stack:
+        for other in step(stack.pop()):
+            if other not in seen:
+                seen.add(other)
+                stack.append(other)
+    return seen
+
+
+PROBLEM_STATES = frozenset({"dry", "cut", "zero", "unused"})
+
+
+def _healthy_modules(bases: list[Base]) -> set[str]:
+    """Modules with nothing dry, cut, zero or unused anywhere inside."""
+    sick: set[str] = set()
+    every: set[str] = set()
+    for base in bases:
+        every.update(base.owner)
+        if base.state in PROBLEM_STATES:
+            sick.update(base.owner)
+    return every - sick
+
+
+def _collapse(bases: list[Base], depth: int | None, classes: dict[str, str], module_norms: dict[str, list[float]],
+              healthy: set[str] | None = None) -> tuple[list[Item], dict[str, str]]:
+    """Items at the given depth (None: nothing collapses) and graph node name -> item key.
+
+    With ``healthy``, modules in it collapse at any depth too (what ``focus`` does to the parts
+    that work).
+    """
+    items: dict[str, Item] = {}
+    where: dict[str, str] = {}
+    for base in bases:
+        level = depth if depth is not None and len(base.owner) > depth else None
+        if healthy:
+            first = next((i for i, q in enumerate(base.owner) if q in healthy), None)
+            if first is not None and (level is None or first < level):
+                level = first
+        if level is not None:
+            depth_here = level
+            module = base.owner[depth_here]
+            key = "module." + module
+            box = items.get(key)
+            if box is None:
+                box = items[key] = Item(key, "module", "inert", base.owner[:depth_here], base.order, module=module,
+                                        module_class=classes.get(module), norms=list(module_norms.get(module, [])))
+            box.members.append(base)
+            box.order = min(box.order, base.order)
+            where[base.name] = key
+        else:
+            items[base.key] = Item(base.key, base.kind, base.state, base.cluster, base.order, base)
+            where[base.name] = base.key
+    for item in items.values():
+        if item.members:
+            item.state = worst({m.state for m in item.members})
+    return sorted(items.values(), key=lambda i: (i.order, i.key)), where
+
+
+_INDEXED = re.compile(r"^(?P<stem>.*)\.(?P<index>\d+)$")
+
+
+def _signature(item: Item) -> tuple:
+    ops = Counter((m.kind, str(m.attrs.get("op", "")), m.state) for m in item.members)
+    return (item.cluster, item.module_class, item.state, tuple(sorted(ops.items())))
+
+
+def _fold(items: list[Item], where: dict[str, str]) -> list[Item]:
+    """Fold runs of identical sibling boxes ``stem.i`` .. ``stem.j`` into one box."""
+    groups: dict[tuple, list[tuple[int, Item]]] = {}
+    for item in items:
+        match = _INDEXED.match(item.module or "") if item.kind == "module" else None
+        if match:
+            groups.setdefault((match["stem"],) + _signature(item), []).append((int(match["index"]), item))
+    replaced: dict[str, Item] = {}
+    for (stem, *_), members in sorted(groups.items(), key=lambda g: (g[0][0], min(i.order for _, i in g[1]))):
+        members.sort(key=lambda pair: pair[0])
+        run: list[tuple[int, Item]] = []
+        for index, item in members + [(-2, None)]:  # sentinel ends the last run
+            if run and (item is None or index != run[-1][0] + 1):
+                if len(run) >= FOLD_MIN:
+                    first, last = run[0][0], run[-1][0]
+                    boxes = [box for _, box in run]
+                    fold = Item(f"fold.{stem}.{first}-{last}", "fold", boxes[0].state, boxes[0].cluster,
+                                min(b.order for b in boxes), module=f"{stem}.{first}-{last}",
+                                module_class=boxes[0].module_class, count=len(boxes),
+                                members=[m for b in boxes for m in b.members], norms=[n for b in boxes for n in b.norms])
+                    for box in boxes:
+                        replaced[box.key] = fold
+                run = []
+            if item is not None:
+                run.append((index, item))
+    if not replaced:
+        return items
+    for name, key in where.items():
+        if key in replaced:
+            where[name] = replaced[key].key
+    result = {item.key: item for item in items if item.key not in replaced}
+    result.update({fold.key: fold for fold in replaced.values()})
+    return sorted(result.values(), key=lambda i: (i.order, i.key))
+
+
+def _links(graph: "nx.DiGraph | None", where: dict[str, str], aliases: dict[str, str], items: dict[str, Item],
+           report: "Report", node_norms: dict[str, float]) -> list[Link]:
+    """One link per pair of drawn items that some graph edge joins; the most telling state wins."""
+    if graph is None:
+        return []
+    grad = {PARAM + p.name: p.grad_norm for p in report.parameters}
+    best: dict[tuple[str, str], Link] = {}
+    edges = sorted(graph.edges(data=True), key=lambda e: (graph.nodes[e[0]].get("order", 0), e[0], graph.nodes[e[1]].get("order", 0), e[1]))
+    for source, target, data in edges:
+        head, tail = where.get(aliases.get(source, source)), where.get(aliases.get(target, target))
+        if head is None or tail is None or head == tail:
+            continue
+        state = data.get("state") or "dry"
+        if state == "dry" and graph.nodes[source].get("state") in ("inert", "frozen"):
+            state = "inert"
+        norm = node_norms.get(source, grad.get(source))
+        box = items[head]
+        if box.kind in ("module", "fold") and box.norms:
+            norm = max(box.norms)
+        old = best.get((head, tail))
+        if old is not None:
+            if EDGE_PRECEDENCE.get(old.state, 0) >= EDGE_PRECEDENCE.get(state, 0):
+                state = old.state
+            norms = [n for n in (old.norm, norm) if n is not None]
+            norm = max(norms) if norms else None
+        best[(head, tail)] = Link(head, tail, state, norm)
+    order = {key: (item.order, key) for key, item in items.items()}
+    return sorted(best.values(), key=lambda l: (order[l.source], order[l.target]))
+
+
+def call_norms(graph: "nx.DiGraph", module_norms: dict[str, list[float]]) -> dict[str, float]:
+    """call_module node -> the gradient norm that flowed out of that call (i-th call, i-th norm)."""
+    calls: Counter[str] = Counter()
+    found: dict[str, float] = {}
+    nodes = sorted(graph.nodes(data=True), key=lambda item: (item[1].get("order", 0), item[0]))
+    for name, data in nodes:
+        if data.get("kind") == "call_module":
+            target = str(data.get("label"))
+            index = calls[target]
+            calls[target] += 1
+            norms = module_norms.get(target) or []
+            if index < len(norms):
+                found[name] = norms[index]
+    return found
+
+
+def _never_called(report: "Report", graph: "nx.DiGraph | None", classes: dict[str, str]) -> list[NeverCalled]:
+    """Parameters absent from the graph (their module never runs in forward), by module."""
+    if graph is None:
+        return []
+    groups: dict[str, list[tuple[str, str]]] = {}
+    for parameter in report.parameters:
+        if PARAM + parameter.name not in graph:
+            state = VERDICT_STATE.get(parameter.static, "unused")
+            groups.setdefault(owner_module(parameter.name), []).append((parameter.name, state))
+    return [NeverCalled(module, classes.get(module), sorted(params)) for module, params in sorted(groups.items())]
+
+
+def build_view(report: "Report", *, depth: int | None = None, focus: bool = False,
+               budget: int = NODE_BUDGET, fold: bool = True) -> View:
+    """The drawing's contents for ``report`` (see the module docstring for every option)."""
+    graph = report.graph
+    classes: dict[str, str] = {str(k): str(v) for k, v in (getattr(report, "module_classes", None) or {}).items()}
+    module_norms = report.module_grad_norms or {}
+    notes: list[str] = []
+    if graph is not None:
+        bases, aliases = _bases(graph, classes)
+    else:
+        bases, aliases = _parameter_bases(report), {}
+        notes.append("no graph was captured: parameters only, grouped by name")
+    total = len(bases)
+    if focus and graph is not None:
+        keep = _focus(graph)
+        bases = [b for b in bases if b.name in keep]
+        notes.append(f"focus: {len(bases)} of {total} nodes (cuts, dry parameters, the paths to the output); "
+                     "modules with nothing wrong inside are collapsed")
+    never = _never_called(report, graph, classes)
+    node_norms = call_norms(graph, module_norms) if graph is not None else {}
+
+    healthy = _healthy_modules(bases) if focus else None
+
+    def make(level: int | None) -> View:
+        items, where = _collapse(bases, level, classes, module_norms, healthy)
+        if fold and (level is not None or healthy):
+            items = _fold(items, where)
+        by_key = {item.key: item for item in items}
+        links = _links(graph, where, aliases, by_key, report, node_norms)
+        return View(items, links, classes, never, list(notes), level, False, total, graph is not None,
+                    collapse_never=level is not None)
+
+    view = make(depth)
+    if depth is None and view.count() > budget:
+        deepest = max((len(b.owner) for b in bases), default=0)
+        for level in range(deepest - 1, -1, -1):
+            view = make(level)
+            if view.count() <= budget:
+                break
+        view.auto_depth = view.depth is not None
+        if view.auto_depth:
+            view.notes.append(f"{total} nodes is over the budget of {budget}: collapsed automatically to "
+                              f"--depth {view.depth} ({view.count()} boxes); pass --depth or --focus to choose")
+        else:
+            view.notes.append(f"{total} nodes is over the budget of {budget}, and there are no modules to collapse")
+    elif depth is not None:
+        view.notes.append(f"modules deeper than {depth} collapsed (--depth {depth})")
+    return view
+
+
+def box_summary(members: Iterable[Base]) -> tuple[Counter, Counter, list[Base]]:
+    """Operation states, parameter states, and the cutting nodes among a box's members."""
+    ops: Counter[str] = Counter()
+    params: Counter[str] = Counter()
+    cuts: list[Base] = []
+    for member in members:
+        if member.kind == "param":
+            params[member.state] += 1
+        else:
+            ops[member.state] += 1
+            if member.attrs.get("reason"):
+                cuts.append(member)
+    return ops, params, cuts

@@ -1,0 +1,122 @@
+"""Colors, shapes and CSS classes of the flow diagram, one entry per state.
+
+States come from :mod:`fxflow.analyze` (``wet dry cut zero frozen unused inert``); every drawn
+node carries ``class="fxflow-<state> ..."`` so the SVG can be restyled with CSS and checked by
+machines.
+"""
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+FONT = "Helvetica"
+
+STATES = ("wet", "dry", "cut", "zero", "frozen", "unused", "inert")
+
+# Severity: a collapsed box takes the worst state among what it hides.
+SEVERITY = {"cut": 6, "dry": 5, "zero": 4, "unused": 3, "frozen": 2, "wet": 1, "inert": 0}
+
+# Which of two edges between the same boxes to draw: a cut wins, then flowing gradient.
+EDGE_PRECEDENCE = {"cut": 5, "wet": 4, "zero": 3, "dry": 2, "inert": 1}
+
+
+@dataclass(frozen=True)
+class NodeStyle:
+    fill: str
+    border: str
+    font: str = "#212121"
+    style: str = "rounded,filled"
+    penwidth: float = 1.2
+
+
+NODE_STYLES = {
+    "wet": NodeStyle("#dcf2dc", "#2e7d32"),
+    "dry": NodeStyle("#f1e7d6", "#a1887f", "#5d4037"),
+    "cut": NodeStyle("#ffcdd2", "#c62828", "#b71c1c", penwidth=3.0),
+    "zero": NodeStyle("#ffe0b2", "#ef6c00", "#8a3b00", penwidth=1.8),
+    "frozen": NodeStyle("#e6e6e6", "#9e9e9e", "#616161"),
+    "unused": NodeStyle("#ffffff", "#9e9e9e", "#757575", style="rounded,filled,dashed"),
+    "inert": NodeStyle("#ffffff", "#b0bec5", "#455a64"),
+}
+
+
+@dataclass(frozen=True)
+class EdgeStyle:
+    color: str
+    style: str = "solid"
+    penwidth: float = 1.2
+
+
+EDGE_STYLES = {
+    "wet": EdgeStyle("#2e7d32", penwidth=1.6),
+    "dry": EdgeStyle("#bcaaa4"),
+    "cut": EdgeStyle("#d50000", "dashed", 2.4),
+    "zero": EdgeStyle("#ef6c00", penwidth=1.4),
+    "inert": EdgeStyle("#cfd8dc", penwidth=0.8),
+}
+
+# Wet edges fade from dark to pale green as the gradient norm that flowed shrinks (log scale).
+WET_STRONG = (0x1B, 0x5E, 0x20)
+WET_FAINT = (0xA5, 0xD6, 0xA7)
+MIN_WIDTH, MAX_WIDTH = 0.6, 3.2
+
+LEGEND = (
+    ("wet", "wet: the gradient reaches it"),
+    ("dry", "dry: upstream of a cut, no gradient"),
+    ("cut", "cut: this node severs the gradient"),
+    ("zero", "zero: gradient arrives as exact 0"),
+    ("frozen", "frozen: requires_grad is False"),
+    ("unused", "unused: nothing it feeds reaches the output"),
+    ("inert", "inert: carries no gradient (inputs, ints)"),
+)
+
+LEGEND_EDGES = (
+    ("wet", "gradient flows (width: log grad norm)"),
+    ("cut", "severed edge"),
+    ("dry", "no gradient flows"),
+)
+
+CLUSTER_FILLS = ("#f6f8fa", "#ffffff")
+CLUSTER_BORDER = "#90a4ae"
+NEVER_BORDER = "#9e9e9e"
+
+
+def node_class(state: str, *extra: str) -> str:
+    """``fxflow-<state>`` first when it is a plain op node, ``fxflow-param fxflow-<state>`` for params."""
+    if "param" in extra:
+        return " ".join(["fxflow-param", f"fxflow-{state}"] + [f"fxflow-{e}" for e in extra if e != "param"])
+    return " ".join([f"fxflow-{state}"] + [f"fxflow-{e}" for e in extra])
+
+
+def worst(states: list[str] | set[str]) -> str:
+    """The most severe state of a collection (``inert`` when empty)."""
+    return max(states, key=lambda s: SEVERITY.get(s, 0), default="inert")
+
+
+DECADES = 6.0  # a norm this many powers of ten below the largest draws as the faintest wire
+
+
+def edge_width_scale(norms: list[float]) -> float | None:
+    """log10 of the largest positive finite norm, or None when there is none."""
+    logs = [math.log10(n) for n in norms if n is not None and n > 0 and math.isfinite(n)]
+    return max(logs) if logs else None
+
+
+def wet_edge_look(norm: float | None, top: float | None) -> tuple[float, str]:
+    """Pen width and color of a gradient-carrying edge whose measured norm is ``norm``.
+
+    Log scale relative to the largest norm in the picture: the largest draws thickest and
+    darkest, one :data:`DECADES` powers of ten smaller draws thin and pale.
+    """
+    if norm is None or top is None or not math.isfinite(norm):
+        return EDGE_STYLES["wet"].penwidth, EDGE_STYLES["wet"].color
+    if norm <= 0:
+        return MIN_WIDTH, _hex(WET_FAINT)
+    t = min(max(1.0 + (math.log10(norm) - top) / DECADES, 0.0), 1.0)
+    width = MIN_WIDTH + (MAX_WIDTH - MIN_WIDTH) * t
+    color = tuple(round(f + (s - f) * t) for f, s in zip(WET_FAINT, WET_STRONG))
+    return round(width, 2), _hex(color)
+
+
+def _hex(rgb: tuple[int, ...]) -> str:
+    return "#" + "".join(f"{c:02x}" for c in rgb)

@@ -1,0 +1,168 @@
+"""Helpers for the render tests: build reports like the CLI does, and read DOT and SVG back.
+
+No mocks of Graphviz: SVG and PNG come from the real executable fxflow finds.
+"""
+from __future__ import annotations
+
+import os
+import re
+import xml.etree.ElementTree as ET
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterator
+
+ROOT = Path(__file__).resolve().parent.parent
+GOLDEN = Path(__file__).resolve().parent / "golden"
+REGEN_ENV = "FXFLOW_REGEN_GOLDEN"
+
+SVG_NS = "{http://www.w3.org/2000/svg}"
+XLINK_TITLE = "{http://www.w3.org/1999/xlink}title"
+
+
+@contextmanager
+def in_root() -> Iterator[None]:
+    """Run with the repository as working directory, so source lines read ``examples/...``."""
+    before = os.getcwd()
+    os.chdir(ROOT)
+    try:
+        yield
+    finally:
+        os.chdir(before)
+
+
+def cli_report(target: str, seed: int = 0):
+    """The report ``fxflow render TARGET`` draws (same seeding and loading as the CLI)."""
+    import torch
+
+    from fxflow.load import load_target
+    from fxflow.pipeline import check
+
+    with in_root():
+        torch.manual_seed(seed)
+        loaded = load_target(target)
+        report = check(loaded.model, loaded.inputs, seed=seed, target=target, infer=False)
+        report.notes[:0] = loaded.notes
+    return report
+
+
+# -- DOT -------------------------------------------------------------------------------------
+@dataclass
+class DotStatement:
+    ids: tuple[str, ...]  # one id for a node, two for an edge
+    attrs: dict[str, str]
+
+
+def _unquote(token: str) -> str:
+    if token.startswith('"') and token.endswith('"'):
+        return token[1:-1].replace('\\"', '"')
+    return token
+
+
+def _split_attrs(text: str) -> dict[str, str]:
+    """``a=1 b="x y" label=<<b>h</b>>`` -> dict; HTML values keep their outer angle brackets."""
+    attrs: dict[str, str] = {}
+    i = 0
+    while i < len(text):
+        while i < len(text) and text[i] in " ,\t":
+            i += 1
+        match = re.compile(r"[A-Za-z_]\w*=").match(text, i)
+        if not match:
+            break
+        key = match.group()[:-1]
+        i = match.end()
+        if text[i] == '"':
+            j = i + 1
+            while text[j] != '"' or text[j - 1] == "\\":
+                j += 1
+            attrs[key] = _unquote(text[i:j + 1])
+            i = j + 1
+        elif text[i] == "<":
+            depth, j = 0, i
+            while True:
+                depth += {"<": 1, ">": -1}.get(text[j], 0)
+                j += 1
+                if depth == 0:
+                    break
+            attrs[key] = text[i:j]
+            i = j
+        else:
+            j = i
+            while j < len(text) and text[j] not in " \t":
+                j += 1
+            attrs[key] = text[i:j]
+            i = j
+    return attrs
+
+
+_ID = r'("(?:[^"\\]|\\.)*"|[^\s\[\]"]+)'
+_NODE = re.compile(rf"^\s*{_ID} \[(.*)\]$")
+_EDGE = re.compile(rf"^\s*{_ID} -> {_ID}(?: \[(.*)\])?$")
+
+
+def parse_dot(source: str) -> tuple[dict[str, DotStatement], list[DotStatement], list[DotStatement]]:
+    """Nodes by id, edges, and clusters (subgraph attributes) of fxflow's own DOT output."""
+    nodes: dict[str, DotStatement] = {}
+    edges: list[DotStatement] = []
+    clusters: list[DotStatement] = []
+    current: list[tuple[str, dict[str, str]]] = []
+    for line in source.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("subgraph "):
+            current.append((_unquote(stripped[len("subgraph "):-2].strip()), {}))
+            continue
+        if stripped == "}" and current:
+            name, attrs = current.pop()
+            clusters.append(DotStatement((name,), attrs))
+            continue
+        if current and re.match(r"^[A-Za-z_]\w*=", stripped) and "[" not in stripped.split("=", 1)[0]:
+            current[-1][1].update(_split_attrs(stripped))
+            continue
+        edge = _EDGE.match(line)
+        if edge:
+            edges.append(DotStatement((_unquote(edge.group(1)), _unquote(edge.group(2))), _split_attrs(edge.group(3) or "")))
+            continue
+        node = _NODE.match(line)
+        if node and _unquote(node.group(1)) not in ("graph", "node", "edge"):
+            nodes[_unquote(node.group(1))] = DotStatement((_unquote(node.group(1)),), _split_attrs(node.group(2)))
+    return nodes, edges, clusters
+
+
+def graph_attrs(source: str) -> dict[str, str]:
+    for line in source.splitlines():
+        if line.strip().startswith("graph ["):
+            return _split_attrs(line.strip()[len("graph ["):-1])
+    return {}
+
+
+# -- SVG -------------------------------------------------------------------------------------
+@dataclass
+class SvgNode:
+    title: str
+    classes: list[str]
+    tooltip: str
+    text: str
+
+
+def parse_svg(data: str | bytes) -> tuple[dict[str, SvgNode], list[SvgNode], list[SvgNode]]:
+    """Nodes by DOT id, edges and clusters of an SVG written by Graphviz (classes, tooltips, text)."""
+    root = ET.fromstring(data)
+    nodes: dict[str, SvgNode] = {}
+    edges: list[SvgNode] = []
+    clusters: list[SvgNode] = []
+    for group in root.iter(f"{SVG_NS}g"):
+        classes = (group.get("class") or "").split()
+        if not classes or classes[0] not in ("node", "edge", "cluster"):
+            continue
+        title = group.findtext(f"{SVG_NS}title") or ""
+        link = next((a for a in group.iter(f"{SVG_NS}a") if a.get(XLINK_TITLE) is not None), None)
+        tooltip = link.get(XLINK_TITLE) if link is not None else ""
+        text = " ".join(t.text or "" for t in group.iter(f"{SVG_NS}text"))
+        item = SvgNode(title, classes[1:], tooltip, text)
+        if classes[0] == "node":
+            nodes[title] = item
+        elif classes[0] == "edge":
+            edges.append(item)
+        else:
+            clusters.append(item)
+    return nodes, edges, clusters
