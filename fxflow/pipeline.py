@@ -9,6 +9,7 @@ import torch
 from .analyze import PARAM, StaticAnalysis, analyze
 from .annotate import annotate
 from .capture import capture
+from .capture.unwrap import meta_inputs, unwrap
 from .inputs import as_input_tuple, infer_inputs
 from .probe import ProbeResult, dynamic_verdicts, probe
 from .report import CUT, ParameterReport, Report, TraceInfo, matches, reconcile
@@ -44,8 +45,13 @@ def check(
     clock = _PhaseClock(progress)
     step = clock.step
     notes: list[str] = []
+    model, _, unwrap_notes = unwrap(model)  # DDP / DataParallel / torch.compile: check the user's module
+    notes.extend(unwrap_notes)
     example = as_input_tuple(inputs)
-    fake = str(device) == "meta" or any(p.is_meta for p in model.parameters())
+    on_meta = any(p.is_meta for p in model.parameters())
+    fake = str(device) == "meta" or on_meta
+    if on_meta and example is not None:
+        example = meta_inputs(example)
     if device is not None and not fake:
         model, example = _on_device(model, example, torch.device(device), notes)
     if example is None and infer:

@@ -15,28 +15,82 @@ one succeeded:
 
 Capturing never changes the user's model: attributes that forward assigns while tracing are
 put back afterwards.
+
+The chain (:func:`_methods`): ``symbolic_trace`` (fast, no inputs needed), then
+``torch.export`` non-strict (:mod:`.export`: shape-dependent code, most Hugging Face models),
+then a capture of the actual run on the example inputs (:mod:`.runtime`: data-dependent
+branches, NumPy round trips, inference_mode, custom autograd.Functions). Wrappers
+(``torch.compile``, DataParallel, DDP) are seen through first (:mod:`.unwrap`).
 """
 from __future__ import annotations
 
+import inspect
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
 import torch
 import torch.fx as fx
 
+from torch.utils._pytree import tree_flatten
+
 from ..state import preserved_module_attributes
+from .functions import (OPAQUE_KEY, CheckpointGate, OpaqueFunction, checkpoint_inputs, checkpointed_call,
+                        intercepted_apply, is_checkpoint, is_user_function, opaque_reason)
 from .grad_mode import META_KEY as GRAD_MODE_KEY, GradRegion
 from .symbolic import symbolic_capture
+from .unwrap import rebase, unwrap
 
 __all__ = ["Capture", "capture", "GradRegion", "GRAD_MODE_KEY", "OPAQUE_KEY"]
-
-OPAQUE_KEY = "fxflow_opaque"
 
 CaptureMethod = Callable[[torch.nn.Module, Sequence[object] | None], fx.GraphModule]
 
 
+def _symbolic_apply(cls: type, call: Callable[..., object], args: tuple, kwargs: dict) -> object:
+    """``Function.apply`` on proxies: one opaque node for a user Function, checkpoints inlined."""
+    proxies = [a for a in tree_flatten((args, kwargs))[0] if isinstance(a, fx.Proxy)]
+    if not proxies:
+        return call(*args, **kwargs)
+    if is_checkpoint(cls):
+        output = checkpointed_call(args)
+        return proxies[0].tracer.create_proxy("call_function", CheckpointGate(), (output, *checkpoint_inputs(args)), {})
+    if not is_user_function(cls):
+        return call(*args, **kwargs)
+    proxy = proxies[0].tracer.create_proxy("call_function", OpaqueFunction(cls), args, kwargs)
+    proxy.node.meta[OPAQUE_KEY] = opaque_reason(cls)
+    return proxy
+
+
+def _defaulted_arguments(model: torch.nn.Module, inputs: Sequence[object] | None) -> list[str]:
+    """Forward's arguments that the inputs leave at their defaults (keyword arguments, mostly)."""
+    try:
+        parameters = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):
+        return []
+    given = len(inputs) if inputs is not None else 0
+    return [p.name for i, p in enumerate(parameters)
+            if p.default is not p.empty and (i >= given or p.kind == p.KEYWORD_ONLY)
+            and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+
+
 def _symbolic(model: torch.nn.Module, inputs: Sequence[object] | None) -> fx.GraphModule:
-    return symbolic_capture(model)
+    defaulted = _defaulted_arguments(model, inputs)
+    if defaulted and inputs is not None:  # fx would trace them as inputs, not as their defaults
+        shown = ", ".join(defaulted[:3]) + (f" and {len(defaulted) - 3} more" if len(defaulted) > 3 else "")
+        raise TypeError(f"forward's arguments {shown} keep their defaults, which symbolic tracing would treat as inputs")
+    with intercepted_apply(_symbolic_apply):
+        return symbolic_capture(model)
+
+
+def _export(model: torch.nn.Module, inputs: Sequence[object] | None) -> fx.GraphModule:
+    from .export import export_capture
+
+    return export_capture(model, inputs)
+
+
+def _runtime(model: torch.nn.Module, inputs: Sequence[object] | None) -> fx.GraphModule:
+    from .runtime import runtime_capture
+
+    return runtime_capture(model, inputs)
 
 
 @dataclass
@@ -53,22 +107,28 @@ class Capture:
 
 
 def _methods() -> list[tuple[str, CaptureMethod]]:
-    methods: list[tuple[str, CaptureMethod]] = [("symbolic_trace", _symbolic)]
-    return methods
+    """The capture methods, in the order they are tried."""
+    return [("symbolic_trace", _symbolic), ("torch.export", _export), ("runtime", _runtime)]
 
 
-def _first_line(error: BaseException) -> str:
+def _first_line(error: BaseException, limit: int = 200) -> str:
     text = str(error).strip().splitlines()
-    return f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
+    line = f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
+    return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
 def capture(model: torch.nn.Module, inputs: Sequence[object] | None = None) -> Capture:
-    """Capture ``model`` with the first method that works; notes say why earlier ones failed."""
-    notes: list[str] = []
+    """Capture ``model`` with the first method that works; notes say why earlier ones failed.
+
+    A wrapped model (``torch.compile``, DataParallel, DDP) is captured through its inner module;
+    the graph's attribute targets still name attributes of ``model`` itself.
+    """
+    inner, prefix, notes = unwrap(model)
     for name, method in _methods():
         try:
-            with preserved_module_attributes(model):
-                graph_module = method(model, inputs)
+            with preserved_module_attributes(inner):
+                graph_module = method(inner, inputs)
+            graph_module = rebase(graph_module, model, prefix)
         except Exception as error:  # any failure means: try the next capture
             notes.append(f"{name} failed: {_first_line(error)}")
             continue

@@ -1,0 +1,271 @@
+"""Capture the actual run: record every torch call forward makes on the example inputs.
+
+The last resort of the chain, and the most faithful: forward runs for real (on the model's
+own device, meta included), a :class:`~torch.overrides.TorchFunctionMode` sees each torch
+function, tensor method and tensor attribute read, and each becomes one fx node whose inputs
+are the nodes that produced its tensor arguments. It follows the branch the inputs take, loops
+unrolled, and Python data in between becomes constants.
+
+A tensor that leaves torch (``.numpy()``, ``.item()``, ``.tolist()``) becomes an *escape* node
+that returns plain data; a tensor that comes back (``torch.tensor(...)``, ``torch.from_numpy``,
+any untracked tensor appearing after an escape) becomes a *re-entry* node whose inputs are the
+escapes it came from. The parameter upstream is then reported ``cut`` at the escaping op rather
+than ``unused``. Module hooks keep ``nn_module_stack``; custom ``autograd.Function`` calls are
+single opaque nodes (see :mod:`fxflow.capture.functions`).
+"""
+from __future__ import annotations
+
+import dataclasses
+import operator
+import sys
+from typing import Any, Callable, Sequence
+
+import torch
+import torch.fx as fx
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_flatten, tree_map
+
+from ..state import ModelSnapshot
+from .functions import (OPAQUE_KEY, CheckpointGate, Constant, OpaqueFunction, checkpoint_inputs, checkpointed_call,
+                        intercepted_apply, is_checkpoint, is_user_function, opaque_reason)
+from .grad_mode import META_KEY as GRAD_MODE_KEY, GradModeRecorder
+
+_ESCAPES = {"numpy", "item", "tolist", "__array__", "__float__", "__int__", "__index__", "__complex__"}
+_CONSTRUCTORS = {"tensor", "as_tensor", "asarray", "from_numpy", "frombuffer", "new_tensor"}
+
+
+class Escape:
+    """Node target for a tensor leaving torch: returns :class:`Escaped`, which is not a tensor."""
+
+    __module__ = "fxflow.capture.runtime"
+
+    def __init__(self, name: str) -> None:
+        self.__name__ = self.__qualname__ = name.strip("_") or name
+
+    def __call__(self, *args: Any, **kwargs: Any) -> "Escaped":
+        return Escaped()
+
+
+class Escaped:
+    """Plain Python data made from a tensor: autograd cannot follow it."""
+
+
+class Reentry(Constant):
+    """Node target for data coming back into torch: returns the tensor recorded at capture time."""
+
+    def __init__(self, name: str, value: Any) -> None:
+        super().__init__(value)
+        self.__name__ = self.__qualname__ = name
+
+
+class SetItem:
+    """``x[index] = value`` as a node that returns ``x`` (so the mutation has a result)."""
+
+    __name__ = __qualname__ = "setitem"
+    __module__ = "fxflow.capture.runtime"
+
+    def __call__(self, tensor: torch.Tensor, index: Any, value: Any) -> torch.Tensor:
+        tensor[index] = value
+        return tensor
+
+
+def _stack_trace() -> str:
+    """The live Python stack in fx's ``stack_trace`` format (outermost first, no code lines)."""
+    frame = sys._getframe(2)
+    lines = []
+    while frame is not None:
+        lines.append(f'  File "{frame.f_code.co_filename}", line {frame.f_lineno}, in {frame.f_code.co_name}\n')
+        frame = frame.f_back
+    return "".join(reversed(lines))
+
+
+class RunRecorder(TorchFunctionMode):
+    """Builds an fx graph of one real forward; see the module docstring."""
+
+    def __init__(self, model: torch.nn.Module, grad_modes: GradModeRecorder) -> None:
+        super().__init__()
+        self.graph = fx.Graph()
+        self.grad_modes = grad_modes
+        self.nodes: dict[int, fx.Node] = {}  # id(tensor) -> the node that produced it
+        self.alive: list[Any] = []  # every tensor in `nodes`, so ids stay unique
+        self.attributes: dict[int, str] = {}
+        for name, tensor in list(model.named_parameters(remove_duplicate=False)) + list(model.named_buffers(remove_duplicate=False)):
+            self.attributes.setdefault(id(tensor), name)
+        self.module_stack: list[tuple[str, str]] = []
+        self.escapes: list[tuple[fx.Node, Any]] = []
+        self.linked: set[fx.Node] = set()
+        self.paused = 0
+
+    # -- graph building ---------------------------------------------------------------------
+    def bind(self, value: Any, node: fx.Node) -> None:
+        """Remember ``node`` as the producer of every tensor in ``value``."""
+        if isinstance(value, torch.Tensor):
+            self.nodes[id(value)] = node
+            self.alive.append(value)
+        elif isinstance(value, (tuple, list)):
+            for index, item in enumerate(value):
+                if _has_tensor(item):
+                    self.bind(item, self.add("call_function", operator.getitem, (node, index), {}))
+
+    def add(self, op: str, target: Any, args: tuple, kwargs: dict) -> fx.Node:
+        node = self.graph.create_node(op, target, args, kwargs)
+        node.meta["stack_trace"] = _stack_trace()
+        if self.module_stack:
+            node.meta["nn_module_stack"] = {name: (name, cls) for name, cls in self.module_stack}
+        region = self.grad_modes.current()
+        if region is not None:
+            node.meta[GRAD_MODE_KEY] = region
+        return node
+
+    def node_of(self, tensor: torch.Tensor) -> fx.Node:
+        """The node that produced ``tensor``: recorded, a model attribute, re-entered data or a constant."""
+        node = self.nodes.get(id(tensor))
+        if node is not None:
+            return node
+        if id(tensor) in self.attributes:
+            node = self.graph.get_attr(self.attributes[id(tensor)])
+        else:
+            node = self._reentry("tensor", tensor, None) or self.add("call_function", Constant(tensor), (), {})
+        self.bind(tensor, node)
+        return node
+
+    def _reentry(self, name: str, result: Any, data: Any) -> fx.Node | None:
+        """A node for data that came back from an escape, linked to it (None if nothing escaped)."""
+        sources = [node for node, value in self.escapes if _same_data(value, data)]
+        sources = sources or [node for node, _ in self.escapes if node not in self.linked]
+        if not sources:
+            return None
+        self.linked.update(sources)
+        return self.add("call_function", Reentry(name, result), tuple(sources), {})
+
+    def _convert(self, value: Any) -> Any:
+        return tree_map(lambda v: self.node_of(v) if isinstance(v, torch.Tensor) else v, value)
+
+    # -- interception -----------------------------------------------------------------------
+    def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        result = func(*args, **kwargs)
+        if self.paused:
+            return result
+        name = getattr(func, "__name__", "")
+        tracked = any(isinstance(t, torch.Tensor) and (id(t) in self.nodes or id(t) in self.attributes)
+                      for t in tree_flatten((args, kwargs))[0])
+        if name in _ESCAPES and args and isinstance(args[0], torch.Tensor):
+            node = self.add("call_function", Escape(name), (self.node_of(args[0]),), {})
+            self.escapes.append((node, result))
+            return result
+        if not _has_tensor(result) and name != "__setitem__":
+            return result  # metadata reads and Python data: used as constants later
+        if name in _CONSTRUCTORS and not tracked:
+            data = args[0] if args else kwargs.get("data")
+            node = self._reentry(name, result, data)
+            if node is not None:
+                self.bind(result, node)
+                return result
+        self.bind(result if name != "__setitem__" else args[0], self._record(func, name, args, kwargs))
+        return result
+
+    def _record(self, func: Callable, name: str, args: tuple, kwargs: dict) -> fx.Node:
+        node_args, node_kwargs = self._convert(args), self._convert(kwargs)
+        if name == "__setitem__":
+            return self.add("call_function", SetItem(), node_args, node_kwargs)
+        owner = getattr(func, "__self__", None)
+        if name == "__get__" and owner is not None and hasattr(owner, "__name__"):
+            return self.add("call_function", getattr, (node_args[0], owner.__name__), {})
+        if args and isinstance(args[0], torch.Tensor) and getattr(torch.Tensor, name, None) is func:
+            return self.add("call_method", name, node_args, node_kwargs)
+        return self.add("call_function", func, node_args, node_kwargs)
+
+    def apply_function(self, cls: type, call: Callable[..., Any], args: tuple, kwargs: dict) -> Any:
+        """``Function.apply``: inline reentrant checkpoints, record user Functions as one opaque node."""
+        if self.paused:
+            return call(*args, **kwargs)
+        if is_checkpoint(cls):
+            output = checkpointed_call(args)
+            gate = self._record(CheckpointGate(), "checkpoint", (output, *checkpoint_inputs(args)), {})
+            self.bind(output, gate)
+            return output
+        if not is_user_function(cls):
+            return call(*args, **kwargs)
+        self.paused += 1
+        try:
+            result = call(*args, **kwargs)
+        finally:
+            self.paused -= 1
+        node = self._record(OpaqueFunction(cls), cls.__name__, args, kwargs)
+        node.meta[OPAQUE_KEY] = opaque_reason(cls)
+        self.bind(result, node)
+        return result
+
+    # -- module stack -----------------------------------------------------------------------
+    def hook_modules(self, model: torch.nn.Module) -> list[Any]:
+        handles = []
+        for name, module in model.named_modules():
+            if not name:
+                continue
+            entry = (name, type(module).__name__)
+
+            def enter(module: Any, args: Any, entry: tuple[str, str] = entry) -> None:
+                self.module_stack.append(entry)
+
+            def leave(module: Any, args: Any, output: Any, entry: tuple[str, str] = entry) -> None:
+                if self.module_stack and self.module_stack[-1] == entry:
+                    self.module_stack.pop()
+
+            handles.append(module.register_forward_pre_hook(enter))
+            handles.append(module.register_forward_hook(leave, always_call=True))
+        return handles
+
+
+def _has_tensor(value: Any) -> bool:
+    return any(isinstance(leaf, torch.Tensor) for leaf in tree_flatten(value)[0])
+
+
+def _same_data(escaped: Any, data: Any) -> bool:
+    """``data`` is the escaped object itself or a NumPy view of it."""
+    while data is not None:
+        if data is escaped:
+            return True
+        data = getattr(data, "base", None)
+    return False
+
+
+def output_tensors(value: Any) -> list[torch.Tensor]:
+    """Every tensor in a forward's result: tuples, lists, dicts (ModelOutput), dataclasses."""
+    found: list[torch.Tensor] = []
+    if isinstance(value, torch.Tensor):
+        found.append(value)
+    elif isinstance(value, dict):
+        for key in value:
+            found.extend(output_tensors(value[key]))
+    elif isinstance(value, (list, tuple)):
+        for item in value:
+            found.extend(output_tensors(item))
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        for field in dataclasses.fields(value):
+            found.extend(output_tensors(getattr(value, field.name)))
+    return found
+
+
+def runtime_capture(model: torch.nn.Module, inputs: Sequence[Any] | None) -> fx.GraphModule:
+    """Run ``model`` once on ``inputs`` and return the graph of what it did; the model is left as found."""
+    if inputs is None:
+        raise RuntimeError("run-time capture needs example inputs")
+    grad_modes = GradModeRecorder()
+    recorder = RunRecorder(model, grad_modes)
+    for index, value in enumerate(inputs):
+        node = recorder.graph.placeholder(f"input_{index}")
+        if isinstance(value, torch.Tensor):
+            recorder.bind(value, node)
+    snapshot = ModelSnapshot.save(model)
+    handles = recorder.hook_modules(model)
+    try:
+        with torch.enable_grad(), grad_modes.recording(), intercepted_apply(recorder.apply_function), recorder:
+            outputs = model(*inputs)
+        result = tuple(recorder.node_of(t) for t in output_tensors(outputs))
+    finally:
+        for handle in handles:
+            handle.remove()
+        snapshot.restore()
+    recorder.graph.output(result)
+    return fx.GraphModule(model, recorder.graph, model.__class__.__name__)
