@@ -178,11 +178,12 @@ def _grad_info(grad: torch.Tensor | None, measurable: bool) -> GradInfo:
         return GradInfo(present=False)
     if not measurable:
         return GradInfo(present=True)
-    values = grad.detach().double()
-    norm = float(values.norm())
-    count = max(values.numel(), 1)
-    finite = bool(torch.isfinite(values).all())
-    return GradInfo(True, norm, norm / math.sqrt(count), finite, bool((values == 0).all()))
+    # One float64 reduction answers everything: NaN/inf propagate into the norm, and a norm of
+    # exactly zero means every entry is zero.
+    norm = float(torch.linalg.vector_norm(grad.detach(), dtype=torch.float64))
+    count = max(grad.numel(), 1)
+    finite = math.isfinite(norm)
+    return GradInfo(True, norm if finite else None, norm / math.sqrt(count) if finite else None, finite, norm == 0.0)
 
 
 def dynamic_verdicts(result: ProbeResult, vanishing: float) -> dict[str, str]:

@@ -39,7 +39,7 @@ class _Logits(nn.Module):
 def gpt2() -> tuple[nn.Module, tuple[Any, ...]]:
     from transformers import GPT2Config, GPT2LMHeadModel
 
-    return GPT2LMHeadModel(GPT2Config()), (torch.randint(0, 50257, (1, 128)),)
+    return GPT2LMHeadModel(GPT2Config(use_cache=False)), (torch.randint(0, 50257, (1, 128)),)
 
 
 def bert() -> tuple[nn.Module, tuple[Any, ...]]:
@@ -57,7 +57,7 @@ def vit() -> tuple[nn.Module, tuple[Any, ...]]:
 def t5() -> tuple[nn.Module, tuple[Any, ...]]:
     from transformers import T5Config, T5ForConditionalGeneration
 
-    model = _Logits(T5ForConditionalGeneration(T5Config()), ("input_ids", "decoder_input_ids"))
+    model = _Logits(T5ForConditionalGeneration(T5Config(use_cache=False)), ("input_ids", "decoder_input_ids"))
     return model, (torch.randint(0, 32128, (1, 64)), torch.randint(0, 32128, (1, 16)))
 
 
@@ -65,7 +65,7 @@ def llama_small() -> tuple[nn.Module, tuple[Any, ...]]:
     from transformers import LlamaConfig, LlamaForCausalLM
 
     config = LlamaConfig(hidden_size=512, intermediate_size=1376, num_hidden_layers=4,
-                         num_attention_heads=8, num_key_value_heads=8, vocab_size=32000)
+                         num_attention_heads=8, num_key_value_heads=8, vocab_size=32000, use_cache=False)
     return LlamaForCausalLM(config), (torch.randint(0, 32000, (1, 128)),)
 
 
@@ -73,7 +73,7 @@ def llama_7b_config() -> Any:
     from transformers import LlamaConfig
 
     return LlamaConfig(hidden_size=4096, intermediate_size=11008, num_hidden_layers=32,
-                       num_attention_heads=32, num_key_value_heads=32, vocab_size=32000)
+                       num_attention_heads=32, num_key_value_heads=32, vocab_size=32000, use_cache=False)
 
 
 def llama_7b_meta() -> tuple[nn.Module, tuple[Any, ...]]:
