@@ -6,9 +6,12 @@ torch is imported only once a command runs, so ``fxflow --help`` and ``--version
 from __future__ import annotations
 
 import argparse
+import contextlib
+import logging
 import os
 import sys
-from typing import Sequence
+import warnings
+from typing import Any, Iterator, Sequence
 
 from . import __version__
 
@@ -68,56 +71,108 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def _check_output_path(path: str) -> None:
+    """Fail before any work when ``-o`` cannot be written."""
     from .errors import FxflowError
 
     if path == "-":
         return
+    if os.path.isdir(path):
+        raise FxflowError(f"cannot write {path}: it is a folder", hint="give a file name such as flow.svg")
     folder = os.path.dirname(os.path.abspath(path))
     if not os.path.isdir(folder):
         raise FxflowError(f"cannot write {path}: folder {os.path.dirname(path) or '.'} does not exist")
-    if not os.access(folder, os.W_OK):
-        raise FxflowError(f"cannot write {path}: folder is not writable")
+    if not os.access(folder, os.W_OK) or (os.path.exists(path) and not os.access(path, os.W_OK)):
+        raise FxflowError(f"cannot write {path}: permission denied")
+
+
+@contextlib.contextmanager
+def _quiet_torch(debug: bool) -> Iterator[list[warnings.WarningMessage]]:
+    """While the check runs: the user's prints go to stderr (stdout carries only the report),
+    warnings are collected (shown after a successful check), and torch's fake-tensor logger,
+    which logs a traceback for every op that fails on fake tensors, stays silent unless --debug."""
+    fake_logger = logging.getLogger("torch._subclasses.fake_tensor")
+    silence = _Silence()
+    if not debug:  # a filter, not a level: importing torch resets the levels of its loggers
+        fake_logger.addFilter(silence)
+    try:
+        with warnings.catch_warnings(record=True) as caught, contextlib.redirect_stdout(sys.stderr):
+            warnings.simplefilter("default")
+            yield caught
+    finally:
+        fake_logger.removeFilter(silence)
+
+
+class _Silence(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return False
+
+
+def _emit(text: str) -> None:
+    """Print the report; a closed pipe (``fxflow check ... | head``) is not an error."""
+    try:
+        sys.stdout.write(text if text.endswith("\n") or not text else text + "\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's final flush does not fail again
 
 
 def _run(options: argparse.Namespace) -> int:
     from .errors import FxflowError
-    from .terminal import Terminal
 
-    terminal = Terminal(color=not options.no_color, quiet=options.quiet)
     if options.command == "render":
         _check_output_path(options.output)
     if options.vanishing <= 0:
         raise FxflowError("--vanishing must be a positive factor such as 1e-3")
+    with _quiet_torch(options.debug) as caught:
+        report, dot = _analyse(options)
+    for warning in caught:
+        print(f"fxflow: warning: {_first_line(warning.message)}", file=sys.stderr)
+    if options.command == "render":
+        if dot is not None:
+            _emit(dot)
+        print(report.summary(), file=sys.stderr)
+    elif options.json:
+        _emit(report.to_json())
+    else:
+        from .terminal import Terminal
 
+        terminal = Terminal(color=not options.no_color, quiet=options.quiet)
+        try:
+            terminal.show(report)
+        except BrokenPipeError:
+            _emit("")
+    return 0 if report.ok else 1
+
+
+def _analyse(options: argparse.Namespace) -> tuple[Any, str | None]:
+    """Load the target, run the check, and render when asked; returns the report and DOT for ``-o -``."""
     import torch
 
     from .inputs import check_input_count
     from .load import load_target
     from .pipeline import check
+    from .terminal import Terminal
 
     torch.manual_seed(options.seed)
-    with terminal.progress() as step:
+    dot = None
+    with Terminal(quiet=options.quiet).progress() as step:
         step("loading the target")
-        loaded = load_target(options.target, args=options.arg, input_sizes=options.input_size, device=options.device)
+        loaded = load_target(options.target, args=options.arg, input_sizes=options.input_size,
+                             device=options.device, seed=options.seed)
         if loaded.inputs is not None:
             check_input_count(loaded.model, loaded.inputs)
-        report = check(loaded.model, loaded.inputs if loaded.inputs is not None else None,
-                       backward=not options.no_backward, allow=options.allow, vanishing=options.vanishing,
-                       seed=options.seed, target=options.target, progress=step, infer=False)
+        report = check(loaded.model, loaded.inputs, backward=not options.no_backward, allow=options.allow,
+                       vanishing=options.vanishing, seed=options.seed, target=options.target,
+                       progress=step, infer=False)
         report.notes[:0] = loaded.notes
         if options.command == "render":
             step("rendering")
             if options.output == "-":
-                sys.stdout.write(report.to_dot(depth=options.depth, focus=options.focus))
+                dot = report.to_dot(depth=options.depth, focus=options.focus)
             else:
                 report.render(options.output, format=options.format, depth=options.depth, focus=options.focus)
-    if options.command == "render":
-        print(report.summary(), file=sys.stderr)
-    elif options.json:
-        print(report.to_json())
-    else:
-        terminal.show(report)
-    return 0 if report.ok else 1
+    return report, dot
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -142,15 +197,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         from .errors import FxflowError
 
         if isinstance(error, FxflowError):
-            print(f"fxflow: error: {error}", file=sys.stderr)
+            hint = f" ({error.hint})" if error.hint else ""
+            print(f"fxflow: error: {_first_line(error.message)}{hint}", file=sys.stderr)
         else:
             print(f"fxflow: error: {type(error).__name__}: {_first_line(error)} (rerun with --debug for the traceback)",
                   file=sys.stderr)
         return 2
 
 
-def _first_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
+def _first_line(text: object) -> str:
+    """The first non-empty line: the error line must stay one line."""
+    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
     return lines[0] if lines else ""
 
 

@@ -65,10 +65,18 @@ def first_layer(model: nn.Module) -> nn.Module | None:
     return None
 
 
-def infer_inputs(model: nn.Module, batch: int = 2) -> tuple[torch.Tensor, ...] | None:
-    """One input shaped for the first layer when that layer says it unambiguously."""
+def infer_inputs(model: nn.Module, batch: int = 2, seed: int = 0) -> tuple[torch.Tensor, ...] | None:
+    """One input shaped for the first layer when that layer says it unambiguously.
+
+    Unambiguous: forward needs exactly one input and the first leaf module is a Linear, Conv1d/2d/3d
+    or Embedding. Values come from a private generator seeded with ``seed``, so inferring inputs
+    leaves the global random state alone.
+    """
+    if _required_inputs(model) not in (None, 1):
+        return None
     layer = first_layer(model)
     device = _model_device(model)
+    generator = torch.Generator().manual_seed(seed)
     shape: tuple[int, ...] | None = None
     if isinstance(layer, nn.Linear):
         shape = (batch, layer.in_features)
@@ -79,10 +87,24 @@ def infer_inputs(model: nn.Module, batch: int = 2) -> tuple[torch.Tensor, ...] |
     elif isinstance(layer, nn.Conv3d):
         shape = (batch, layer.in_channels, 8, 16, 16)
     elif isinstance(layer, nn.Embedding):
-        return (torch.randint(0, layer.num_embeddings, (batch, 8)).to(device),)
+        return (torch.randint(0, layer.num_embeddings, (batch, 8), generator=generator).to(device),)
     if shape is None:
         return None
-    return (torch.randn(shape).to(device),)
+    dtype = layer.weight.dtype if layer.weight.is_floating_point() else torch.float32
+    return (torch.randn(shape, generator=generator).to(device=device, dtype=dtype),)
+
+
+def _required_inputs(model: nn.Module) -> int | None:
+    """How many positional inputs forward requires (None when its signature cannot be read)."""
+    import inspect
+
+    try:
+        parameters = inspect.signature(model.forward).parameters.values()
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind == p.VAR_POSITIONAL for p in parameters):
+        return None
+    return sum(1 for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty)
 
 
 def as_input_tuple(inputs: Any) -> tuple[Any, ...] | None:

@@ -7,12 +7,12 @@ executes it, exactly like ``python file.py`` would.
 from __future__ import annotations
 
 import ast
+import hashlib
 import importlib
 import importlib.util
 import inspect
 import os
 import sys
-import uuid
 from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Sequence
@@ -55,6 +55,10 @@ def import_location(location: str) -> ModuleType:
         if not os.path.isfile(location):
             raise FxflowError(f"file not found: {location}")
         return _import_file(location)
+    added = os.getcwd() not in sys.path and "" not in sys.path
+    if added:  # like `python -m`: a module in the working directory imports
+        sys.path.insert(0, os.getcwd())
+    write_bytecode, sys.dont_write_bytecode = sys.dont_write_bytecode, True  # fxflow writes no file
     try:
         return importlib.import_module(location)
     except ModuleNotFoundError as error:
@@ -66,17 +70,32 @@ def import_location(location: str) -> ModuleType:
         raise FxflowError(f"syntax error in {error.filename}:{error.lineno}: {error.msg}") from error
     except Exception as error:
         raise FxflowError(f"importing {location} raised {type(error).__name__}: {error}") from error
+    finally:
+        sys.dont_write_bytecode = write_bytecode
+        if added and sys.path and sys.path[0] == os.getcwd():
+            sys.path.pop(0)
+
+
+def _module_name(path: str) -> str:
+    """A stable module name for a target file (the same on every run: output must not vary)."""
+    stem = "".join(c if c.isalnum() else "_" for c in os.path.splitext(os.path.basename(path))[0])
+    digest = hashlib.sha1(path.encode()).hexdigest()[:8]
+    return f"fxflow_target_{stem}_{digest}"
 
 
 def _import_file(path: str) -> ModuleType:
+    """Run the file like ``python file.py`` would (its folder first on sys.path), writing no bytecode."""
     path = os.path.abspath(path)
-    module_name = f"fxflow_target_{uuid.uuid4().hex[:8]}"
+    module_name = _module_name(path)
     spec = importlib.util.spec_from_file_location(module_name, path)
-    assert spec is not None and spec.loader is not None
+    if spec is None or spec.loader is None:
+        raise FxflowError(f"cannot import {_relative(path)}", hint="the target file must be a .py file")
     module = importlib.util.module_from_spec(spec)
     sys.modules[module_name] = module  # dataclasses and pickling look the module up by name
     directory = os.path.dirname(path)
     sys.path.insert(0, directory)  # the file's siblings import as they would under `python file.py`
+    write_bytecode = sys.dont_write_bytecode
+    sys.dont_write_bytecode = True  # `python file.py` leaves no __pycache__ next to the file; neither do we
     try:
         spec.loader.exec_module(module)
     except SyntaxError as error:
@@ -84,9 +103,13 @@ def _import_file(path: str) -> ModuleType:
     except ModuleNotFoundError as error:
         raise FxflowError(f"importing {_relative(path)} failed: no module named {error.name!r}",
                           hint=f"pip install the package that provides {error.name!r}") from error
+    except SystemExit as error:  # argparse or sys.exit() at the top level of the file
+        raise FxflowError(f"running {_relative(path)} called sys.exit({error.code!r})",
+                          hint="guard script code with if __name__ == '__main__':") from error
     except Exception as error:
         raise FxflowError(f"running {_relative(path)} raised {type(error).__name__}: {error}") from error
     finally:
+        sys.dont_write_bytecode = write_bytecode
         if sys.path and sys.path[0] == directory:
             sys.path.pop(0)
     return module
@@ -149,7 +172,7 @@ def _check_signature(factory: Any, name: str, kwargs: dict[str, Any]) -> None:
 
 
 def load_target(target: str, *, args: Sequence[str] = (), input_sizes: Sequence[str] = (),
-                device: str | None = None) -> Loaded:
+                device: str | None = None, seed: int = 0) -> Loaded:
     """Import the target, build the model and pick example inputs (flags, example_inputs(), first layer)."""
     import torch
 
@@ -164,7 +187,7 @@ def load_target(target: str, *, args: Sequence[str] = (), input_sizes: Sequence[
     else:
         model = build_model(module, location, name, kwargs)
         if device is not None:
-            model = model.to(device)
+            model = _move(model, device)
     notes: list[str] = []
     if input_sizes:
         inputs = make_inputs(model, input_sizes, device)
@@ -177,8 +200,16 @@ def load_target(target: str, *, args: Sequence[str] = (), input_sizes: Sequence[
             inputs = tuple(x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs)
         notes.append("inputs from example_inputs()")
     else:
-        inputs = infer_inputs(model)
+        inputs = infer_inputs(model, seed=seed)
         if inputs is not None:
             notes.append("inputs inferred from the first layer: one tensor of shape "
                          f"({','.join(str(s) for s in inputs[0].shape)})")
     return Loaded(model, inputs, notes)
+
+
+def _move(model: Any, device: str) -> Any:
+    try:
+        return model.to(device)
+    except (RuntimeError, AssertionError, ValueError) as error:
+        raise FxflowError(f"cannot move the model to {device!r}: {error}",
+                          hint="use --device cpu, or a device this machine has") from error

@@ -11,7 +11,8 @@ from .annotate import annotate
 from .capture import capture
 from .capture.unwrap import meta_inputs, unwrap
 from .inputs import as_input_tuple, infer_inputs
-from .probe import ProbeResult, dynamic_verdicts, probe
+from .probe import ProbeResult, dynamic_verdicts, measure_gradients, probe
+from .state import untouched
 from .report import CUT, ParameterReport, Report, TraceInfo, matches, reconcile
 
 NO_INPUTS_NOTE = (
@@ -62,23 +63,27 @@ def check(
     if example is None:
         notes.append(NO_INPUTS_NOTE)
 
-    step("capturing the graph", phase="capture")
-    captured = capture(model, example)
-    static: StaticAnalysis | None = None
-    if captured.graph_module is not None:
-        step("analysing gradient flow", phase="annotate")
-        annotate(captured.graph_module, model, example)
-        step("walking the graph", phase="static walk")
-        static = analyze(captured.graph_module, model)
+    with untouched(model) as restore_notes:  # tracing runs forward's Python: it can change the model
+        step("capturing the graph", phase="capture")
+        captured = capture(model, example)
+        static: StaticAnalysis | None = None
+        if captured.graph_module is not None:
+            step("analysing gradient flow", phase="annotate")
+            annotate(captured.graph_module, model, example)
+            step("walking the graph", phase="static walk")
+            static = analyze(captured.graph_module, model)
 
-    result: ProbeResult | None = None
-    if backward and example is not None:
-        step("running forward and backward", phase="backward")
-        result = probe(model, example, loss_fn=loss_fn, seed=seed, fake=fake)
-        notes.extend(result.notes)
-        if not result.measurable:
-            notes.append("meta run: the backward shows which parameters get a gradient, not its size, "
-                         "so the zero, vanishing and nonfinite verdicts cannot be given")
+        result: ProbeResult | None = None
+        if backward and example is not None:
+            step("running forward and backward", phase="backward")
+            if fake:
+                result = probe(model, example, loss_fn=loss_fn, seed=seed, fake=True)
+            else:
+                result = measure_gradients(model, example, loss_fn=loss_fn, seed=seed)
+            if not result.measurable:
+                notes.append("meta run: the backward shows which parameters get a gradient, not its size, "
+                             "so the zero, vanishing and nonfinite verdicts cannot be given")
+    notes.extend(note for note in restore_notes if note not in notes)
 
     step("reconciling", phase="reconcile")
     parameters = parameter_reports(model, static, result, vanishing, allow)

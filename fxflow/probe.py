@@ -17,7 +17,7 @@ from torch._subclasses.fake_tensor import is_fake
 from .errors import FxflowError
 from .report import MISSING, NONFINITE, OK, PRESENT, VANISHING, ZERO
 from .fake import fake_inputs, fake_weights, new_fake_mode
-from .state import ModelSnapshot, RandomState, preserved_module_attributes
+from .state import RandomState, untouched
 
 
 @dataclass
@@ -119,24 +119,30 @@ def probe(model: torch.nn.Module, inputs: Sequence[Any], *, loss_fn: Callable[[A
     """
     if fake:
         return _probe_fake(model, inputs, loss_fn=loss_fn, kwargs=kwargs)
-    snapshot = ModelSnapshot.save(model)
+    with untouched(model) as notes:
+        result = measure_gradients(model, inputs, loss_fn=loss_fn, seed=seed, kwargs=kwargs)
+    result.notes.extend(notes)
+    return result
+
+
+def measure_gradients(model: torch.nn.Module, inputs: Sequence[Any], *,
+                      loss_fn: Callable[[Any], torch.Tensor] | None = None, seed: int = 0,
+                      kwargs: dict[str, Any] | None = None) -> ProbeResult:
+    """The real forward and backward, reading every gradient; the caller restores the model.
+
+    Call it inside :func:`fxflow.state.untouched`, which starts every ``.grad`` at None.
+    """
     names = {id(p): name for name, p in model.named_parameters()}
-    recorder = None
+    recorder = ModuleGradRecorder(model)
     try:
-        with preserved_module_attributes(model):
-            for parameter in snapshot.grads:
-                parameter.grad = None
-            recorder = ModuleGradRecorder(model)
-            with torch.enable_grad():
-                _forward_backward(model, inputs, kwargs, loss_fn, seed)
-            measurable = not any(p.is_meta for p in snapshot.grads)
-            grads = {names[id(p)]: _grad_info(p.grad, measurable) for p in snapshot.grads if id(p) in names}
-            module_norms = dict(recorder.norms)
+        with torch.enable_grad():
+            _forward_backward(model, inputs, kwargs, loss_fn, seed)
     finally:
-        if recorder is not None:
-            recorder.remove()
-        notes = snapshot.restore()
-    return ProbeResult(grads, module_norms, measurable, notes)
+        recorder.remove()
+    parameters = list(dict.fromkeys(model.parameters()))
+    measurable = not any(p.is_meta for p in parameters)
+    grads = {names[id(p)]: _grad_info(p.grad, measurable) for p in parameters if id(p) in names}
+    return ProbeResult(grads, dict(recorder.norms), measurable)
 
 
 def _forward_backward(model: torch.nn.Module, inputs: Sequence[Any], kwargs: dict[str, Any] | None,

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import random
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -15,21 +16,25 @@ _PARAMETER_COPY_LIMIT_BYTES = 256 * 2**20
 
 @contextlib.contextmanager
 def preserved_module_attributes(model: torch.nn.Module) -> Iterator[None]:
-    """Put back every module's attributes (including the parameter/buffer/submodule tables)."""
+    """Put back every module's attributes, including the parameter/buffer/submodule/hook tables.
+
+    Attributes that forward assigns (``self.last_h = h``) are removed or put back, and the contents
+    of plain containers held in attributes (``self.cache.append(h)``) are restored in place, so a
+    trace leaves no Proxy and a fake-tensor run no fake tensor behind.
+    """
     saved = []
     for module in model.modules():
-        tables = {key: dict(value) for key, value in module.__dict__.items() if key in _TABLES}
-        saved.append((module, dict(module.__dict__), tables))
+        containers = {key: _copy_container(value) for key, value in module.__dict__.items()
+                      if key in _TABLES or isinstance(value, _CONTAINERS)}
+        saved.append((module, dict(module.__dict__), containers))
     try:
         yield
     finally:
-        for module, attributes, tables in saved:
+        for module, attributes, containers in saved:
             module.__dict__.clear()
             module.__dict__.update(attributes)
-            for key, content in tables.items():
-                table = module.__dict__[key]
-                table.clear()
-                table.update(content)
+            for key, content in containers.items():
+                _restore_container(module.__dict__[key], content)
 
 
 _TABLES = (
@@ -37,6 +42,50 @@ _TABLES = (
     "_backward_hooks", "_backward_pre_hooks", "_state_dict_hooks", "_load_state_dict_pre_hooks",
     "_non_persistent_buffers_set",
 )
+_CONTAINERS = (list, dict, set)  # attributes whose contents are put back too
+
+
+def _copy_container(value: Any) -> Any:
+    return list(value) if isinstance(value, list) else dict(value) if isinstance(value, dict) else set(value)
+
+
+def _restore_container(container: Any, content: Any) -> None:
+    """Give ``container`` back exactly ``content`` (same object), touching it only if it changed.
+
+    Compared by identity: ``==`` on tensors is elementwise and on Proxies builds a graph node.
+    """
+    if isinstance(container, dict):
+        same = len(container) == len(content) and all(
+            a is b and container[a] is content[b] for a, b in zip(container, content))
+        if not same:
+            container.clear()
+            container.update(content)
+    elif isinstance(container, list):
+        if len(container) != len(content) or any(a is not b for a, b in zip(container, content)):
+            container[:] = content
+    elif {id(x) for x in container} != {id(x) for x in content}:
+        container.clear()
+        container.update(content)
+
+
+@contextlib.contextmanager
+def untouched(model: torch.nn.Module) -> Iterator[list[str]]:
+    """Whatever runs inside leaves ``model`` and the global random generators exactly as found.
+
+    Parameter and buffer values (symbolic tracing runs forward's Python, so ``self.steps += 1``
+    on a buffer really happens), flags, attributes and RNG state are put back on exit. Every
+    ``.grad`` is None inside, and the user's own grad tensors come back untouched.
+    Yields a list that receives notes about anything that could not be restored.
+    """
+    snapshot = ModelSnapshot.save(model)
+    notes: list[str] = []
+    try:
+        with preserved_module_attributes(model):
+            for parameter in snapshot.grads:  # a backward inside must not add into the user's grads
+                parameter.grad = None
+            yield notes
+    finally:
+        notes.extend(snapshot.restore())
 
 
 @dataclass
@@ -51,13 +100,8 @@ class RandomState:
     @classmethod
     def save(cls) -> "RandomState":
         cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
-        numpy_state = None
-        try:
-            import numpy
-
-            numpy_state = numpy.random.get_state()
-        except ImportError:
-            pass
+        numpy = sys.modules.get("numpy")  # not imported yet: nothing can have touched it
+        numpy_state = numpy.random.get_state() if numpy is not None else None
         return cls(torch.get_rng_state(), cuda, random.getstate(), numpy_state)
 
     def restore(self) -> None:
@@ -66,9 +110,7 @@ class RandomState:
             torch.cuda.set_rng_state_all(self.torch_cuda)
         random.setstate(self.python)
         if self.numpy is not None:
-            import numpy
-
-            numpy.random.set_state(self.numpy)
+            sys.modules["numpy"].random.set_state(self.numpy)
 
 
 @dataclass
@@ -80,7 +122,8 @@ class ModelSnapshot:
     requires_grad: dict[torch.nn.Parameter, bool] = field(default_factory=dict)
     versions: dict[torch.nn.Parameter, int] = field(default_factory=dict)
     parameter_copies: dict[torch.nn.Parameter, torch.Tensor] = field(default_factory=dict)
-    buffers: dict[tuple[torch.nn.Module, str], tuple[torch.Tensor, torch.Tensor]] = field(default_factory=dict)
+    # (module, name) -> (the buffer, its version counter, a copy of its values)
+    buffers: dict[tuple[torch.nn.Module, str], tuple[torch.Tensor, int, torch.Tensor]] = field(default_factory=dict)
     training: dict[torch.nn.Module, bool] = field(default_factory=dict)
     random_state: RandomState | None = None
 
@@ -99,7 +142,7 @@ class ModelSnapshot:
             snapshot.training[module] = module.training
             for name, buffer in module._buffers.items():
                 if buffer is not None:
-                    snapshot.buffers[(module, name)] = (buffer, buffer.detach().clone())
+                    snapshot.buffers[(module, name)] = (buffer, buffer._version, buffer.detach().clone())
         return snapshot
 
     def restore(self) -> list[str]:
@@ -110,12 +153,12 @@ class ModelSnapshot:
                 parameter.grad = grad
                 parameter.requires_grad_(self.requires_grad[parameter])
                 if parameter in self.parameter_copies:
-                    if parameter._version != self.versions[parameter]:
+                    if _changed(parameter, self.versions[parameter], self.parameter_copies[parameter]):
                         parameter.copy_(self.parameter_copies[parameter])
                 elif parameter._version != self.versions[parameter]:
                     notes.append("forward changed a parameter in place; it was too large to keep a copy")
-            for (module, name), (original, value) in self.buffers.items():
-                if not original.is_meta:
+            for (module, name), (original, version, value) in self.buffers.items():
+                if not original.is_meta and _changed(original, version, value):  # running stats, counters
                     original.copy_(value)
                 module._buffers[name] = original
         for module, training in self.training.items():
@@ -123,3 +166,15 @@ class ModelSnapshot:
         if self.random_state is not None:
             self.random_state.restore()
         return sorted(set(notes))
+
+
+def _changed(tensor: torch.Tensor, version: int, copy: torch.Tensor) -> bool:
+    """Whether ``tensor`` differs from its saved copy.
+
+    The version counter alone is not enough: batch norm kernels update running statistics in
+    place without bumping it. Values are compared bit for bit (NaN equals NaN).
+    """
+    if tensor._version != version or tensor.shape != copy.shape or tensor.dtype != copy.dtype:
+        return True
+    return not torch.equal(tensor.detach().reshape(-1).view(torch.uint8) if tensor.numel() else tensor.detach(),
+                           copy.reshape(-1).view(torch.uint8) if copy.numel() else copy)
