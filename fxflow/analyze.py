@@ -144,7 +144,9 @@ def analyze(graph_module: fx.GraphModule, model: torch.nn.Module) -> StaticAnaly
         if not parameter.requires_grad:
             verdict = StaticVerdict(FROZEN, detail="requires_grad is False")
         elif key not in graph:
-            verdict = StaticVerdict(UNUSED, detail="its module is never called in forward")
+            owner = name.rpartition(".")[0]
+            detail = f"its module {owner} is never called in forward" if owner else "forward never reads it"
+            verdict = StaticVerdict(UNUSED, detail=detail)
         elif key not in connected:
             verdict = StaticVerdict(UNUSED, detail="used in forward, but nothing it feeds reaches an output")
         elif key in wet:

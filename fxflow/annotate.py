@@ -14,20 +14,22 @@ Call tree::
         run_node(node)                         # per node, under its recorded grad mode
           placeholder / get_attr / call_* / output   (torch.fx.Interpreter)
           _edges(node, before, result)         # walk the result's grad_fn back to the inputs
-      _annotate_by_rules(node)                 # nodes that could not run (no inputs, data-dependent op)
+      _run_on_stand_ins(node)                  # data-dependent ops (.item(), masks): real stand-ins
+      annotate_by_rules(node)                  # nodes that could not run at all, or no example inputs
 
 Result: ``node.meta["fxflow"]`` is a :class:`NodeFlow`.
 """
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 import torch.fx as fx
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode
-from torch.utils._pytree import tree_flatten
+from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, unset_fake_temporarily
+from torch.utils._pytree import tree_flatten, tree_map
 
 from . import rules
 from .capture import GRAD_MODE_KEY, GradRegion
@@ -76,8 +78,30 @@ def resolve_attribute(model: torch.nn.Module, target: str) -> Any:
     return value
 
 
+def resolve_attribute_of(model: torch.nn.Module, graph_module: torch.nn.Module, target: str) -> Any:
+    """A get_attr target: the user's model first, else the graph module (``_tensor_constant0``:
+    a tensor forward built from constants, which the tracer stores on the graph module)."""
+    try:
+        return resolve_attribute(model, target)
+    except AttributeError:
+        return resolve_attribute(graph_module, target)
+
+
 def _tensors(value: Any) -> list[torch.Tensor]:
-    return [leaf for leaf in tree_flatten(value)[0] if isinstance(leaf, torch.Tensor)]
+    """Every tensor in a value: tuples, lists, dicts (ModelOutput included) and dataclasses.
+
+    pytree alone misses plain dataclasses, and a forward returning one would look tensor-free.
+    """
+    found: list[torch.Tensor] = []
+    for leaf in tree_flatten(value)[0]:
+        if isinstance(leaf, torch.Tensor):
+            found.append(leaf)
+        elif dataclasses.is_dataclass(leaf) and not isinstance(leaf, type):
+            for item in dataclasses.fields(leaf):
+                found.extend(_tensors(getattr(leaf, item.name)))
+        elif isinstance(leaf, dict):  # a dict subclass pytree does not know
+            found.extend(_tensors(list(leaf.values())))
+    return found
 
 
 def _key(tensor: torch.Tensor) -> tuple:
@@ -147,7 +171,7 @@ class FlowInterpreter(fx.Interpreter):
 
     # -- node kinds -------------------------------------------------------------------------
     def get_attr(self, target: str, args: tuple, kwargs: dict) -> Any:
-        value = resolve_attribute(self.model, target)  # parameters and buffers are fakes already
+        value = resolve_attribute_of(self.model, self.module, target)  # parameters/buffers are fakes already
         return self.fake(value) if isinstance(value, torch.Tensor) and not isinstance(value, FakeTensor) else value
 
     def call_module(self, target: str, args: tuple, kwargs: dict) -> Any:
@@ -157,7 +181,7 @@ class FlowInterpreter(fx.Interpreter):
     def run_node(self, node: fx.Node) -> Any:
         inputs = data_inputs(node)
         if any(self.env[self._read(i)] is NOT_RUN for i in inputs):
-            node.meta[META_KEY] = annotate_by_rules(node, self.model, self.names)
+            self._by_rules(node)
             return NOT_RUN
         entries = self._entry_points(inputs)
         states = {id(t): _state(t) for i in inputs for t in _tensors(self.env[self._read(i)])}
@@ -166,13 +190,19 @@ class FlowInterpreter(fx.Interpreter):
             with torch.no_grad() if region else contextlib.nullcontext():
                 args, kwargs = self.fetch_args_kwargs_from_env(node)
                 result = getattr(self, node.op)(node.target, args, kwargs)
-        except Exception:  # data-dependent op, .numpy(), ...: decided by name rules instead
-            node.meta[META_KEY] = annotate_by_rules(node, self.model, self.names)
-            return NOT_RUN
-        node.meta[META_KEY] = self._flow(node, inputs, entries, result, region)
+        except Exception:  # a data-dependent op (.item(), a boolean mask): retry on real stand-ins
+            return self._run_on_stand_ins(node, inputs, region)
+        reached = _walk(_tensors(result), entries, self.known, self.fake_names) if node.op != "output" else {}
+        node.meta[META_KEY] = self._flow(node, inputs, reached, result, region)
         if isinstance(result, torch.Tensor) and id(result) in states and _state(result) != states[id(result)]:
             self._note_in_place(node, inputs, result)
         return result
+
+    def _by_rules(self, node: fx.Node) -> None:
+        node.meta[META_KEY] = annotate_by_rules(node, self.model, self.names, lambda n: self._read(n).name)
+        if _in_place(node):
+            self.aliases[self._read(node.args[0]).name] = node.name
+            self.aliases[node.args[0].name] = node.name
 
     def _read(self, node: fx.Node) -> fx.Node:
         """The node whose value a read of ``node`` sees: the last in-place op on it, if any."""
@@ -195,10 +225,50 @@ class FlowInterpreter(fx.Interpreter):
                     entries.setdefault(_key(tensor), []).append(source.name)
         return entries
 
-    def _flow(self, node: fx.Node, inputs: list[fx.Node], entries: dict[tuple, list[str]],
+    def _run_on_stand_ins(self, node: fx.Node, inputs: list[fx.Node], region: GradRegion | None) -> Any:
+        """Run a node fake tensors cannot (its result depends on values) on real stand-in tensors.
+
+        Each fake input becomes a real leaf of the same shape and dtype; the result's history
+        back to those leaves gives the edges, as on fakes. The result goes back to fakes (leaves
+        that keep ``requires_grad``) so later nodes run as usual. Only if this fails too is the
+        node decided by name rules.
+        """
+        stand_ins: dict[int, torch.Tensor] = {}
+        entries: dict[tuple, list[str]] = {}
+
+        def real(value: Any) -> Any:
+            if not isinstance(value, FakeTensor):
+                return value
+            if id(value) not in stand_ins:
+                stand_ins[id(value)] = _stand_in(value)
+            return stand_ins[id(value)]
+
+        try:
+            with unset_fake_temporarily(), torch.no_grad() if region else contextlib.nullcontext():
+                args, kwargs = self.fetch_args_kwargs_from_env(node)
+                args, kwargs = tree_map(real, (args, kwargs))
+                for input_node in inputs:
+                    for tensor in _tensors(self.env[input_node]):
+                        if isinstance(tensor, FakeTensor) and tensor.requires_grad:
+                            entries.setdefault(_key(real(tensor)), []).append(self._read(input_node).name)
+                result = getattr(self, node.op)(node.target, args, kwargs)
+                reached = _walk(_tensors(result), entries, set(), self.fake_names)
+                result = tree_map(self._refake, result)
+        except Exception:  # not even real values help (.numpy() of a tensor that needs grad, ...)
+            self._by_rules(node)
+            return NOT_RUN
+        node.meta[META_KEY] = self._flow(node, inputs, reached, result, region)
+        return result
+
+    def _refake(self, value: Any) -> Any:
+        if not isinstance(value, torch.Tensor) or isinstance(value, FakeTensor):
+            return value
+        fake = self.mode.from_tensor(value.detach())
+        return fake.requires_grad_(value.requires_grad) if value.is_floating_point() or value.is_complex() else fake
+
+    def _flow(self, node: fx.Node, inputs: list[fx.Node], reached: dict[str, str],
               result: Any, region: GradRegion | None) -> NodeFlow:
         outputs = _tensors(result)
-        reached = _walk(outputs, entries, self.known, self.fake_names) if node.op != "output" else {}
         flow = NodeFlow(grad_region=region)
         for input_node in inputs:
             source = self._read(input_node)
@@ -252,6 +322,15 @@ class FlowInterpreter(fx.Interpreter):
                 self.aliases[source.name] = node.name
 
 
+def _stand_in(fake: torch.Tensor) -> torch.Tensor:
+    """A real tensor shaped like ``fake``: ones (every mask entry True), zeros for integers
+    (always a valid index); a leaf that requires grad when the fake does."""
+    integer = not (fake.dtype.is_floating_point or fake.dtype.is_complex or fake.dtype == torch.bool)
+    make = torch.zeros if integer else torch.ones
+    tensor = make(tuple(fake.shape), dtype=fake.dtype, device=fake.device)
+    return tensor.requires_grad_(fake.requires_grad)
+
+
 def _state(tensor: torch.Tensor) -> tuple:
     """What an in-place op changes: data version, autograd history, requires_grad."""
     return (tensor._version, id(tensor.grad_fn), tensor.requires_grad)
@@ -295,14 +374,22 @@ def _walk(outputs: list[torch.Tensor], entries: dict[tuple, list[str]], known: s
                 continue
             if key in known:  # the result of an earlier node that is not an input here
                 continue
-            if rules.is_zero_derivative_grad_fn(function) and not crossing_zero:
-                continue
-            stack.extend((f, n) for f, n in function.next_functions if f is not None)
+            zero_edges = rules.zero_derivative_edges(function)
+            for index, (next_function, number) in enumerate(function.next_functions):
+                if next_function is None:
+                    continue
+                if not crossing_zero and zero_edges is not False and (zero_edges is None or index in zero_edges):
+                    continue  # gradient arrives here as an exact zero: only the second pass crosses
+                stack.append((next_function, number))
     return reached
 
 
-def annotate_by_rules(node: fx.Node, model: torch.nn.Module, names: dict[int, str]) -> NodeFlow:
-    """Decide a node's edges from its op name alone (no example inputs, or it could not run)."""
+def annotate_by_rules(node: fx.Node, model: torch.nn.Module, names: dict[int, str],
+                      read: Callable[[fx.Node], str] = lambda n: n.name) -> NodeFlow:
+    """Decide a node's edges from its op name alone (no example inputs, or it could not run).
+
+    ``read`` names the node a read of an input sees (the last in-place op on it).
+    """
     region = node.meta.get(GRAD_MODE_KEY)
     op = rules.op_name(node.target) if node.op in ("call_function", "call_method") else ""
     if node.op == "call_function" and node.target is getattr and len(node.args) > 1:
@@ -313,15 +400,24 @@ def annotate_by_rules(node: fx.Node, model: torch.nn.Module, names: dict[int, st
         kind = ZERO
     else:
         kind = DIFF
-    flow = NodeFlow(inputs={i.name: kind for i in data_inputs(node)}, grad_region=region, evaluated=False)
+    flow = NodeFlow(inputs={read(i): kind for i in data_inputs(node)}, grad_region=region, evaluated=False)
+    if kind == ZERO:  # only the tensor being rounded/overwritten gets the zero (x.fill_(v): v gets grad)
+        flow.inputs.update({read(i): DIFF for i in data_inputs(node)[1:]})
+        flow.inputs[read(data_inputs(node)[0])] = ZERO
     if node.op == "call_module":
         module = model.get_submodule(node.target)
         flow.params = {names[id(p)]: (kind if p.requires_grad else NONE) for p in module.parameters() if id(p) in names}
     elif node.op == "get_attr":
-        value = resolve_attribute(model, node.target)
+        value = resolve_attribute_of(model, node.graph.owning_module, node.target)
         if id(value) in names:
             flow.params = {names[id(value)]: DIFF}
     return flow
+
+
+def _in_place(node: fx.Node) -> bool:
+    """A method that mutates its tensor, by PyTorch's naming convention (``detach_``, ``fill_``)."""
+    return (node.op == "call_method" and isinstance(node.target, str) and node.target.endswith("_")
+            and not node.target.endswith("__") and bool(node.args) and isinstance(node.args[0], fx.Node))
 
 
 def _casts_to_integer(node: fx.Node) -> bool:
@@ -339,8 +435,11 @@ def annotate(graph_module: fx.GraphModule, model: torch.nn.Module,
     """
     names = parameter_names(model)
     if inputs is None:
+        aliases: dict[str, str] = {}  # input mutated in place -> the in-place node
         for node in graph_module.graph.nodes:
-            node.meta[META_KEY] = annotate_by_rules(node, model, names)
+            node.meta[META_KEY] = annotate_by_rules(node, model, names, lambda n: aliases.get(n.name, n.name))
+            if _in_place(node):  # later reads of the tensor see this node (h.detach_() cuts them)
+                aliases[node.args[0].name] = node.name
         return
     mode = FakeTensorMode(allow_non_fake_inputs=True)
     interpreter = FlowInterpreter(graph_module, model, mode)

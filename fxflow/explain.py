@@ -1,6 +1,7 @@
 """Name the op that severs gradient flow at a node, and say why in plain words."""
 from __future__ import annotations
 
+import torch
 import torch.fx as fx
 
 from . import rules
@@ -36,10 +37,11 @@ def describe_cut(node: fx.Node) -> CutSite:
     op = node_op(node)
     source = node_source(node)
     region = flow.grad_region
+    dtype = flow.dtype or _cast_dtype(node)  # a node that never ran has no dtype: read the cast
     if region is not None:
-        kind = region.kind
+        kind = region.kind  # set_grad_enabled(False) flips the same switch as no_grad: reported as no_grad
         where = f" (entered at {region.source})" if region.source else ""
-        reason = f"runs inside torch.{kind}(){where}, so autograd records nothing for it"
+        reason = f"it runs inside torch.{kind}(){where}, so autograd records nothing for it"
         return CutSite(node.name, kind, source, reason)
     if OPAQUE_KEY in node.meta:
         return CutSite(node.name, op, source, f"{node.meta[OPAQUE_KEY]} returns no gradient for this input")
@@ -49,14 +51,14 @@ def describe_cut(node: fx.Node) -> CutSite:
         reason = ".data reads the values without autograd history, so the gradient stops here"
     elif flow.is_tensor is False:
         reason = f"{op}() turns the tensor into plain Python data, which autograd cannot follow"
-    elif flow.dtype is not None and not _is_floating(flow.dtype):
+    elif dtype is not None and not _is_floating(dtype):
         if op in _CASTS:
-            op = f"to_{flow.dtype}"
-            reason = f"casts to {flow.dtype}; integer and boolean tensors carry no gradient"
+            op = f"to_{dtype}"
+            reason = f"casts to {dtype}; integer and boolean tensors carry no gradient"
         elif op in _COMPARISONS:
-            reason = f"the comparison {op} returns a {flow.dtype} tensor, which carries no gradient"
+            reason = f"the comparison {op} returns a {dtype} tensor, which carries no gradient"
         else:
-            reason = f"{op} returns a {flow.dtype} tensor (indices or flags), which carries no gradient"
+            reason = f"{op} returns a {dtype} tensor (indices or flags), which carries no gradient"
     elif flow.requires_grad is False:
         reason = f"{op} produces a result that does not depend differentiably on its input"
     elif not flow.evaluated:
@@ -71,6 +73,23 @@ def describe_zero(node: fx.Node) -> CutSite:
     op = node_op(node)
     reason = f"{op} has a derivative of exactly zero everywhere, so the gradient arrives as 0"
     return CutSite(node.name, op, node_source(node), reason)
+
+
+_METHOD_DTYPES = {"long": "int64", "int": "int32", "short": "int16", "char": "int8", "byte": "uint8",
+                  "bool": "bool", "half": "float16", "float": "float32", "double": "float64"}
+
+
+def _cast_dtype(node: fx.Node) -> str | None:
+    """The dtype a cast node produces, read from the call itself (for nodes that never ran)."""
+    if node.op != "call_method" or not isinstance(node.target, str):
+        return None
+    if node.target in _METHOD_DTYPES:
+        return _METHOD_DTYPES[node.target]
+    if node.target in ("to", "type"):
+        for value in list(node.args[1:]) + list(node.kwargs.values()):
+            if isinstance(value, torch.dtype):
+                return rules.dtype_name(value)
+    return None
 
 
 def _is_floating(dtype: str) -> bool:

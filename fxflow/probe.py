@@ -155,7 +155,7 @@ def _forward_backward(model: torch.nn.Module, inputs: Sequence[Any], kwargs: dic
     if not floating_outputs(outputs):
         raise FxflowError("the model's output contains no floating-point tensor, so nothing can be differentiated")
     loss = loss_fn(outputs) if loss_fn is not None else projection_loss(outputs, seed)
-    if loss is not None and loss.requires_grad:
+    if isinstance(loss, torch.Tensor) and loss.requires_grad:
         loss.backward()
 
 

@@ -13,16 +13,29 @@ by ``tests/test_rules.py``:
 from __future__ import annotations
 
 import operator
-import re
 
 import torch
 
-# Autograd nodes whose backward returns zeros for every input (checked in tests/test_rules.py).
-ZERO_DERIVATIVE_GRAD_FNS = frozenset({
-    "RoundBackward", "FloorBackward", "CeilBackward", "TruncBackward", "SignBackward",
-    "SgnBackward", "BernoulliBackward", "UniformBackward", "NormalBackward", "FillBackward",
-    "ZeroBackward", "RandomBackward", "ExponentialBackward",
-})
+# Autograd nodes whose backward is identically zero, by exact class name -> which of their inputs
+# (positions in ``next_functions``) get the zero; ``None`` means all of them. Exact names matter:
+# ``FillBackward1``/``FillBackward3`` (fill with a *tensor* value) pass ``grad.sum()`` to the value,
+# and ``CopysignBackward0`` is zero only for the sign source. Each entry is checked against real
+# autograd in tests/test_rules.py.
+ALL = None
+ZERO_DERIVATIVE_GRAD_FNS: dict[str, frozenset[int] | None] = {
+    "RoundBackward0": ALL, "RoundBackward1": ALL, "FloorBackward0": ALL, "CeilBackward0": ALL,
+    "TruncBackward0": ALL, "SignBackward0": ALL, "SgnBackward0": ALL,
+    # Sampling is not reparameterised in torch: the sample's gradient w.r.t. its parameters is 0.
+    "BernoulliBackward0": ALL, "BernoulliBackward1": ALL, "BernoulliBackward2": ALL,
+    "NormalBackward0": ALL, "NormalBackward1": ALL, "NormalBackward2": ALL, "NormalBackward3": ALL,
+    "UniformBackward0": ALL, "RandomBackward0": ALL, "RandomBackward1": ALL, "RandomBackward2": ALL,
+    "ExponentialBackward0": ALL, "GeometricBackward0": ALL, "CauchyBackward0": ALL,
+    "LogNormalBackward0": ALL,
+    # Overwriting a tensor: the old values get zero; a tensor fill value still gets grad.sum().
+    "FillBackward0": ALL, "FillBackward2": ALL, "FillBackward1": frozenset({0}),
+    "FillBackward3": frozenset({0}), "ZeroBackward0": ALL,
+    "CopysignBackward0": frozenset({1}),  # copysign(x, s): only s, the sign source, gets zero
+}
 
 # Op names with a zero derivative, for the name-only fallback (same ops as above).
 ZERO_DERIVATIVE_OPS = frozenset({
@@ -50,9 +63,17 @@ METADATA_ATTRIBUTES = frozenset({
 _OPERATOR_NAMES = {getattr(operator, name): name for name in dir(operator) if not name.startswith("_")}
 
 
+def zero_derivative_edges(grad_fn: object) -> frozenset[int] | None | bool:
+    """Which inputs of this autograd node get an identically zero gradient.
+
+    ``False``: none of them; ``None``: all of them; a set: those positions in ``next_functions``.
+    """
+    return ZERO_DERIVATIVE_GRAD_FNS.get(type(grad_fn).__name__, False)
+
+
 def is_zero_derivative_grad_fn(grad_fn: object) -> bool:
-    """True when this autograd node's backward is identically zero."""
-    return re.sub(r"\d+$", "", type(grad_fn).__name__) in ZERO_DERIVATIVE_GRAD_FNS
+    """True when this autograd node's backward is identically zero for every input."""
+    return zero_derivative_edges(grad_fn) is ALL
 
 
 def op_name(target: object) -> str:

@@ -41,17 +41,26 @@ def plain_table(report: Report) -> str:
 
 
 def cut_paragraphs(report: Report) -> list[str]:
-    """One plain-words paragraph per cutting node, then one per disagreement."""
+    """One plain-words paragraph per cutting (or zeroing) node, then per unused module and disagreement."""
     paragraphs = []
     for site in report.cuts:
-        victims = [p.name for p in report.parameters if any(s.node == site.node for s in p.cut_by)]
+        victims = [p for p in report.parameters if any(s.node == site.node for s in p.cut_by)]
         where = f" at {site.source}" if site.source else ""
-        paragraphs.append(f"{site.op}{where} (node {site.node}) starves {_names(victims)}: {site.reason}.")
+        names = _names([p.name for p in victims])
+        if victims and all(p.static == "zero" for p in victims):
+            effect = f"gives {names} an exactly zero gradient"
+        else:
+            effect = f"cuts {names} off from the output"
+        paragraphs.append(f"{site.op}{where} (node {site.node}) {effect}: {site.reason}.")
+    unused: dict[str, list[str]] = {}  # one line per reason, not per parameter
     for parameter in report.parameters:
         if parameter.static == "unused" and parameter.diagnosis:
-            paragraphs.append(f"{parameter.name} is unused: {parameter.diagnosis}.")
+            unused.setdefault(parameter.diagnosis, []).append(parameter.name)
         elif parameter.agree is False or (parameter.diagnosis and parameter.dynamic in ("zero", "nonfinite")):
             paragraphs.append(f"{parameter.name} ({parameter.static} / {parameter.dynamic}): {parameter.diagnosis}.")
+    for diagnosis, names in unused.items():
+        verb = "is" if len(names) == 1 else "are"
+        paragraphs.append(f"{_names(names)} {verb} unused: {diagnosis}.")
     return paragraphs
 
 
@@ -59,6 +68,9 @@ def _names(names: list[str], limit: int = 6) -> str:
     if len(names) <= limit:
         return ", ".join(names)
     return ", ".join(names[:limit]) + f" and {len(names) - limit} more"
+
+
+_KIND_WORDS = {"zero": "with an exactly zero gradient"}
 
 
 def summary_line(report: Report) -> str:
@@ -79,12 +91,13 @@ def summary_line(report: Report) -> str:
     for parameter in problems:
         kind = parameter.static if parameter.static != "reachable" else parameter.dynamic
         kinds[kind] = kinds.get(kind, 0) + 1
-    detail = ", ".join(f"{n} {kind}" for kind, n in sorted(kinds.items()))
-    cuts = report.cuts
+    detail = ", ".join(f"{n} {_KIND_WORDS.get(kind, kind)}" for kind, n in sorted(kinds.items()))
     where = ""
-    if cuts:
-        first = cuts[0]
-        where = f" (first cut: {first.op} @ {first.source or first.node})"
+    sites = [(p.static, s) for p in report.parameters if p.static in ("cut", "zero") for s in p.cut_by]
+    if sites:  # a real cut first: it is the one that starves
+        static, first = next((item for item in sites if item[0] == "cut"), sites[0])
+        label = "first cut" if static == "cut" else "first zero"
+        where = f" ({label}: {first.op} @ {first.source or first.node})"
     return f"problem: {len(problems)} of {total} parameters will not learn: {detail}{where}{tail}"
 
 

@@ -9,6 +9,7 @@ import torch
 import torch.fx as fx
 
 from .grad_mode import META_KEY, GradModeRecorder
+from .source import python_stack_trace
 
 # Tensor factories that read their data argument's *values* in C++ (``torch.tensor(h.tolist())``,
 # ``torch.tensor(h.sum().item())``): handed a Proxy they fail with an unrelated error instead of
@@ -46,6 +47,41 @@ def _traceable_factories() -> Iterator[None]:
             setattr(torch, name, original)
 
 
+@contextlib.contextmanager
+def _attributes_keep_their_line(recorder: GradModeRecorder) -> Iterator[None]:
+    """Give ``h.data``-style attribute nodes the line (and grad region) where they were read.
+
+    fx creates an attribute's node lazily, when the attribute is first *used* (most attributes
+    are methods about to be called), so ``h = x.data`` on one line and ``b(h)`` on the next would
+    blame the second line. The origin is remembered when the attribute is read and written onto
+    the node when it materialises.
+    """
+    attribute = fx.proxy.Attribute
+    original_init, original_node = attribute.__init__, attribute.node
+
+    def init(self: Any, root: fx.Proxy, attr: str) -> None:
+        original_init(self, root, attr)
+        self._fxflow_origin = (python_stack_trace(), recorder.current())
+
+    def node(self: Any) -> fx.Node:
+        fresh = self._node is None
+        result = original_node.fget(self)
+        origin = getattr(self, "_fxflow_origin", None)
+        if fresh and origin is not None:
+            result.meta["stack_trace"], region = origin
+            if region is None:
+                result.meta.pop(META_KEY, None)
+            else:
+                result.meta[META_KEY] = region
+        return result
+
+    attribute.__init__, attribute.node = init, property(node)
+    try:
+        yield
+    finally:
+        attribute.__init__, attribute.node = original_init, original_node
+
+
 class FlowTracer(fx.Tracer):
     """A symbolic tracer that records stack traces and the grad-mode region of every node."""
 
@@ -66,6 +102,6 @@ class FlowTracer(fx.Tracer):
 def symbolic_capture(model: torch.nn.Module) -> fx.GraphModule:
     """Trace ``model`` symbolically; its get_attr and call_module targets name the model's own attributes."""
     recorder = GradModeRecorder()
-    with recorder.recording(), _traceable_factories():
+    with recorder.recording(), _traceable_factories(), _attributes_keep_their_line(recorder):
         graph = FlowTracer(recorder).trace(model)
     return fx.GraphModule(model, graph, model.__class__.__name__)
