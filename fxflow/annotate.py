@@ -1,8 +1,9 @@
-"""Annotate every node with how gradient can pass through it, by running the graph on fake tensors.
+"""Annotate every node with how gradient can pass through it, by running the graph on twin tensors.
 
 Like ``torch.fx.passes.shape_prop`` this is an interpreter that writes its result into
-``node.meta``; unlike it, autograd stays on. Each node runs on fake tensors (no memory, no
-compute) whose autograd history is real, and the history of its result says exactly which
+``node.meta``; unlike it, autograd stays on. Each node runs on twins of the model's weights and
+inputs (meta tensors: no memory, no compute; or, for small models, cheap real copies; see
+:func:`choose_twins`) whose autograd history is real, and the history of its result says exactly which
 inputs it is differentiable in: a comparison returns a bool tensor, ``detach`` a tensor without
 history, ``zeros_like`` one that ignores its input. No list of op names is needed for any of
 that; only zero derivatives come from :mod:`fxflow.rules`.
@@ -23,12 +24,12 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import os
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator, Sequence
 
 import torch
 import torch.fx as fx
-from torch._subclasses.fake_tensor import FakeTensor, FakeTensorMode, unset_fake_temporarily
 from torch.utils._pytree import tree_flatten, tree_map
 
 from . import rules
@@ -135,12 +136,14 @@ def data_inputs(node: fx.Node) -> list[fx.Node]:
 class FlowInterpreter(fx.Interpreter):
     """Runs the graph on fake tensors and records a :class:`NodeFlow` per node."""
 
-    def __init__(self, graph_module: fx.GraphModule, model: torch.nn.Module, mode: FakeTensorMode):
+    def __init__(self, graph_module: fx.GraphModule, model: torch.nn.Module, device: torch.device, twins: str):
         super().__init__(graph_module, garbage_collect_values=False)
         self.model = model
-        self.mode = mode
+        self.device = device  # where the model really lives: stand-ins are made there
+        self.twins = twins  # "meta" or "real": see annotate()
         self.names = parameter_names(model)
         self.fakes: dict[int, torch.Tensor] = {}  # id(real tensor) -> fake
+        self.fake_ids: set[int] = set()
         self.fake_names: dict[int, str] = {}  # id(fake parameter) -> parameter name
         self.aliases: dict[str, str] = {}  # node mutated in place -> the node that mutated it
         self.known: set[tuple] = set()  # keys of every result so far: walks stop there
@@ -150,13 +153,16 @@ class FlowInterpreter(fx.Interpreter):
     def fake(self, tensor: torch.Tensor) -> torch.Tensor:
         fake = self.fakes.get(id(tensor))
         if fake is None:
-            fake = self.mode.from_tensor(tensor)
+            fake = _twin(tensor, self.twins)
             if isinstance(tensor, torch.nn.Parameter):
-                fake.requires_grad_(tensor.requires_grad)
                 self.fake_names[id(fake)] = self.names.get(id(tensor), "")
             self.fakes[id(tensor)] = fake
+            self.fake_ids.add(id(fake))
             self.keep_alive.append(tensor)
         return fake
+
+    def is_fake(self, value: Any) -> bool:
+        return isinstance(value, torch.Tensor) and (id(value) in self.fake_ids or (self.twins == "meta" and value.is_meta))
 
     @contextlib.contextmanager
     def fake_model(self) -> Iterator[None]:
@@ -172,7 +178,7 @@ class FlowInterpreter(fx.Interpreter):
     # -- node kinds -------------------------------------------------------------------------
     def get_attr(self, target: str, args: tuple, kwargs: dict) -> Any:
         value = resolve_attribute_of(self.model, self.module, target)  # parameters/buffers are fakes already
-        return self.fake(value) if isinstance(value, torch.Tensor) and not isinstance(value, FakeTensor) else value
+        return self.fake(value) if isinstance(value, torch.Tensor) and not self.is_fake(value) else value
 
     def call_module(self, target: str, args: tuple, kwargs: dict) -> Any:
         return self.model.get_submodule(target)(*args, **kwargs)
@@ -237,19 +243,19 @@ class FlowInterpreter(fx.Interpreter):
         entries: dict[tuple, list[str]] = {}
 
         def real(value: Any) -> Any:
-            if not isinstance(value, FakeTensor):
+            if not self.is_fake(value):
                 return value
             if id(value) not in stand_ins:
-                stand_ins[id(value)] = _stand_in(value)
+                stand_ins[id(value)] = _stand_in(value, self.device)
             return stand_ins[id(value)]
 
         try:
-            with unset_fake_temporarily(), torch.no_grad() if region else contextlib.nullcontext():
+            with self.device, torch.no_grad() if region else contextlib.nullcontext():
                 args, kwargs = self.fetch_args_kwargs_from_env(node)
                 args, kwargs = tree_map(real, (args, kwargs))
                 for input_node in inputs:
                     for tensor in _tensors(self.env[input_node]):
-                        if isinstance(tensor, FakeTensor) and tensor.requires_grad:
+                        if self.is_fake(tensor) and tensor.requires_grad:
                             entries.setdefault(_key(real(tensor)), []).append(self._read(input_node).name)
                 result = getattr(self, node.op)(node.target, args, kwargs)
                 reached = _walk(_tensors(result), entries, set(), self.fake_names)
@@ -261,10 +267,9 @@ class FlowInterpreter(fx.Interpreter):
         return result
 
     def _refake(self, value: Any) -> Any:
-        if not isinstance(value, torch.Tensor) or isinstance(value, FakeTensor):
+        if not isinstance(value, torch.Tensor) or self.is_fake(value):
             return value
-        fake = self.mode.from_tensor(value.detach())
-        return fake.requires_grad_(value.requires_grad) if value.is_floating_point() or value.is_complex() else fake
+        return _twin(value, self.twins)
 
     def _flow(self, node: fx.Node, inputs: list[fx.Node], reached: dict[str, str],
               result: Any, region: GradRegion | None) -> NodeFlow:
@@ -322,12 +327,18 @@ class FlowInterpreter(fx.Interpreter):
                 self.aliases[source.name] = node.name
 
 
-def _stand_in(fake: torch.Tensor) -> torch.Tensor:
+def _twin(tensor: torch.Tensor, kind: str) -> torch.Tensor:
+    """A stand-alone copy of ``tensor`` (shape, dtype, requires_grad): on meta, or real values."""
+    twin = tensor.detach().to("meta") if kind == "meta" else tensor.detach().clone()
+    return twin.requires_grad_(tensor.requires_grad) if twin.is_floating_point() or twin.is_complex() else twin
+
+
+def _stand_in(fake: torch.Tensor, device: torch.device) -> torch.Tensor:
     """A real tensor shaped like ``fake``: ones (every mask entry True), zeros for integers
     (always a valid index); a leaf that requires grad when the fake does."""
     integer = not (fake.dtype.is_floating_point or fake.dtype.is_complex or fake.dtype == torch.bool)
     make = torch.zeros if integer else torch.ones
-    tensor = make(tuple(fake.shape), dtype=fake.dtype, device=fake.device)
+    tensor = make(tuple(fake.shape), dtype=fake.dtype, device=device)
     return tensor.requires_grad_(fake.requires_grad)
 
 
@@ -428,7 +439,7 @@ def _casts_to_integer(node: fx.Node) -> bool:
 
 
 def annotate(graph_module: fx.GraphModule, model: torch.nn.Module,
-             inputs: Sequence[Any] | None) -> None:
+             inputs: Sequence[Any] | None, twins: str | None = None) -> None:
     """Write a :class:`NodeFlow` into ``node.meta["fxflow"]`` for every node of the graph.
 
     With example inputs every node runs on fake tensors; without, edges come from name rules.
@@ -441,8 +452,31 @@ def annotate(graph_module: fx.GraphModule, model: torch.nn.Module,
             if _in_place(node):  # later reads of the tensor see this node (h.detach_() cuts them)
                 aliases[node.args[0].name] = node.name
         return
-    mode = FakeTensorMode(allow_non_fake_inputs=True)
-    interpreter = FlowInterpreter(graph_module, model, mode)
+    device = next((p.device for p in model.parameters()), torch.device("cpu"))
+    interpreter = FlowInterpreter(graph_module, model, device, twins or choose_twins(model))
     fake_inputs = [interpreter.fake(x) if isinstance(x, torch.Tensor) else x for x in inputs]
-    with interpreter.fake_model(), mode:
+    # Factories inside forward land on meta through the default device.
+    with interpreter.fake_model(), torch.device("meta") if interpreter.twins == "meta" else contextlib.nullcontext():
         interpreter.run(*fake_inputs)
+
+
+def choose_twins(model: torch.nn.Module) -> str:
+    """``real`` for small models, ``meta`` otherwise (``FXFLOW_TWINS`` overrides).
+
+    Autograd builds the same history on meta tensors as on real ones, so the edges come out the
+    same; the choice is cost. A meta op costs ~0.1 ms whatever its size, but the first one imports
+    torch._dynamo (a second of start-up); a small model's real ops cost microseconds. Meta is
+    also what a model on the meta device, or one too big to copy, needs.
+    """
+    forced = os.environ.get("FXFLOW_TWINS")
+    if forced in ("meta", "real"):
+        return forced
+    parameters = list(model.parameters()) + list(model.buffers())
+    if any(p.is_meta for p in parameters):
+        return "meta"
+    size = sum(p.numel() * p.element_size() for p in parameters)
+    return "real" if size <= _REAL_TWIN_LIMIT_BYTES else "meta"
+
+
+# Below this many bytes of weights, twins are real copies (see choose_twins).
+_REAL_TWIN_LIMIT_BYTES = 16 * 2**20

@@ -17,8 +17,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "examples"))
 from seed import Net  # noqa: E402
 
-EXPECTED = """\
-fxflow check examples/seed.py:Net  [trace: symbolic_trace, 8 nodes]
+EXPECTED = """fxflow check examples/seed.py:Net  [trace: symbolic_trace, 8 nodes]
 
 parameter      shape  static     dynamic  grad norm  cut by
 first.weight   32x10  cut        missing          -  detach @ examples/seed.py:15
@@ -28,8 +27,9 @@ middle.bias    32     cut        missing          -  detach @ examples/seed.py:1
 last.weight    2x32   reachable  ok        7.038045
 last.bias      2      reachable  ok        4.730940
 
-detach at examples/seed.py:15 (node detach) starves first.weight, first.bias, middle.weight,
-middle.bias: detach() returns a tensor with no autograd history, so the gradient stops here.
+detach at examples/seed.py:15 (node detach) cuts first.weight, first.bias, middle.weight,
+middle.bias off from the output: detach() returns a tensor with no autograd history, so the gradient
+stops here.
 
 problem: 4 of 6 parameters will not learn: 4 cut (first cut: detach @ examples/seed.py:15)
 """
