@@ -104,7 +104,7 @@ def run(rank, outdir, port):
 
     # 1. DDP without find_unused_parameters on the broken model: fxflow predicts the failure.
     torch.manual_seed(0)
-    model = DDP(Broken())
+    model = DDP(Broken(), process_group=dist.new_group())  # own group: the failing step below leaves it dirty
     with fxflow.watch(model) as w:
         loss_of(model(x), rank).backward()
     result["ddp_broken"] = summary(w)
@@ -112,7 +112,7 @@ def run(rank, outdir, port):
 
     # 2. The same with find_unused_parameters=True: fxflow says it is needed, and training runs.
     torch.manual_seed(0)
-    model = DDP(Broken(), find_unused_parameters=True)
+    model = DDP(Broken(), find_unused_parameters=True, process_group=dist.new_group())
     with fxflow.watch(model) as w:
         loss_of(model(x), rank).backward()
     result["ddp_find_unused"] = summary(w)
@@ -121,7 +121,7 @@ def run(rank, outdir, port):
     # 3. A model where every parameter learns, with stale grads in place: numbers match plain
     #    autograd averaged over ranks, and the stale grads come back added to the new ones.
     torch.manual_seed(0)
-    model = DDP(FixedNoExtra())
+    model = DDP(FixedNoExtra(), process_group=dist.new_group())
     for p in model.parameters():
         p.grad = torch.ones_like(p)
     with fxflow.watch(model) as w:
