@@ -453,30 +453,38 @@ def annotate(graph_module: fx.GraphModule, model: torch.nn.Module,
                 aliases[node.args[0].name] = node.name
         return
     device = next((p.device for p in model.parameters()), torch.device("cpu"))
-    interpreter = FlowInterpreter(graph_module, model, device, twins or choose_twins(model))
+    interpreter = FlowInterpreter(graph_module, model, device, twins or choose_twins(model, inputs))
     fake_inputs = [interpreter.fake(x) if isinstance(x, torch.Tensor) else x for x in inputs]
     # Factories inside forward land on meta through the default device.
     with interpreter.fake_model(), torch.device("meta") if interpreter.twins == "meta" else contextlib.nullcontext():
         interpreter.run(*fake_inputs)
 
 
-def choose_twins(model: torch.nn.Module) -> str:
-    """``real`` for small models, ``meta`` otherwise (``FXFLOW_TWINS`` overrides).
+def choose_twins(model: torch.nn.Module, inputs: Sequence[Any] | None = None,
+                 forward_seconds: float | None = None) -> str:
+    """``real`` when re-running forward's ops is cheap, else ``meta`` (``FXFLOW_TWINS`` overrides).
 
     Autograd builds the same history on meta tensors as on real ones, so the edges come out the
-    same; the choice is cost. A meta op costs ~0.1 ms whatever its size, but the first one imports
-    torch._dynamo (a second of start-up); a small model's real ops cost microseconds. Meta is
-    also what a model on the meta device, or one too big to copy, needs.
+    same; the choice is cost. A meta op costs ~0.1 ms whatever its size, and the first one imports
+    torch._dynamo (a second of start-up); a small model's real ops cost microseconds. Real twins
+    copy the weights and compute forward's ops once more, so they are used only for small weights
+    and a forward measured (or, unmeasured, expected from the input size) to be quick.
     """
     forced = os.environ.get("FXFLOW_TWINS")
     if forced in ("meta", "real"):
         return forced
-    parameters = list(model.parameters()) + list(model.buffers())
-    if any(p.is_meta for p in parameters):
+    tensors = list(model.parameters()) + list(model.buffers())
+    if any(t.is_meta for t in tensors):
         return "meta"
-    size = sum(p.numel() * p.element_size() for p in parameters)
-    return "real" if size <= _REAL_TWIN_LIMIT_BYTES else "meta"
+    if sum(t.numel() * t.element_size() for t in tensors) > _REAL_TWIN_LIMIT_BYTES:
+        return "meta"
+    if forward_seconds is not None:
+        return "real" if forward_seconds <= _REAL_TWIN_LIMIT_SECONDS else "meta"
+    elements = sum(x.numel() for x in inputs or () if isinstance(x, torch.Tensor))
+    return "real" if elements <= _REAL_TWIN_LIMIT_ELEMENTS else "meta"
 
 
-# Below this many bytes of weights, twins are real copies (see choose_twins).
+# Real twins only below all of these (see choose_twins).
 _REAL_TWIN_LIMIT_BYTES = 16 * 2**20
+_REAL_TWIN_LIMIT_SECONDS = 0.05
+_REAL_TWIN_LIMIT_ELEMENTS = 2**20

@@ -7,11 +7,11 @@ from typing import Any, Callable, Iterable, Sequence
 import torch
 
 from .analyze import PARAM, StaticAnalysis, analyze
-from .annotate import annotate
+from .annotate import annotate, choose_twins
 from .capture import capture
 from .capture.unwrap import meta_inputs, unwrap
 from .inputs import as_input_tuple, infer_inputs
-from .probe import ProbeResult, dynamic_verdicts, measure_gradients, probe
+from .probe import GradientProbe, ProbeResult, dynamic_verdicts, probe
 from .state import untouched
 from .report import CUT, ParameterReport, Report, TraceInfo, matches, reconcile
 
@@ -65,24 +65,29 @@ def check(
 
     with untouched(model) as restore_notes:  # tracing runs forward's Python: it can change the model
         step("capturing the graph", phase="capture")
-        captured = capture(model, example)
-        static: StaticAnalysis | None = None
-        if captured.graph_module is not None:
-            step("analysing gradient flow", phase="annotate")
-            annotate(captured.graph_module, model, example)
-            step("walking the graph", phase="static walk")
-            static = analyze(captured.graph_module, model)
+        shared = GradientProbe(model, loss_fn=loss_fn, seed=seed) if backward and example is not None and not fake else None
+        captured = capture(model, example, probe=shared)
 
+        # The real backward goes first: a forward that raises is reported as the model's own
+        # error, and its duration tells the analysis whether real twin tensors are cheap.
         result: ProbeResult | None = None
         if backward and example is not None:
             step("running forward and backward", phase="backward")
             if fake:
                 result = probe(model, example, loss_fn=loss_fn, seed=seed, fake=True)
-            else:
-                result = measure_gradients(model, example, loss_fn=loss_fn, seed=seed)
+            else:  # the run-time capture may have run the one real forward and backward already
+                result = shared.result or shared.run(example)
             if not result.measurable:
                 notes.append("meta run: the backward shows which parameters get a gradient, not its size, "
                              "so the zero, vanishing and nonfinite verdicts cannot be given")
+
+        static: StaticAnalysis | None = None
+        if captured.graph_module is not None:
+            step("analysing gradient flow", phase="annotate")
+            forward_seconds = shared.forward_seconds if shared is not None else None
+            annotate(captured.graph_module, model, example, twins=choose_twins(model, example, forward_seconds))
+            step("walking the graph", phase="static walk")
+            static = analyze(captured.graph_module, model)
     notes.extend(note for note in restore_notes if note not in notes)
 
     step("reconciling", phase="reconcile")

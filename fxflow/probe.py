@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -125,6 +126,53 @@ def probe(model: torch.nn.Module, inputs: Sequence[Any], *, loss_fn: Callable[[A
     return result
 
 
+class GradientProbe:
+    """One real forward and backward, read out: what :func:`measure_gradients` does, in two halves.
+
+    The run-time capture already runs forward for real; it wraps that very call in
+    :meth:`forward` and hands the outputs to :meth:`backward`, so an expensive model's forward runs
+    once, not twice. Otherwise :meth:`run` does both. Use inside :func:`fxflow.state.untouched`.
+    """
+
+    def __init__(self, model: torch.nn.Module, *, loss_fn: Callable[[Any], torch.Tensor] | None = None,
+                 seed: int = 0) -> None:
+        self.model = model
+        self.loss_fn = loss_fn
+        self.seed = seed
+        self.result: ProbeResult | None = None
+        self.forward_seconds: float | None = None
+
+    def forward(self, call: Callable[[], Any]) -> Any:
+        """Run ``call`` (the model's forward) with the per-module gradient hooks in place."""
+        self._recorder = ModuleGradRecorder(self.model)
+        started = time.perf_counter()
+        try:
+            with torch.enable_grad():
+                return _forward(call)
+        except BaseException:
+            self._recorder.remove()
+            raise
+        finally:
+            self.forward_seconds = time.perf_counter() - started
+
+    def backward(self, outputs: Any) -> ProbeResult:
+        """Differentiate the loss of ``outputs`` and read every parameter's gradient."""
+        try:
+            with torch.enable_grad():
+                _backward(outputs, self.loss_fn, self.seed)
+        finally:
+            self._recorder.remove()
+        names = {id(p): name for name, p in self.model.named_parameters()}
+        parameters = list(dict.fromkeys(self.model.parameters()))
+        measurable = not any(p.is_meta for p in parameters)
+        grads = {names[id(p)]: _grad_info(p.grad, measurable) for p in parameters if id(p) in names}
+        self.result = ProbeResult(grads, dict(self._recorder.norms), measurable)
+        return self.result
+
+    def run(self, inputs: Sequence[Any], kwargs: dict[str, Any] | None = None) -> ProbeResult:
+        return self.backward(self.forward(lambda: self.model(*inputs, **(kwargs or {}))))
+
+
 def measure_gradients(model: torch.nn.Module, inputs: Sequence[Any], *,
                       loss_fn: Callable[[Any], torch.Tensor] | None = None, seed: int = 0,
                       kwargs: dict[str, Any] | None = None) -> ProbeResult:
@@ -132,31 +180,29 @@ def measure_gradients(model: torch.nn.Module, inputs: Sequence[Any], *,
 
     Call it inside :func:`fxflow.state.untouched`, which starts every ``.grad`` at None.
     """
-    names = {id(p): name for name, p in model.named_parameters()}
-    recorder = ModuleGradRecorder(model)
-    try:
-        with torch.enable_grad():
-            _forward_backward(model, inputs, kwargs, loss_fn, seed)
-    finally:
-        recorder.remove()
-    parameters = list(dict.fromkeys(model.parameters()))
-    measurable = not any(p.is_meta for p in parameters)
-    grads = {names[id(p)]: _grad_info(p.grad, measurable) for p in parameters if id(p) in names}
-    return ProbeResult(grads, dict(recorder.norms), measurable)
+    return GradientProbe(model, loss_fn=loss_fn, seed=seed).run(inputs, kwargs)
 
 
-def _forward_backward(model: torch.nn.Module, inputs: Sequence[Any], kwargs: dict[str, Any] | None,
-                      loss_fn: Callable[[Any], torch.Tensor] | None, seed: int) -> None:
+def _forward(call: Callable[[], Any]) -> Any:
     try:
-        outputs = model(*inputs, **(kwargs or {}))
+        outputs = call()
     except Exception as error:
         raise FxflowError(f"forward raised {type(error).__name__}: {_first_line(error)}",
                           hint="check --input-size (or example_inputs()) against what forward expects") from error
     if not floating_outputs(outputs):
         raise FxflowError("the model's output contains no floating-point tensor, so nothing can be differentiated")
+    return outputs
+
+
+def _backward(outputs: Any, loss_fn: Callable[[Any], torch.Tensor] | None, seed: int) -> None:
     loss = loss_fn(outputs) if loss_fn is not None else projection_loss(outputs, seed)
     if isinstance(loss, torch.Tensor) and loss.requires_grad:
         loss.backward()
+
+
+def _forward_backward(model: torch.nn.Module, inputs: Sequence[Any], kwargs: dict[str, Any] | None,
+                      loss_fn: Callable[[Any], torch.Tensor] | None, seed: int) -> None:
+    _backward(_forward(lambda: model(*inputs, **(kwargs or {}))), loss_fn, seed)
 
 
 def _probe_fake(model: torch.nn.Module, inputs: Sequence[Any], *, loss_fn: Callable[[Any], torch.Tensor] | None,

@@ -87,10 +87,10 @@ def _export(model: torch.nn.Module, inputs: Sequence[object] | None) -> fx.Graph
     return export_capture(model, inputs)
 
 
-def _runtime(model: torch.nn.Module, inputs: Sequence[object] | None) -> fx.GraphModule:
+def _runtime(model: torch.nn.Module, inputs: Sequence[object] | None, probe: object = None) -> fx.GraphModule:
     from .runtime import runtime_capture
 
-    return runtime_capture(model, inputs)
+    return runtime_capture(model, inputs, probe)
 
 
 @dataclass
@@ -117,8 +117,11 @@ def _first_line(error: BaseException, limit: int = 200) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def capture(model: torch.nn.Module, inputs: Sequence[object] | None = None) -> Capture:
+def capture(model: torch.nn.Module, inputs: Sequence[object] | None = None, probe: object = None) -> Capture:
     """Capture ``model`` with the first method that works; notes say why earlier ones failed.
+
+    ``probe`` (a :class:`~fxflow.probe.GradientProbe`) rides along with a capture that runs the
+    real forward anyway (run-time capture), so forward is not run twice; check ``probe.result``.
 
     A wrapped model (``torch.compile``, DataParallel, DDP) is captured through its inner module;
     the graph's attribute targets still name attributes of ``model`` itself.
@@ -127,7 +130,7 @@ def capture(model: torch.nn.Module, inputs: Sequence[object] | None = None) -> C
     for name, method in _methods():
         try:
             with preserved_module_attributes(inner):
-                graph_module = method(inner, inputs)
+                graph_module = _runtime(inner, inputs, probe) if method is _runtime else method(inner, inputs)
             graph_module = rebase(graph_module, model, prefix)
         except Exception as error:  # any failure means: try the next capture
             notes.append(f"{name} failed: {_first_line(error)}")

@@ -18,7 +18,7 @@ from __future__ import annotations
 import dataclasses
 import operator
 import sys
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import torch
 import torch.fx as fx
@@ -26,6 +26,9 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from ..state import ModelSnapshot
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..probe import GradientProbe
 from .functions import (OPAQUE_KEY, CheckpointGate, Constant, OpaqueFunction, checkpoint_inputs, checkpointed_call,
                         intercepted_apply, is_checkpoint, is_user_function, opaque_reason)
 from .grad_mode import META_KEY as GRAD_MODE_KEY, GradModeRecorder
@@ -247,8 +250,13 @@ def output_tensors(value: Any) -> list[torch.Tensor]:
     return found
 
 
-def runtime_capture(model: torch.nn.Module, inputs: Sequence[Any] | None) -> fx.GraphModule:
-    """Run ``model`` once on ``inputs`` and return the graph of what it did; the model is left as found."""
+def runtime_capture(model: torch.nn.Module, inputs: Sequence[Any] | None,
+                    probe: "GradientProbe | None" = None) -> fx.GraphModule:
+    """Run ``model`` once on ``inputs`` and return the graph of what it did; the model is left as found.
+
+    With a :class:`~fxflow.probe.GradientProbe`, that one real forward is also the probe's: its
+    outputs are differentiated (outside the recording) before the model is put back.
+    """
     if inputs is None:
         raise RuntimeError("run-time capture needs example inputs")
     grad_modes = GradModeRecorder()
@@ -261,8 +269,10 @@ def runtime_capture(model: torch.nn.Module, inputs: Sequence[Any] | None) -> fx.
     handles = recorder.hook_modules(model)
     try:
         with torch.enable_grad(), grad_modes.recording(), intercepted_apply(recorder.apply_function), recorder:
-            outputs = model(*inputs)
+            outputs = probe.forward(lambda: model(*inputs)) if probe is not None else model(*inputs)
         result = tuple(recorder.node_of(t) for t in output_tensors(outputs))
+        if probe is not None:
+            probe.backward(outputs)
     finally:
         for handle in handles:
             handle.remove()
