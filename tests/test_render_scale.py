@@ -8,6 +8,11 @@ from __future__ import annotations
 import time
 
 import networkx as nx
+import pytest
+import torch
+
+import fxflow
+from fxflow.errors import FxflowError
 
 from fxflow.render import build_dot, build_view
 from fxflow.render.engine import run
@@ -156,3 +161,34 @@ def test_view_counts_match_dot():
     nodes, _, _ = parse_dot(build_dot(report, depth=1, announce=False))
     assert view.count() == len(nodes) - 1  # minus the legend
     assert "modules deeper than 1" in graph_attrs(build_dot(report, depth=1, announce=False))["label"]
+
+
+class _FlatStack(torch.nn.Module):
+    """Thousands of top-level ops and no modules to collapse them into, with one planted detach."""
+
+    def __init__(self, blocks: int) -> None:
+        super().__init__()
+        self.layers = torch.nn.ModuleList(torch.nn.Linear(4, 4) for _ in range(blocks))
+
+    def forward(self, x):
+        for index, layer in enumerate(self.layers):
+            x = x + torch.tanh(layer(x)) * 0.5
+            if index == 3:
+                x = x.detach()  # planted: every layer before this one is cut
+        return x
+
+
+def test_a_flat_graph_too_big_to_lay_out_is_refused_in_one_line(tmp_path):
+    model = _FlatStack(1400)  # about 5,600 graph nodes, 4,200 boxes even at --depth 0
+    report = fxflow.check(model, torch.randn(2, 4), backward=False)
+    with pytest.raises(FxflowError, match="too many to draw"):
+        report.render(str(tmp_path / "flat.svg"))
+    assert not (tmp_path / "flat.svg").exists()
+
+
+def test_a_flat_graph_that_collapses_enough_is_drawn():
+    model = _FlatStack(500)  # about 2,000 graph nodes; --depth 0 leaves about 1,500 boxes
+    report = fxflow.check(model, torch.randn(2, 4), backward=False)
+    nodes, _, _ = parse_dot(build_dot(report))
+    cut = [n for n in nodes.values() if "fxflow-cut" in n.attrs.get("class", "")]
+    assert len(cut) == 1 and "detach" in cut[0].attrs["label"]

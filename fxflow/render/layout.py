@@ -32,6 +32,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 PARAM = "param:"  # graph node prefix of parameters (fxflow.analyze.PARAM)
 NODE_BUDGET = 300  # above this many items the depth is chosen automatically
+DRAWABLE_LIMIT = 2500  # above this many boxes even after collapsing, layout takes minutes
 FOLD_MIN = 3  # fewest identical sibling boxes that fold into one
 
 # Static verdict -> the state a parameter is drawn with when no graph was captured.
@@ -392,9 +393,19 @@ def build_view(report: "Report", *, depth: int | None = None, focus: bool = Fals
                               f"--depth {view.depth} ({view.count()} boxes); pass --depth or --focus to choose")
         else:
             view.notes.append(f"{total} nodes is over the budget of {budget}, and there are no modules to collapse")
+        if view.count() > DRAWABLE_LIMIT:
+            return _too_big_to_draw(view)
     elif depth is not None:
         view.notes.append(f"modules deeper than {depth} collapsed (--depth {depth})")
     return view
+
+
+def _too_big_to_draw(view: View) -> View:
+    """Refuse, in one line, a drawing that collapsing could not shrink: its layout would take minutes."""
+    from ..errors import FxflowError
+
+    raise FxflowError(f"the graph has {view.count()} boxes even collapsed (no modules group its ops), too many to draw",
+                      hint="use --focus, or fxflow check for the table")
 
 
 def box_summary(members: Iterable[Base]) -> tuple[Counter, Counter, list[Base]]:
