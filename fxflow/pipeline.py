@@ -1,8 +1,10 @@
 """The pipeline: capture -> annotate -> analyze -> probe -> reconcile, returning a Report."""
 from __future__ import annotations
 
+import contextlib
+import gc
 import time
-from typing import Any, Callable, Iterable, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import torch
 
@@ -85,13 +87,16 @@ def check(
         if captured.graph_module is not None:
             step("analysing gradient flow", phase="annotate")
             forward_seconds = shared.forward_seconds if shared is not None else None
-            annotate(captured.graph_module, model, example, twins=choose_twins(model, example, forward_seconds))
-            step("walking the graph", phase="static walk")
-            static = analyze(captured.graph_module, model)
+            with _gc_paused():
+                annotate(captured.graph_module, model, example, twins=choose_twins(model, example, forward_seconds))
+                step("walking the graph", phase="static walk")
+                static = analyze(captured.graph_module, model)
+        step("restoring the model", phase="restore")
     notes.extend(note for note in restore_notes if note not in notes)
 
     step("reconciling", phase="reconcile")
-    parameters = parameter_reports(model, static, result, vanishing, allow)
+    with _gc_paused():
+        parameters = parameter_reports(model, static, result, vanishing, allow)
     if not parameters:
         notes.append("the model has no parameters: nothing to check")
     elif not any(p.requires_grad for p in model.parameters()):
@@ -108,6 +113,20 @@ def check(
         timings=clock.finish(),
         module_classes={name: type(module).__name__ for name, module in model.named_modules() if name},
     )
+
+
+@contextlib.contextmanager
+def _gc_paused() -> Iterator[None]:
+    """Pause the cyclic garbage collector: the passes allocate many small objects that all stay
+    alive, and with a big model in memory each full collection rescans hundreds of thousands of
+    objects for nothing (on a 20,000-node graph it doubled the static walk)."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            gc.enable()
 
 
 class _PhaseClock:

@@ -1,6 +1,7 @@
 """Find the user's own line behind a graph node: the innermost frame outside torch and fxflow."""
 from __future__ import annotations
 
+import functools
 import os
 import re
 import sys
@@ -16,6 +17,7 @@ _LIBRARY_ROOTS = tuple(
 _STDLIB_ROOT = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
 
 
+@functools.lru_cache(maxsize=4096)  # called once per frame of every node: cache per file
 def is_library_file(path: str) -> bool:
     """True for files of torch, fxflow or the standard library: never the user's code.
 
@@ -31,6 +33,7 @@ def is_library_file(path: str) -> bool:
     return path.startswith(_STDLIB_ROOT) and not in_packages
 
 
+@functools.lru_cache(maxsize=4096)
 def display_path(path: str) -> str:
     """A path relative to the working directory when the file lies below it."""
     absolute = os.path.abspath(path)
@@ -42,19 +45,20 @@ def display_path(path: str) -> str:
 
 
 def pick_user_frame(frames: Iterable[tuple[str, int]]) -> str | None:
-    """The last (innermost) frame that is the user's, as ``file:line``."""
-    chosen = None
+    """The innermost frame that is the user's, as ``file:line``; ``frames`` go innermost first."""
     for filename, line in frames:
         if not is_library_file(filename):
-            chosen = f"{display_path(filename)}:{line}"
-    return chosen
+            return f"{display_path(filename)}:{line}"
+    return None
 
 
+@functools.lru_cache(maxsize=65536)  # a loop over blocks creates the same trace again and again
 def source_of_stack_trace(stack_trace: str | None) -> str | None:
     """``file:line`` of the user's line in a ``node.meta["stack_trace"]`` string."""
     if not stack_trace:
         return None
-    return pick_user_frame((m["file"], int(m["line"])) for m in _FRAME.finditer(stack_trace))
+    frames = [(m["file"], int(m["line"])) for m in _FRAME.finditer(stack_trace)]
+    return pick_user_frame(reversed(frames))
 
 
 def current_user_source() -> str | None:
@@ -64,7 +68,7 @@ def current_user_source() -> str | None:
     while frame is not None:
         frames.append((frame.f_code.co_filename, frame.f_lineno))
         frame = frame.f_back
-    return pick_user_frame(reversed(frames))
+    return pick_user_frame(frames)
 
 
 def python_stack_trace() -> str:
