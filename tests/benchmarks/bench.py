@@ -57,7 +57,13 @@ def measure(model_name: str, tool: str, workdir: str) -> dict[str, Any]:
     model, inputs = _timed(phases, "build", MODELS[model_name])
     if tool == "floor":
         _timed(phases, "capture", lambda: torch.export.export(model, inputs, strict=False))
-        _timed(phases, "backward", lambda: _loss(model(*inputs)).backward())
+        if any(p.is_meta for p in model.parameters()):  # no values on meta: run it on fake tensors
+            from torch._subclasses.fake_tensor import FakeTensorMode
+
+            with FakeTensorMode(allow_non_fake_inputs=True):
+                _timed(phases, "backward", lambda: _loss(model(*inputs)).backward())
+        else:
+            _timed(phases, "backward", lambda: _loss(model(*inputs)).backward())
     elif tool in ("fxflow-check", "fxflow-render"):
         import fxflow
 
@@ -206,6 +212,7 @@ def main() -> None:
     parser.add_argument("--tools", default=",".join(TOOLS))
     parser.add_argument("--scaling", default="2000,5000,10000,20000", help="node counts for the walk scaling ('' to skip)")
     parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--slow-peers", action="store_true", help="also run the peers on the synthetic graph")
     parser.add_argument("--write", default=None, help="write the Markdown tables to this file")
     options = parser.parse_args()
     if options.one:
@@ -216,6 +223,8 @@ def main() -> None:
         for tool in options.tools.split(","):
             if model.endswith("-meta") and tool not in ("floor", "fxflow-check"):
                 continue  # no values on meta: nothing for the drawing tools to show
+            if model.startswith("synthetic") and tool in PEERS and not options.slow_peers:
+                continue  # torchview takes minutes to lay it out, torchviz overflows the stack
             if not _available(tool):
                 continue
             result = run_one(model, tool, options.timeout)
