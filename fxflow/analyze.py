@@ -29,7 +29,7 @@ import networkx as nx
 import torch
 import torch.fx as fx
 
-from .annotate import DIFF, META_KEY, NONE, ZERO
+from .flow import DIFF, META_KEY, NONE, ZERO
 from .capture import OPAQUE_KEY
 from .explain import describe_cut, describe_zero, node_op, node_source
 from .report import CUT, FROZEN, REACHABLE, UNUSED, ZERO as ZERO_VERDICT, CutSite

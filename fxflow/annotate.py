@@ -23,40 +23,23 @@ Result: ``node.meta["fxflow"]`` is a :class:`NodeFlow`.
 from __future__ import annotations
 
 import contextlib
-import dataclasses
 import os
-from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 import torch.fx as fx
-from torch.utils._pytree import tree_flatten, tree_map
+from torch.utils._pytree import tree_map
 
 from . import rules
 from .capture import GRAD_MODE_KEY, GradRegion
+from .flow import (DIFF, META_KEY, NONE, ZERO, NodeFlow, data_inputs, parameter_names, resolve_attribute_of,
+                   tensors_in)
+from .rules import annotate_by_rules, in_place
 from .state import preserved_module_attributes
-
-META_KEY = "fxflow"
-
-DIFF, ZERO, NONE = "diff", "zero", "none"  # edge kinds: gradient passes, passes as exact zero, stops
 
 # A walk inside one node's autograd history never needs to be longer than this; it guards against
 # tensors captured from far upstream (a module caching an earlier activation, say).
 _WALK_LIMIT = 100_000
-
-
-@dataclass
-class NodeFlow:
-    """How gradient passes through one node (``node.meta["fxflow"]``)."""
-
-    inputs: dict[str, str] = field(default_factory=dict)  # input node name -> DIFF/ZERO/NONE
-    params: dict[str, str] = field(default_factory=dict)  # parameter name -> DIFF/ZERO/NONE
-    requires_grad: bool | None = None  # the result carries autograd history (None: not run)
-    is_tensor: bool | None = None  # the result holds at least one tensor
-    dtype: str | None = None
-    shape: tuple[int, ...] | None = None
-    grad_region: GradRegion | None = None
-    evaluated: bool = True  # False: decided by name rules, not by running the node
 
 
 class _NotRun:
@@ -64,45 +47,6 @@ class _NotRun:
 
 
 NOT_RUN = _NotRun()
-
-
-def parameter_names(model: torch.nn.Module) -> dict[int, str]:
-    """id(parameter) -> its canonical qualified name (the first one ``named_parameters`` gives)."""
-    return {id(p): name for name, p in model.named_parameters()}
-
-
-def resolve_attribute(model: torch.nn.Module, target: str) -> Any:
-    """The object at a dotted attribute path of the model."""
-    value: Any = model
-    for part in target.split("."):
-        value = getattr(value, part)
-    return value
-
-
-def resolve_attribute_of(model: torch.nn.Module, graph_module: torch.nn.Module, target: str) -> Any:
-    """A get_attr target: the user's model first, else the graph module (``_tensor_constant0``:
-    a tensor forward built from constants, which the tracer stores on the graph module)."""
-    try:
-        return resolve_attribute(model, target)
-    except AttributeError:
-        return resolve_attribute(graph_module, target)
-
-
-def _tensors(value: Any) -> list[torch.Tensor]:
-    """Every tensor in a value: tuples, lists, dicts (ModelOutput included) and dataclasses.
-
-    pytree alone misses plain dataclasses, and a forward returning one would look tensor-free.
-    """
-    found: list[torch.Tensor] = []
-    for leaf in tree_flatten(value)[0]:
-        if isinstance(leaf, torch.Tensor):
-            found.append(leaf)
-        elif dataclasses.is_dataclass(leaf) and not isinstance(leaf, type):
-            for item in dataclasses.fields(leaf):
-                found.extend(_tensors(getattr(leaf, item.name)))
-        elif isinstance(leaf, dict):  # a dict subclass pytree does not know
-            found.extend(_tensors(list(leaf.values())))
-    return found
 
 
 def _key(tensor: torch.Tensor) -> tuple:
@@ -117,20 +61,6 @@ def _next_key(function: Any, output_nr: int) -> tuple:
     if variable is not None:  # AccumulateGrad: the gradient lands in a leaf
         return ("leaf", id(variable))
     return (id(function), output_nr)
-
-
-def is_metadata_read(node: fx.Node) -> bool:
-    """Reads only shape/dtype/device of its input: no data flows from the input."""
-    if node.op == "call_method":
-        return node.target in rules.METADATA_ATTRIBUTES
-    if node.op == "call_function" and node.target is getattr and len(node.args) > 1:
-        return node.args[1] in rules.METADATA_ATTRIBUTES
-    return False
-
-
-def data_inputs(node: fx.Node) -> list[fx.Node]:
-    """The nodes whose values flow into this node's result."""
-    return [] if is_metadata_read(node) else list(node.all_input_nodes)
 
 
 class FlowInterpreter(fx.Interpreter):
@@ -190,7 +120,7 @@ class FlowInterpreter(fx.Interpreter):
             self._by_rules(node)
             return NOT_RUN
         entries = self._entry_points(inputs)
-        states = {id(t): _state(t) for i in inputs for t in _tensors(self.env[self._read(i)])}
+        states = {id(t): _state(t) for i in inputs for t in tensors_in(self.env[self._read(i)])}
         region = node.meta.get(GRAD_MODE_KEY)
         try:
             with torch.no_grad() if region else contextlib.nullcontext():
@@ -198,7 +128,7 @@ class FlowInterpreter(fx.Interpreter):
                 result = getattr(self, node.op)(node.target, args, kwargs)
         except Exception:  # a data-dependent op (.item(), a boolean mask): retry on real stand-ins
             return self._run_on_stand_ins(node, inputs, region)
-        reached = _walk(_tensors(result), entries, self.known, self.fake_names) if node.op != "output" else {}
+        reached = _walk(tensors_in(result), entries, self.known, self.fake_names) if node.op != "output" else {}
         node.meta[META_KEY] = self._flow(node, inputs, reached, result, region)
         if isinstance(result, torch.Tensor) and id(result) in states and _state(result) != states[id(result)]:
             self._note_in_place(node, inputs, result)
@@ -206,7 +136,7 @@ class FlowInterpreter(fx.Interpreter):
 
     def _by_rules(self, node: fx.Node) -> None:
         node.meta[META_KEY] = annotate_by_rules(node, self.model, self.names, lambda n: self._read(n).name)
-        if _in_place(node):
+        if in_place(node):
             self.aliases[self._read(node.args[0]).name] = node.name
             self.aliases[node.args[0].name] = node.name
 
@@ -226,7 +156,7 @@ class FlowInterpreter(fx.Interpreter):
         entries: dict[tuple, list[str]] = {}
         for input_node in inputs:
             source = self._read(input_node)
-            for tensor in _tensors(self.env[source]):
+            for tensor in tensors_in(self.env[source]):
                 if tensor.requires_grad:
                     entries.setdefault(_key(tensor), []).append(source.name)
         return entries
@@ -254,11 +184,11 @@ class FlowInterpreter(fx.Interpreter):
                 args, kwargs = self.fetch_args_kwargs_from_env(node)
                 args, kwargs = tree_map(real, (args, kwargs))
                 for input_node in inputs:
-                    for tensor in _tensors(self.env[input_node]):
+                    for tensor in tensors_in(self.env[input_node]):
                         if self.is_fake(tensor) and tensor.requires_grad:
                             entries.setdefault(_key(real(tensor)), []).append(self._read(input_node).name)
                 result = getattr(self, node.op)(node.target, args, kwargs)
-                reached = _walk(_tensors(result), entries, set(), self.fake_names)
+                reached = _walk(tensors_in(result), entries, set(), self.fake_names)
                 result = tree_map(self._refake, result)
         except Exception:  # not even real values help (.numpy() of a tensor that needs grad, ...)
             self._by_rules(node)
@@ -273,12 +203,12 @@ class FlowInterpreter(fx.Interpreter):
 
     def _flow(self, node: fx.Node, inputs: list[fx.Node], reached: dict[str, str],
               result: Any, region: GradRegion | None) -> NodeFlow:
-        outputs = _tensors(result)
+        outputs = tensors_in(result)
         flow = NodeFlow(grad_region=region)
         for input_node in inputs:
             source = self._read(input_node)
             if node.op == "output":
-                floating = any(t.is_floating_point() or t.is_complex() for t in _tensors(self.env[source]))
+                floating = any(t.is_floating_point() or t.is_complex() for t in tensors_in(self.env[source]))
                 flow.inputs[source.name] = DIFF if floating else NONE
             else:
                 flow.inputs[source.name] = reached.get(source.name, NONE)
@@ -395,49 +325,6 @@ def _walk(outputs: list[torch.Tensor], entries: dict[tuple, list[str]], known: s
     return reached
 
 
-def annotate_by_rules(node: fx.Node, model: torch.nn.Module, names: dict[int, str],
-                      read: Callable[[fx.Node], str] = lambda n: n.name) -> NodeFlow:
-    """Decide a node's edges from its op name alone (no example inputs, or it could not run).
-
-    ``read`` names the node a read of an input sees (the last in-place op on it).
-    """
-    region = node.meta.get(GRAD_MODE_KEY)
-    op = rules.op_name(node.target) if node.op in ("call_function", "call_method") else ""
-    if node.op == "call_function" and node.target is getattr and len(node.args) > 1:
-        op = str(node.args[1])
-    if region is not None or op in rules.NON_DIFFERENTIABLE_OPS or _casts_to_integer(node):
-        kind = NONE
-    elif op in rules.ZERO_DERIVATIVE_OPS:
-        kind = ZERO
-    else:
-        kind = DIFF
-    flow = NodeFlow(inputs={read(i): kind for i in data_inputs(node)}, grad_region=region, evaluated=False)
-    if kind == ZERO:  # only the tensor being rounded/overwritten gets the zero (x.fill_(v): v gets grad)
-        flow.inputs.update({read(i): DIFF for i in data_inputs(node)[1:]})
-        flow.inputs[read(data_inputs(node)[0])] = ZERO
-    if node.op == "call_module":
-        module = model.get_submodule(node.target)
-        flow.params = {names[id(p)]: (kind if p.requires_grad else NONE) for p in module.parameters() if id(p) in names}
-    elif node.op == "get_attr":
-        value = resolve_attribute_of(model, node.graph.owning_module, node.target)
-        if id(value) in names:
-            flow.params = {names[id(value)]: DIFF}
-    return flow
-
-
-def _in_place(node: fx.Node) -> bool:
-    """A method that mutates its tensor, by PyTorch's naming convention (``detach_``, ``fill_``)."""
-    return (node.op == "call_method" and isinstance(node.target, str) and node.target.endswith("_")
-            and not node.target.endswith("__") and bool(node.args) and isinstance(node.args[0], fx.Node))
-
-
-def _casts_to_integer(node: fx.Node) -> bool:
-    if node.op != "call_method" or node.target not in ("to", "type"):
-        return False
-    values = list(node.args[1:]) + list(node.kwargs.values())
-    return any(isinstance(v, torch.dtype) and not (v.is_floating_point or v.is_complex) for v in values)
-
-
 def annotate(graph_module: fx.GraphModule, model: torch.nn.Module,
              inputs: Sequence[Any] | None, twins: str | None = None) -> None:
     """Write a :class:`NodeFlow` into ``node.meta["fxflow"]`` for every node of the graph.
@@ -449,7 +336,7 @@ def annotate(graph_module: fx.GraphModule, model: torch.nn.Module,
         aliases: dict[str, str] = {}  # input mutated in place -> the in-place node
         for node in graph_module.graph.nodes:
             node.meta[META_KEY] = annotate_by_rules(node, model, names, lambda n: aliases.get(n.name, n.name))
-            if _in_place(node):  # later reads of the tensor see this node (h.detach_() cuts them)
+            if in_place(node):  # later reads of the tensor see this node (h.detach_() cuts them)
                 aliases[node.args[0].name] = node.name
         return
     device = next((p.device for p in model.parameters()), torch.device("cpu"))

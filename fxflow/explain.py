@@ -5,7 +5,7 @@ import torch
 import torch.fx as fx
 
 from . import rules
-from .annotate import META_KEY, NodeFlow
+from .flow import META_KEY, NodeFlow
 from .capture import OPAQUE_KEY
 from .capture.source import source_of_stack_trace
 from .report import CutSite

@@ -4,7 +4,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import time
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 

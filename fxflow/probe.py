@@ -6,7 +6,6 @@ constant and give every parameter a zero gradient. A user's ``loss_fn`` replaces
 """
 from __future__ import annotations
 
-import dataclasses
 import math
 import time
 from dataclasses import dataclass, field
@@ -16,6 +15,7 @@ import torch
 from torch._subclasses.fake_tensor import is_fake
 
 from .errors import FxflowError
+from .flow import tensors_in
 from .report import MISSING, NONFINITE, OK, PRESENT, VANISHING, ZERO
 from .fake import fake_inputs, fake_weights, new_fake_mode
 from .state import RandomState, untouched
@@ -42,24 +42,7 @@ class ProbeResult:
 
 def floating_outputs(value: Any) -> list[torch.Tensor]:
     """Every floating-point tensor in a forward's result: tuples, lists, dicts, dataclasses."""
-    found: list[torch.Tensor] = []
-
-    def visit(item: Any) -> None:
-        if isinstance(item, torch.Tensor):
-            if item.is_floating_point() or item.is_complex():
-                found.append(item)
-        elif isinstance(item, dict):
-            for key in item:
-                visit(item[key])
-        elif isinstance(item, (list, tuple)):
-            for element in item:
-                visit(element)
-        elif dataclasses.is_dataclass(item) and not isinstance(item, type):
-            for f in dataclasses.fields(item):
-                visit(getattr(item, f.name))
-
-    visit(value)
-    return found
+    return [t for t in tensors_in(value) if t.is_floating_point() or t.is_complex()]
 
 
 def projection_loss(outputs: Any, seed: int = 0) -> torch.Tensor | None:

@@ -13,8 +13,13 @@ by ``tests/test_rules.py``:
 from __future__ import annotations
 
 import operator
+from typing import Callable
 
 import torch
+import torch.fx as fx
+
+from .capture import GRAD_MODE_KEY
+from .flow import DIFF, NONE, ZERO, NodeFlow, data_inputs, resolve_attribute_of
 
 # Autograd nodes whose backward is identically zero, by exact class name -> which of their inputs
 # (positions in ``next_functions``) get the zero; ``None`` means all of them. Exact names matter:
@@ -53,12 +58,6 @@ NON_DIFFERENTIABLE_OPS = frozenset({
     "floor_divide", "bitwise_and", "bitwise_or", "bitwise_not", "bitwise_xor", "heaviside",
 })
 
-# Reading one of these takes only a tensor's metadata: no data flows through such an edge.
-METADATA_ATTRIBUTES = frozenset({
-    "shape", "dtype", "device", "ndim", "is_cuda", "layout", "requires_grad", "is_leaf",
-    "size", "dim", "numel", "stride", "is_contiguous", "element_size", "nelement", "get_device",
-    "is_floating_point", "is_complex", "storage_offset", "data_ptr",
-})
 
 _OPERATOR_NAMES = {getattr(operator, name): name for name in dir(operator) if not name.startswith("_")}
 
@@ -89,3 +88,46 @@ def op_name(target: object) -> str:
 def dtype_name(dtype: torch.dtype) -> str:
     """``torch.int64`` -> ``int64``."""
     return str(dtype).replace("torch.", "")
+
+
+def annotate_by_rules(node: fx.Node, model: torch.nn.Module, names: dict[int, str],
+                      read: Callable[[fx.Node], str] = lambda n: n.name) -> NodeFlow:
+    """Decide a node's edges from its op name alone (no example inputs, or it could not run).
+
+    ``read`` names the node a read of an input sees (the last in-place op on it).
+    """
+    region = node.meta.get(GRAD_MODE_KEY)
+    op = op_name(node.target) if node.op in ("call_function", "call_method") else ""
+    if node.op == "call_function" and node.target is getattr and len(node.args) > 1:
+        op = str(node.args[1])
+    if region is not None or op in NON_DIFFERENTIABLE_OPS or _casts_to_integer(node):
+        kind = NONE
+    elif op in ZERO_DERIVATIVE_OPS:
+        kind = ZERO
+    else:
+        kind = DIFF
+    flow = NodeFlow(inputs={read(i): kind for i in data_inputs(node)}, grad_region=region, evaluated=False)
+    if kind == ZERO:  # only the tensor being rounded/overwritten gets the zero (x.fill_(v): v gets grad)
+        flow.inputs.update({read(i): DIFF for i in data_inputs(node)[1:]})
+        flow.inputs[read(data_inputs(node)[0])] = ZERO
+    if node.op == "call_module":
+        module = model.get_submodule(node.target)
+        flow.params = {names[id(p)]: (kind if p.requires_grad else NONE) for p in module.parameters() if id(p) in names}
+    elif node.op == "get_attr":
+        value = resolve_attribute_of(model, node.graph.owning_module, node.target)
+        if id(value) in names:
+            flow.params = {names[id(value)]: DIFF}
+    return flow
+
+
+def in_place(node: fx.Node) -> bool:
+    """A method that mutates its tensor, by PyTorch's naming convention (``detach_``, ``fill_``)."""
+    return (node.op == "call_method" and isinstance(node.target, str) and node.target.endswith("_")
+            and not node.target.endswith("__") and bool(node.args) and isinstance(node.args[0], fx.Node))
+
+
+def _casts_to_integer(node: fx.Node) -> bool:
+    if node.op != "call_method" or node.target not in ("to", "type"):
+        return False
+    values = list(node.args[1:]) + list(node.kwargs.values())
+    return any(isinstance(v, torch.dtype) and not (v.is_floating_point or v.is_complex) for v in values)

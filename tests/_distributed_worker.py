@@ -100,7 +100,6 @@ def run(rank, outdir, port):
 
     result = {}
     x = torch.randn(8, 10, generator=torch.Generator().manual_seed(100 + rank))
-    grad_sentinel = {}
 
     # 1. DDP without find_unused_parameters on the broken model: fxflow predicts the failure.
     torch.manual_seed(0)

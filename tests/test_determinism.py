@@ -10,7 +10,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 
 import fxflow
 
-from conftest import ROOT, TARGETS
+from conftest import TARGETS
 
 
 @pytest.mark.parametrize("args", [

@@ -6,7 +6,7 @@ from typing import Callable
 import pytest
 import torch
 
-from fxflow import rules
+from fxflow import flow, rules
 
 X = torch.randn(6, dtype=torch.float64) * 3
 V = torch.tensor(0.7, dtype=torch.float64)
@@ -155,7 +155,7 @@ def test_non_differentiable_op_names_match_autograd(op: str) -> None:
         assert not isinstance(result, torch.Tensor) or result.grad_fn is None
 
 
-@pytest.mark.parametrize("name", sorted(rules.METADATA_ATTRIBUTES))
+@pytest.mark.parametrize("name", sorted(flow.METADATA_ATTRIBUTES))
 def test_metadata_reads_carry_no_values(name: str) -> None:
     x = X.clone().requires_grad_()
     value = getattr(x, name)

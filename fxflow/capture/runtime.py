@@ -15,7 +15,6 @@ single opaque nodes (see :mod:`fxflow.capture.functions`).
 """
 from __future__ import annotations
 
-import dataclasses
 import operator
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -25,6 +24,7 @@ import torch.fx as fx
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map
 
+from ..flow import tensors_in
 from ..state import ModelSnapshot
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -233,23 +233,6 @@ def _same_data(escaped: Any, data: Any) -> bool:
     return False
 
 
-def output_tensors(value: Any) -> list[torch.Tensor]:
-    """Every tensor in a forward's result: tuples, lists, dicts (ModelOutput), dataclasses."""
-    found: list[torch.Tensor] = []
-    if isinstance(value, torch.Tensor):
-        found.append(value)
-    elif isinstance(value, dict):
-        for key in value:
-            found.extend(output_tensors(value[key]))
-    elif isinstance(value, (list, tuple)):
-        for item in value:
-            found.extend(output_tensors(item))
-    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
-        for field in dataclasses.fields(value):
-            found.extend(output_tensors(getattr(value, field.name)))
-    return found
-
-
 def runtime_capture(model: torch.nn.Module, inputs: Sequence[Any] | None,
                     probe: "GradientProbe | None" = None) -> fx.GraphModule:
     """Run ``model`` once on ``inputs`` and return the graph of what it did; the model is left as found.
@@ -270,7 +253,7 @@ def runtime_capture(model: torch.nn.Module, inputs: Sequence[Any] | None,
     try:
         with torch.enable_grad(), grad_modes.recording(), intercepted_apply(recorder.apply_function), recorder:
             outputs = probe.forward(lambda: model(*inputs)) if probe is not None else model(*inputs)
-        result = tuple(recorder.node_of(t) for t in output_tensors(outputs))
+        result = tuple(recorder.node_of(t) for t in tensors_in(outputs))
         if probe is not None:
             probe.backward(outputs)
     finally:

@@ -1,0 +1,90 @@
+"""What the analysis passes write on each node, and small helpers every pass shares."""
+from __future__ import annotations
+
+import dataclasses
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+import torch.fx as fx
+from torch.utils._pytree import tree_flatten
+
+from .capture import GradRegion
+
+META_KEY = "fxflow"  # node.meta[META_KEY] is the node's NodeFlow
+
+DIFF, ZERO, NONE = "diff", "zero", "none"  # edge kinds: gradient passes, passes as exact zero, stops
+
+# Reading one of these takes only a tensor's metadata: no data flows through such an edge.
+METADATA_ATTRIBUTES = frozenset({
+    "shape", "dtype", "device", "ndim", "is_cuda", "layout", "requires_grad", "is_leaf",
+    "size", "dim", "numel", "stride", "is_contiguous", "element_size", "nelement", "get_device",
+    "is_floating_point", "is_complex", "storage_offset", "data_ptr",
+})
+
+
+@dataclass
+class NodeFlow:
+    """How gradient passes through one node (``node.meta["fxflow"]``)."""
+
+    inputs: dict[str, str] = field(default_factory=dict)  # input node name -> DIFF/ZERO/NONE
+    params: dict[str, str] = field(default_factory=dict)  # parameter name -> DIFF/ZERO/NONE
+    requires_grad: bool | None = None  # the result carries autograd history (None: not run)
+    is_tensor: bool | None = None  # the result holds at least one tensor
+    dtype: str | None = None
+    shape: tuple[int, ...] | None = None
+    grad_region: GradRegion | None = None
+    evaluated: bool = True  # False: decided by name rules, not by running the node
+
+
+def tensors_in(value: Any) -> list[torch.Tensor]:
+    """Every tensor in a value: tuples, lists, dicts (ModelOutput included) and dataclasses.
+
+    pytree alone misses plain dataclasses, and a forward returning one would look tensor-free.
+    """
+    found: list[torch.Tensor] = []
+    for leaf in tree_flatten(value)[0]:
+        if isinstance(leaf, torch.Tensor):
+            found.append(leaf)
+        elif dataclasses.is_dataclass(leaf) and not isinstance(leaf, type):
+            for item in dataclasses.fields(leaf):
+                found.extend(tensors_in(getattr(leaf, item.name)))
+        elif isinstance(leaf, dict):  # a dict subclass pytree does not know
+            found.extend(tensors_in(list(leaf.values())))
+    return found
+
+
+def parameter_names(model: torch.nn.Module) -> dict[int, str]:
+    """id(parameter) -> its canonical qualified name (the first one ``named_parameters`` gives)."""
+    return {id(p): name for name, p in model.named_parameters()}
+
+
+def resolve_attribute(model: torch.nn.Module, target: str) -> Any:
+    """The object at a dotted attribute path of the model."""
+    value: Any = model
+    for part in target.split("."):
+        value = getattr(value, part)
+    return value
+
+
+def resolve_attribute_of(model: torch.nn.Module, graph_module: torch.nn.Module, target: str) -> Any:
+    """A get_attr target: the user's model first, else the graph module (``_tensor_constant0``:
+    a tensor forward built from constants, which the tracer stores on the graph module)."""
+    try:
+        return resolve_attribute(model, target)
+    except AttributeError:
+        return resolve_attribute(graph_module, target)
+
+
+def is_metadata_read(node: fx.Node) -> bool:
+    """Reads only shape/dtype/device of its input: no data flows from the input."""
+    if node.op == "call_method":
+        return node.target in METADATA_ATTRIBUTES
+    if node.op == "call_function" and node.target is getattr and len(node.args) > 1:
+        return node.args[1] in METADATA_ATTRIBUTES
+    return False
+
+
+def data_inputs(node: fx.Node) -> list[fx.Node]:
+    """The nodes whose values flow into this node's result."""
+    return [] if is_metadata_read(node) else list(node.all_input_nodes)
