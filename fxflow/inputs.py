@@ -107,13 +107,42 @@ def _required_inputs(model: nn.Module) -> int | None:
     return sum(1 for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty)
 
 
-def as_input_tuple(inputs: Any) -> tuple[Any, ...] | None:
-    """Normalise what a user passes as inputs: one tensor, a tuple/list, or None."""
+def as_input_tuple(inputs: Any, model: nn.Module | None = None) -> tuple[Any, ...] | None:
+    """Normalise what a user passes as inputs: one tensor, a tuple/list, a dict of keyword
+    arguments (bound to forward's positions, skipped ones at their defaults), or None."""
     if inputs is None:
         return None
+    if isinstance(inputs, dict):
+        return _bind_keywords(model, inputs)
     if isinstance(inputs, (tuple, list)):
         return tuple(inputs)
     return (inputs,)
+
+
+def _bind_keywords(model: nn.Module | None, keywords: dict[str, Any]) -> tuple[Any, ...]:
+    """Keyword inputs as forward's positional arguments, e.g. a Hugging Face model's
+    ``{"input_ids": ..., "attention_mask": ...}``: every capture then sees one calling convention."""
+    import inspect
+
+    if model is None:
+        raise FxflowError("keyword inputs need the model to bind them to forward's arguments")
+    parameters = list(inspect.signature(model.forward).parameters.values())
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names = [p.name for p in positional]
+    unknown = [k for k in keywords if k not in names]
+    if unknown:
+        raise FxflowError(f"forward has no positional argument {unknown[0]!r} to bind that input to",
+                          hint="its arguments are " + (", ".join(names) or "none"))
+    last = max(names.index(k) for k in keywords)
+    bound = []
+    for parameter in positional[: last + 1]:
+        if parameter.name in keywords:
+            bound.append(keywords[parameter.name])
+        elif parameter.default is not parameter.empty:
+            bound.append(parameter.default)
+        else:
+            raise FxflowError(f"forward's argument {parameter.name!r} has no default and no input was given for it")
+    return tuple(bound)
 
 
 def check_input_count(model: nn.Module, inputs: Sequence[Any]) -> None:

@@ -193,7 +193,7 @@ def load_target(target: str, *, args: Sequence[str] = (), input_sizes: Sequence[
         inputs = make_inputs(model, input_sizes, device)
     elif callable(getattr(module, "example_inputs", None)):
         try:
-            inputs = as_input_tuple(module.example_inputs())
+            inputs = as_input_tuple(module.example_inputs(), model)
         except Exception as error:
             raise FxflowError(f"example_inputs() raised {type(error).__name__}: {error}") from error
         if device is not None and inputs is not None:

@@ -39,8 +39,9 @@ def check(
 ) -> Report:
     """Find which parameters of ``model`` get no gradient, why, and confirm with a real backward.
 
-    ``inputs`` is one tensor or a tuple of forward's positional arguments; when omitted fxflow
-    infers one from the first layer (Linear, Conv, Embedding). ``device="meta"`` checks without
+    ``inputs`` is one tensor, a tuple of forward's positional arguments, or a dict of keyword
+    arguments (``{"input_ids": ids}``); when omitted fxflow infers one from the first layer
+    (Linear, Conv, Embedding). ``device="meta"`` checks without
     allocating weights or computing anything (fake tensors): the backward then tells which
     parameters get a gradient, not its size. Another device runs a copy of the model there.
     The model is left unchanged.
@@ -50,7 +51,7 @@ def check(
     notes: list[str] = []
     model, _, unwrap_notes = unwrap(model)  # DDP / DataParallel / torch.compile: check the user's module
     notes.extend(unwrap_notes)
-    example = as_input_tuple(inputs)
+    example = as_input_tuple(inputs, model)
     on_meta = any(p.is_meta for p in model.parameters())
     fake = str(device) == "meta" or on_meta
     if on_meta and example is not None:

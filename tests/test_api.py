@@ -79,3 +79,35 @@ def test_assert_gradients_flow_passes_options_through():
     torch.manual_seed(0)
     with pytest.raises(AssertionError, match="zero"):
         fxflow.assert_gradients_flow(nn.Linear(3, 2), torch.randn(4, 3), loss_fn=lambda out: 0.0 * out.sum())
+
+
+class _Keyword(torch.nn.Module):
+    """forward(x, mask=None, gate=None): the calling convention of Hugging Face models."""
+
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Linear(6, 6)
+        self.gate_proj = torch.nn.Linear(6, 6)
+
+    def forward(self, x, mask=None, gate=None):
+        h = self.body(x)
+        if gate is not None:
+            h = h * torch.sigmoid(self.gate_proj(gate)).detach()  # gate_proj is cut only when gate is given
+        return h if mask is None else h * mask
+
+
+def test_keyword_inputs_bind_to_forward_and_match_the_real_backward():
+    torch.manual_seed(0)
+    model = _Keyword()
+    x, gate = torch.randn(2, 6), torch.randn(2, 6)
+    report = fxflow.check(model, {"x": x, "gate": gate})
+    model(x, gate=gate).sum().backward()
+    for name, parameter in model.named_parameters():
+        assert (report.parameter(name).dynamic == "missing") == (parameter.grad is None), name
+        assert (report.parameter(name).static == "cut") == (parameter.grad is None), name
+    assert report.parameter("gate_proj.weight").cut_by[0].op == "detach"
+
+
+def test_keyword_inputs_naming_no_argument_fail_clearly():
+    with pytest.raises(fxflow.FxflowError, match="no positional argument 'hidden'"):
+        fxflow.check(_Keyword(), {"x": torch.randn(2, 6), "hidden": torch.randn(2, 6)})
