@@ -130,6 +130,8 @@ def _bases(graph: "nx.DiGraph", classes: dict[str, str]) -> tuple[list[Base], di
         kind = data.get("kind", "")
         if kind == "param":
             continue
+        if _bookkeeping(graph, name, data):
+            continue
         if kind == "get_attr" and not data.get("reason"):
             reads = [p for p in graph.predecessors(name) if p == PARAM + str(data.get("label"))]
             if reads:
@@ -163,6 +165,13 @@ def _bases(graph: "nx.DiGraph", classes: dict[str, str]) -> tuple[list[Base], di
         bases.append(Base(name, "param." + parameter, "param", data.get("state") or "inert", cluster, owner,
                           data.get("order", 0), data, parameter))
     return bases, aliases
+
+
+def _bookkeeping(graph: "nx.DiGraph", name: str, data: dict) -> bool:
+    """A call that returns no tensor and feeds nothing (``_assert_tensor_metadata``, a print):
+    it says nothing about gradient flow, so it is not drawn."""
+    return (data.get("kind") in ("call_function", "call_method") and data.get("dtype") is None
+            and not data.get("reason") and graph.out_degree(name) == 0)
 
 
 def _parameter_bases(report: "Report") -> list[Base]:
