@@ -21,6 +21,8 @@ from tests.fuzz.generator import CUT_KINDS, ZERO_KINDS, generate
 from tests.fuzz.oracle import check_seed
 
 COUNT = int(os.environ.get("FXFLOW_FUZZ_COUNT", "240"))
+
+
 @pytest.fixture(scope="module")
 def directory(tmp_path_factory) -> str:
     return str(tmp_path_factory.mktemp("fuzz"))
@@ -32,6 +34,20 @@ def test_random_models_agree_with_autograd(block: int, directory: str) -> None:
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         for seed in list(range(block, min(block + 20, COUNT))):
+            outcome = check_seed(seed, directory)
+            if outcome.problems:
+                failures[seed] = outcome.problems
+    assert not failures, failures
+
+
+@pytest.mark.parametrize("block", range(COUNT, COUNT + 120, 20))
+def test_random_models_agree_with_autograd_on_meta_twins(block: int, directory: str, monkeypatch) -> None:
+    """Small models annotate on real twins; big ones on meta. The same seeds on meta must agree too."""
+    monkeypatch.setenv("FXFLOW_TWINS", "meta")
+    failures = {}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for seed in range(block, block + 20):
             outcome = check_seed(seed, directory)
             if outcome.problems:
                 failures[seed] = outcome.problems
