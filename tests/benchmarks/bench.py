@@ -148,7 +148,8 @@ def scaling(sizes: list[int]) -> list[dict[str, Any]]:
         model, inputs = synthetic(size)
         report = fxflow.check(model, inputs, backward=False)
         rows.append({"nodes": report.trace.nodes, "annotate_s": report.timings.get("annotate", 0.0),
-                     "walk_s": report.timings.get("static walk", 0.0), "reconcile_s": report.timings.get("reconcile", 0.0)})
+                     "walk_s": report.timings.get("static walk", 0.0), "gc_s": report.timings.get("gc", 0.0),
+                     "reconcile_s": report.timings.get("reconcile", 0.0)})
     return rows
 
 
@@ -191,11 +192,12 @@ def markdown(results: list[dict[str, Any]], scale_rows: list[dict[str, Any]]) ->
         lens_draw = lens["phases"]["render"] if lens else None
         ratios.append(f"| {model} | {_fmt(ratio)} | {_fmt(ours / theirs if ours and theirs else None)} | "
                       f"{_fmt(ours / lens_draw if ours and lens_draw else None)} |")
-    scale = ["", "| graph nodes | annotate s | static walk s | reconcile s | walk+reconcile per 1k nodes ms |",
-             "|---:|---:|---:|---:|---:|"]
+    scale = ["", "| graph nodes | annotate s | static walk s | deferred gc s | reconcile s | walk+reconcile per 1k nodes ms |",
+             "|---:|---:|---:|---:|---:|---:|"]
     for row in scale_rows:
         per_k = (row["walk_s"] + row["reconcile_s"]) / row["nodes"] * 1e6
-        scale.append(f"| {row['nodes']} | {row['annotate_s']:.3f} | {row['walk_s']:.3f} | {row['reconcile_s']:.3f} | {per_k:.1f} |")
+        scale.append(f"| {row['nodes']} | {row['annotate_s']:.3f} | {row['walk_s']:.3f} | {row['gc_s']:.3f} | "
+                     f"{row['reconcile_s']:.3f} | {per_k:.1f} |")
     header = [
         f"Measured {time.strftime('%Y-%m-%d')} on {platform.machine()} with {os.cpu_count()} cores, "
         f"Python {platform.python_version()}, torch {torch.__version__}.",
@@ -219,7 +221,7 @@ def main() -> None:
         print(json.dumps(measure(*options.one, options.workdir or tempfile.mkdtemp())))
         return
     results = []
-    for model in options.models.split(","):
+    for model in filter(None, options.models.split(",")):
         for tool in options.tools.split(","):
             if model.endswith("-meta") and tool not in ("floor", "fxflow-check"):
                 continue  # no values on meta: nothing for the drawing tools to show
