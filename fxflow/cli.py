@@ -124,6 +124,10 @@ def _run(options: argparse.Namespace) -> int:
         _check_output_path(options.output)
     if options.vanishing <= 0:
         raise FxflowError("--vanishing must be a positive factor such as 1e-3")
+    with warnings.catch_warnings():
+        # torch's import-time notice when NumPy is absent says nothing about the model
+        warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
+        import torch  # noqa: F401
     with _quiet_torch(options.debug) as caught:
         report, dot = _analyse(options)
     for warning in caught:
