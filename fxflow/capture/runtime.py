@@ -15,6 +15,7 @@ single opaque nodes (see :mod:`fxflow.capture.functions`).
 """
 from __future__ import annotations
 
+import inspect
 import operator
 import sys
 from typing import TYPE_CHECKING, Any, Callable, Sequence
@@ -233,6 +234,16 @@ def _same_data(escaped: Any, data: Any) -> bool:
     return False
 
 
+def _input_names(model: torch.nn.Module, count: int) -> list[str]:
+    """Forward's own argument names for the placeholders (``input_<i>`` where it has none)."""
+    try:
+        parameters = list(inspect.signature(model.forward).parameters.values())
+    except (TypeError, ValueError):
+        parameters = []
+    names = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return [names[i] if i < len(names) else f"input_{i}" for i in range(count)]
+
+
 def runtime_capture(model: torch.nn.Module, inputs: Sequence[Any] | None,
                     probe: "GradientProbe | None" = None) -> fx.GraphModule:
     """Run ``model`` once on ``inputs`` and return the graph of what it did; the model is left as found.
@@ -244,8 +255,8 @@ def runtime_capture(model: torch.nn.Module, inputs: Sequence[Any] | None,
         raise RuntimeError("run-time capture needs example inputs")
     grad_modes = GradModeRecorder()
     recorder = RunRecorder(model, grad_modes)
-    for index, value in enumerate(inputs):
-        node = recorder.graph.placeholder(f"input_{index}")
+    for name, value in zip(_input_names(model, len(inputs)), inputs):
+        node = recorder.graph.placeholder(name)
         if isinstance(value, torch.Tensor):
             recorder.bind(value, node)
     snapshot = ModelSnapshot.save(model)
