@@ -197,13 +197,30 @@ def test_wrapped_models_are_unwrapped_and_named_as_the_user_knows(wrap) -> None:
     wrapped = wrap(inner)
     model, prefix, notes = unwrap(wrapped)
     assert model is inner and prefix and notes
+    _check_wrapped(wrapped, inner, inputs)
+
+
+def _check_wrapped(wrapped: torch.nn.Module, inner: torch.nn.Module, inputs: tuple) -> None:
+    """Reported under the user's own names (no ``module.``/``_orig_mod.``), verdicts as autograd says."""
     report = fxflow.check(wrapped, inputs)
     truth = real_grads(inner, inputs)
-    names = {p.name.removeprefix(prefix): p for p in report.parameters}
+    names = {p.name: p for p in report.parameters}
     assert set(names) == set(truth)
     assert {n: p.static for n, p in names.items()} == {
         "first.weight": "cut", "first.bias": "cut", "last.weight": "reachable", "last.bias": "reachable"}
     assert all(p.agree for p in report.parameters)
+
+
+def test_ddp_wrapped_model_is_unwrapped(tmp_path) -> None:
+    import torch.distributed as dist
+
+    dist.init_process_group("gloo", init_method=f"file://{tmp_path / 'store'}", rank=0, world_size=1)
+    try:
+        torch.manual_seed(0)
+        inner = Wrapped()
+        _check_wrapped(torch.nn.parallel.DistributedDataParallel(inner), inner, (torch.randn(3, 4),))
+    finally:
+        dist.destroy_process_group()
 
 
 def test_meta_copy_allocates_nothing_and_keeps_ties() -> None:
