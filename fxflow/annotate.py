@@ -11,10 +11,10 @@ that; only zero derivatives come from :mod:`fxflow.rules`.
 Call tree::
 
     annotate(graph_module, model, inputs)
-      FlowInterpreter.run(*fake_inputs)        # with the model's parameters swapped for fakes
+      FlowInterpreter.run(*twin_inputs)        # with the model's parameters swapped for twins
         run_node(node)                         # per node, under its recorded grad mode
           placeholder / get_attr / call_* / output   (torch.fx.Interpreter)
-          _edges(node, before, result)         # walk the result's grad_fn back to the inputs
+          _walk(outputs, entries, ...)         # the result's grad_fn history back to the inputs
       _run_on_stand_ins(node)                  # data-dependent ops (.item(), masks): real stand-ins
       annotate_by_rules(node)                  # nodes that could not run at all, or no example inputs
 
@@ -43,7 +43,7 @@ _WALK_LIMIT = 100_000
 
 
 class _NotRun:
-    """The value of a node that could not run on fake tensors."""
+    """The value of a node that could not run on twins (nor on real stand-ins)."""
 
 
 NOT_RUN = _NotRun()
@@ -64,7 +64,7 @@ def _next_key(function: Any, output_nr: int) -> tuple:
 
 
 class FlowInterpreter(fx.Interpreter):
-    """Runs the graph on fake tensors and records a :class:`NodeFlow` per node."""
+    """Runs the graph on twin tensors and records a :class:`NodeFlow` per node."""
 
     def __init__(self, graph_module: fx.GraphModule, model: torch.nn.Module, device: torch.device, twins: str):
         super().__init__(graph_module, garbage_collect_values=False)
@@ -72,43 +72,45 @@ class FlowInterpreter(fx.Interpreter):
         self.device = device  # where the model really lives: stand-ins are made there
         self.twins = twins  # "meta" or "real": see annotate()
         self.names = parameter_names(model)
-        self.fakes: dict[int, torch.Tensor] = {}  # id(real tensor) -> fake
-        self.fake_ids: set[int] = set()
-        self.fake_names: dict[int, str] = {}  # id(fake parameter) -> parameter name
+        self.twin_of: dict[int, torch.Tensor] = {}  # id(real tensor) -> its twin
+        self.twin_ids: set[int] = set()
+        self.twin_names: dict[int, str] = {}  # id(twin of a parameter) -> parameter name
         self.aliases: dict[str, str] = {}  # node mutated in place -> the node that mutated it
+        self.by_name = {n.name: n for n in graph_module.graph.nodes}
         self.known: set[tuple] = set()  # keys of every result so far: walks stop there
         self.keep_alive: list[Any] = []  # grad_fns whose ids are keys
 
-    # -- fake state -------------------------------------------------------------------------
-    def fake(self, tensor: torch.Tensor) -> torch.Tensor:
-        fake = self.fakes.get(id(tensor))
-        if fake is None:
-            fake = _twin(tensor, self.twins)
+    # -- twin state -------------------------------------------------------------------------
+    def twin(self, tensor: torch.Tensor) -> torch.Tensor:
+        """The twin of a real tensor, made once."""
+        twin = self.twin_of.get(id(tensor))
+        if twin is None:
+            twin = _twin(tensor, self.twins)
             if isinstance(tensor, torch.nn.Parameter):
-                self.fake_names[id(fake)] = self.names.get(id(tensor), "")
-            self.fakes[id(tensor)] = fake
-            self.fake_ids.add(id(fake))
+                self.twin_names[id(twin)] = self.names.get(id(tensor), "")
+            self.twin_of[id(tensor)] = twin
+            self.twin_ids.add(id(twin))
             self.keep_alive.append(tensor)
-        return fake
+        return twin
 
-    def is_fake(self, value: Any) -> bool:
-        return isinstance(value, torch.Tensor) and (id(value) in self.fake_ids or (self.twins == "meta" and value.is_meta))
+    def is_twin(self, value: Any) -> bool:
+        return isinstance(value, torch.Tensor) and (id(value) in self.twin_ids or (self.twins == "meta" and value.is_meta))
 
     @contextlib.contextmanager
-    def fake_model(self) -> Iterator[None]:
-        """Swap every parameter and buffer of the model for a fake, then put the real ones back."""
+    def twin_model(self) -> Iterator[None]:
+        """Swap every parameter and buffer of the model for its twin, then put the real ones back."""
         with preserved_module_attributes(self.model):
             for module in self.model.modules():
                 for table in (module._parameters, module._buffers):
                     for name, tensor in list(table.items()):
                         if tensor is not None:
-                            table[name] = self.fake(tensor)
+                            table[name] = self.twin(tensor)
             yield
 
     # -- node kinds -------------------------------------------------------------------------
     def get_attr(self, target: str, args: tuple, kwargs: dict) -> Any:
-        value = resolve_attribute_of(self.model, self.module, target)  # parameters/buffers are fakes already
-        return self.fake(value) if isinstance(value, torch.Tensor) and not self.is_fake(value) else value
+        value = resolve_attribute_of(self.model, self.module, target)  # parameters/buffers are twins already
+        return self.twin(value) if isinstance(value, torch.Tensor) and not self.is_twin(value) else value
 
     def call_module(self, target: str, args: tuple, kwargs: dict) -> Any:
         return self.model.get_submodule(target)(*args, **kwargs)
@@ -128,7 +130,7 @@ class FlowInterpreter(fx.Interpreter):
                 result = getattr(self, node.op)(node.target, args, kwargs)
         except Exception:  # a data-dependent op (.item(), a boolean mask): retry on real stand-ins
             return self._run_on_stand_ins(node, inputs, region)
-        reached = _walk(tensors_in(result), entries, self.known, self.fake_names) if node.op != "output" else {}
+        reached = _walk(tensors_in(result), entries, self.known, self.twin_names) if node.op != "output" else {}
         node.meta[META_KEY] = self._flow(node, inputs, reached, result, region)
         if isinstance(result, torch.Tensor) and id(result) in states and _state(result) != states[id(result)]:
             self._note_in_place(node, inputs, result)
@@ -143,13 +145,7 @@ class FlowInterpreter(fx.Interpreter):
     def _read(self, node: fx.Node) -> fx.Node:
         """The node whose value a read of ``node`` sees: the last in-place op on it, if any."""
         name = self.aliases.get(node.name)
-        return self._by_name[name] if name else node
-
-    @property
-    def _by_name(self) -> dict[str, fx.Node]:
-        if not hasattr(self, "_nodes_by_name"):
-            self._nodes_by_name = {n.name: n for n in self.module.graph.nodes}
-        return self._nodes_by_name
+        return self.by_name[name] if name else node
 
     def _entry_points(self, inputs: list[fx.Node]) -> dict[tuple, list[str]]:
         """Where each input tensor's gradient would enter autograd, keyed as in the walk."""
@@ -162,10 +158,10 @@ class FlowInterpreter(fx.Interpreter):
         return entries
 
     def _run_on_stand_ins(self, node: fx.Node, inputs: list[fx.Node], region: GradRegion | None) -> Any:
-        """Run a node fake tensors cannot (its result depends on values) on real stand-in tensors.
+        """Run a node meta twins cannot (its result depends on values) on real stand-in tensors.
 
-        Each fake input becomes a real leaf of the same shape and dtype; the result's history
-        back to those leaves gives the edges, as on fakes. The result goes back to fakes (leaves
+        Each twin input becomes a real leaf of the same shape and dtype; the result's history
+        back to those leaves gives the edges, as on twins. The result goes back to twins (leaves
         that keep ``requires_grad``) so later nodes run as usual. Only if this fails too is the
         node decided by name rules.
         """
@@ -173,7 +169,7 @@ class FlowInterpreter(fx.Interpreter):
         entries: dict[tuple, list[str]] = {}
 
         def real(value: Any) -> Any:
-            if not self.is_fake(value):
+            if not self.is_twin(value):
                 return value
             if id(value) not in stand_ins:
                 stand_ins[id(value)] = _stand_in(value, self.device)
@@ -185,19 +181,19 @@ class FlowInterpreter(fx.Interpreter):
                 args, kwargs = tree_map(real, (args, kwargs))
                 for input_node in inputs:
                     for tensor in tensors_in(self.env[input_node]):
-                        if self.is_fake(tensor) and tensor.requires_grad:
+                        if self.is_twin(tensor) and tensor.requires_grad:
                             entries.setdefault(_key(real(tensor)), []).append(self._read(input_node).name)
                 result = getattr(self, node.op)(node.target, args, kwargs)
-                reached = _walk(tensors_in(result), entries, set(), self.fake_names)
-                result = tree_map(self._refake, result)
+                reached = _walk(tensors_in(result), entries, set(), self.twin_names)
+                result = tree_map(self._retwin, result)
         except Exception:  # not even real values help (.numpy() of a tensor that needs grad, ...)
             self._by_rules(node)
             return NOT_RUN
         node.meta[META_KEY] = self._flow(node, inputs, reached, result, region)
         return result
 
-    def _refake(self, value: Any) -> Any:
-        if not isinstance(value, torch.Tensor) or self.is_fake(value):
+    def _retwin(self, value: Any) -> Any:
+        if not isinstance(value, torch.Tensor) or self.is_twin(value):
             return value
         return _twin(value, self.twins)
 
@@ -236,16 +232,16 @@ class FlowInterpreter(fx.Interpreter):
             self._paths = {}
             for module_name, module in self.model.named_modules(remove_duplicate=False):
                 for local, parameter in module._parameters.items():
-                    if id(parameter) in self.fake_names:
+                    if id(parameter) in self.twin_names:
                         path = f"{module_name}.{local}" if module_name else local
-                        self._paths[path] = self.fake_names[id(parameter)]
+                        self._paths[path] = self.twin_names[id(parameter)]
         return self._paths
 
     def _owned_parameters(self, node: fx.Node) -> list[str]:
         if node.op != "call_module":
             return []
         module = self.model.get_submodule(node.target)
-        return [self.fake_names[id(p)] for p in module.parameters() if id(p) in self.fake_names]
+        return [self.twin_names[id(p)] for p in module.parameters() if id(p) in self.twin_names]
 
     def _note_in_place(self, node: fx.Node, inputs: list[fx.Node], result: torch.Tensor) -> None:
         """An op that changed one of its inputs in place: later reads of that input see this node."""
@@ -263,13 +259,13 @@ def _twin(tensor: torch.Tensor, kind: str) -> torch.Tensor:
     return twin.requires_grad_(tensor.requires_grad) if twin.is_floating_point() or twin.is_complex() else twin
 
 
-def _stand_in(fake: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """A real tensor shaped like ``fake``: ones (every mask entry True), zeros for integers
-    (always a valid index); a leaf that requires grad when the fake does."""
-    integer = not (fake.dtype.is_floating_point or fake.dtype.is_complex or fake.dtype == torch.bool)
+def _stand_in(twin: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A real tensor shaped like ``twin``: ones (every mask entry True), zeros for integers
+    (always a valid index); a leaf that requires grad when the twin does."""
+    integer = not (twin.dtype.is_floating_point or twin.dtype.is_complex or twin.dtype == torch.bool)
     make = torch.zeros if integer else torch.ones
-    tensor = make(tuple(fake.shape), dtype=fake.dtype, device=device)
-    return tensor.requires_grad_(fake.requires_grad)
+    tensor = make(tuple(twin.shape), dtype=twin.dtype, device=device)
+    return tensor.requires_grad_(twin.requires_grad)
 
 
 def _state(tensor: torch.Tensor) -> tuple:
@@ -329,7 +325,7 @@ def annotate(graph_module: fx.GraphModule, model: torch.nn.Module,
              inputs: Sequence[Any] | None, twins: str | None = None) -> None:
     """Write a :class:`NodeFlow` into ``node.meta["fxflow"]`` for every node of the graph.
 
-    With example inputs every node runs on fake tensors; without, edges come from name rules.
+    With example inputs every node runs on twin tensors; without, edges come from name rules.
     """
     names = parameter_names(model)
     if inputs is None:
@@ -341,10 +337,10 @@ def annotate(graph_module: fx.GraphModule, model: torch.nn.Module,
         return
     device = next((p.device for p in model.parameters()), torch.device("cpu"))
     interpreter = FlowInterpreter(graph_module, model, device, twins or choose_twins(model, inputs))
-    fake_inputs = [interpreter.fake(x) if isinstance(x, torch.Tensor) else x for x in inputs]
+    twin_inputs = [interpreter.twin(x) if isinstance(x, torch.Tensor) else x for x in inputs]
     # Factories inside forward land on meta through the default device.
-    with interpreter.fake_model(), torch.device("meta") if interpreter.twins == "meta" else contextlib.nullcontext():
-        interpreter.run(*fake_inputs)
+    with interpreter.twin_model(), torch.device("meta") if interpreter.twins == "meta" else contextlib.nullcontext():
+        interpreter.run(*twin_inputs)
 
 
 def choose_twins(model: torch.nn.Module, inputs: Sequence[Any] | None = None,
