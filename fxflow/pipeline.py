@@ -1,4 +1,8 @@
-"""The pipeline: capture -> annotate -> analyze -> probe -> reconcile, returning a Report."""
+"""The pipeline: capture -> probe -> annotate -> analyze -> reconcile, returning a Report.
+
+Each arrow is one module; this one only wires them, keeps the model untouched around the
+passes that run its code, and times the phases (``Report.timings``).
+"""
 from __future__ import annotations
 
 import contextlib
@@ -14,8 +18,8 @@ from .capture import capture
 from .capture.unwrap import meta_inputs, unwrap
 from .inputs import as_input_tuple, infer_inputs
 from .probe import GradientProbe, ProbeResult, dynamic_verdicts, probe
-from .state import untouched
 from .report import CUT, ParameterReport, Report, TraceInfo, matches, reconcile
+from .state import untouched
 
 NO_INPUTS_NOTE = (
     "no example inputs: static analysis used name rules only and no backward ran; "
@@ -49,22 +53,7 @@ def check(
     clock = _PhaseClock(progress)
     step = clock.step
     notes: list[str] = []
-    model, _, unwrap_notes = unwrap(model)  # DDP / DataParallel / torch.compile: check the user's module
-    notes.extend(unwrap_notes)
-    example = as_input_tuple(inputs, model)
-    on_meta = any(p.is_meta for p in model.parameters())
-    fake = str(device) == "meta" or on_meta
-    if on_meta and example is not None:
-        example = meta_inputs(example)
-    if device is not None and not fake:
-        model, example = _on_device(model, example, torch.device(device), notes)
-    if example is None and infer:
-        example = infer_inputs(model)
-        if example is not None:
-            shape = ",".join(str(s) for s in example[0].shape)
-            notes.append(f"inputs inferred from the first layer: one tensor of shape ({shape})")
-    if example is None:
-        notes.append(NO_INPUTS_NOTE)
+    model, example, fake = _prepare(model, inputs, device, infer, notes)
 
     with untouched(model) as restore_notes:  # tracing runs forward's Python: it can change the model
         step("capturing the graph", phase="capture")
@@ -157,6 +146,28 @@ class _PhaseClock:
     def finish(self) -> dict[str, float]:
         self._close()
         return self.timings
+
+
+def _prepare(model: torch.nn.Module, inputs: Any, device: str | torch.device | None, infer: bool,
+             notes: list[str]) -> tuple[torch.nn.Module, tuple[Any, ...] | None, bool]:
+    """The module to check (unwrapped, on its device), its example inputs, and whether the run is fake."""
+    model, _, unwrap_notes = unwrap(model)  # DDP / DataParallel / torch.compile: check the user's module
+    notes.extend(unwrap_notes)
+    example = as_input_tuple(inputs, model)
+    on_meta = any(p.is_meta for p in model.parameters())
+    fake = str(device) == "meta" or on_meta
+    if on_meta and example is not None:
+        example = meta_inputs(example)
+    if device is not None and not fake:
+        model, example = _on_device(model, example, torch.device(device), notes)
+    if example is None and infer:
+        example = infer_inputs(model)
+        if example is not None:
+            shape = ",".join(str(s) for s in example[0].shape)
+            notes.append(f"inputs inferred from the first layer: one tensor of shape ({shape})")
+    if example is None:
+        notes.append(NO_INPUTS_NOTE)
+    return model, example, fake
 
 
 def _on_device(model: torch.nn.Module, example: tuple[Any, ...] | None, device: torch.device,
