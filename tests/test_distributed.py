@@ -105,3 +105,26 @@ def test_only_rank_zero_prints(ranks):
         assert ranks[0][case]["printed"].startswith("fxflow check Broken")
         assert "detach @ tests/_distributed_worker.py:30" in ranks[0][case]["printed"]
         assert ranks[1][case]["printed"] == ""
+
+
+def _torchrun(*args: str) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
+               os.path.join(os.path.dirname(HERE), "examples", "train_with_watch.py"), *args]
+    return subprocess.run(command, capture_output=True, text=True, timeout=180, cwd=os.path.dirname(HERE),
+                          env=dict(os.environ, OMP_NUM_THREADS="1"))
+
+
+def test_watch_inside_a_real_torchrun_job_prints_once_and_trains():
+    done = _torchrun("--fixed")
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.count("ok: all 6 trainable parameters get a gradient") == 1  # rank 0 only
+    assert "find_unused_parameters=True is not needed" in done.stdout
+    assert "trained 20 steps" in done.stdout
+
+
+def test_watch_inside_torchrun_names_the_cut_and_the_ddp_failure_to_come():
+    done = _torchrun()
+    assert done.returncode != 0  # the example exits 1 once the check finds the bug
+    assert done.stdout.count("problem: 4 of 6 parameters will not learn") == 1  # rank 0 only
+    assert "detach @ examples/train_with_watch.py:32" in done.stdout
+    assert "Expected to have finished reduction" in done.stdout
