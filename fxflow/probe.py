@@ -35,7 +35,7 @@ class GradInfo:
 @dataclass
 class ProbeResult:
     grads: dict[str, GradInfo]
-    module_grad_norms: dict[str, list[float]] = field(default_factory=dict)  # per call, in call order
+    module_grad_norms: dict[str, list[float | None]] = field(default_factory=dict)  # per call, in call order
     measurable: bool = True  # False on meta/fake tensors: presence only
     notes: list[str] = field(default_factory=list)
 
@@ -64,7 +64,7 @@ class ModuleGradRecorder:
     """Records the gradient norm that flows out of every module call during backward."""
 
     def __init__(self, model: torch.nn.Module) -> None:
-        self.norms: dict[str, list[float]] = {}
+        self.norms: dict[str, list[float | None]] = {}  # None: no gradient flowed out of that call
         self.handles = [
             module.register_forward_hook(self._hook(name))
             for name, module in model.named_modules() if name
@@ -73,7 +73,7 @@ class ModuleGradRecorder:
     def _hook(self, name: str) -> Callable:
         def hook(module: torch.nn.Module, args: Any, output: Any) -> None:
             slot = len(self.norms.setdefault(name, []))
-            self.norms[name].append(0.0)
+            self.norms[name].append(None)
             for tensor in floating_outputs(output):
                 if tensor.requires_grad and not tensor.is_meta:
                     tensor.register_hook(self._grad_hook(name, slot))
@@ -84,7 +84,7 @@ class ModuleGradRecorder:
         def hook(grad: torch.Tensor | None) -> None:
             if grad is None:  # a custom autograd.Function's backward may return None for this output
                 return
-            self.norms[name][slot] = math.hypot(self.norms[name][slot], float(grad.detach().float().norm()))
+            self.norms[name][slot] = math.hypot(self.norms[name][slot] or 0.0, float(grad.detach().float().norm()))
 
         return hook
 

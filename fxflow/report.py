@@ -87,7 +87,7 @@ class Report:
     graph: "nx.DiGraph | None" = field(default=None, repr=False, compare=False)
     # Gradient norm that flowed out of each module call in the real backward, by qualified name,
     # one entry per call in call order (call_module nodes of the same target, in graph order).
-    module_grad_norms: dict[str, list[float]] = field(default_factory=dict, repr=False, compare=False)
+    module_grad_norms: dict[str, list[float | None]] = field(default_factory=dict, repr=False, compare=False)
     timings: dict[str, float] = field(default_factory=dict, repr=False, compare=False)  # seconds per phase
     module_classes: dict[str, str] = field(default_factory=dict, repr=False, compare=False)  # qualname -> class
 
