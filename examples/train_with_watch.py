@@ -71,6 +71,8 @@ def main() -> int:
     if rank == 0 and status == 0:
         print(f"trained {options.steps} steps, final loss {loss.item():.4f}")
     if distributed:
+        del model, optimizer  # DDP's reducer must go before its process group
+        torch.distributed.barrier()
         torch.distributed.destroy_process_group()
     return status
 

@@ -27,9 +27,10 @@ def _free_port() -> int:
 @pytest.fixture(scope="module")
 def ranks(tmp_path_factory):
     out = tmp_path_factory.mktemp("dist")
-    # Two attempts: the port is picked before the job binds it, and a loaded machine can lose
-    # that race (or gloo's rendezvous); a real fxflow failure fails both attempts the same way.
-    for attempt in range(2):
+    # Up to four attempts: the port is picked before the job binds it, and gloo aborts a rank at
+    # interpreter exit now and then (plain DDP without fxflow: 3 runs in 12 on this machine); a
+    # real fxflow failure fails every attempt the same way.
+    for attempt in range(4):
         try:  # a deadlock in a collective shows up here as a timeout, not a hung test run
             done = subprocess.run([sys.executable, os.path.join(HERE, "_distributed_worker.py"), str(out),
                                    str(_free_port())], capture_output=True, text=True, timeout=180,
@@ -110,8 +111,14 @@ def test_only_rank_zero_prints(ranks):
 def _torchrun(*args: str) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node", "2",
                os.path.join(os.path.dirname(HERE), "examples", "train_with_watch.py"), *args]
-    return subprocess.run(command, capture_output=True, text=True, timeout=180, cwd=os.path.dirname(HERE),
-                          env=dict(os.environ, OMP_NUM_THREADS="1"))
+    # torch 2.13's gloo aborts a rank at interpreter exit now and then (plain DDP without fxflow:
+    # 3 runs in 12 here; never with os._exit after destroy_process_group): retry that case only.
+    for _ in range(4):
+        done = subprocess.run(command, capture_output=True, text=True, timeout=180, cwd=os.path.dirname(HERE),
+                              env=dict(os.environ, OMP_NUM_THREADS="1"))
+        if "SIGABRT" not in done.stderr:
+            break
+    return done
 
 
 def test_watch_inside_a_real_torchrun_job_prints_once_and_trains():
