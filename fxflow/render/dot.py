@@ -15,7 +15,8 @@ from typing import TYPE_CHECKING, Iterable
 import graphviz
 
 from . import style
-from .layout import STATE_WORDS, Base, Item, Link, NeverCalled, View, box_summary, call_norms
+from .layout import STATE_WORDS, Base, Item, Link, NeverCalled, View, box_summary
+from .norms import call_norms
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..report import ParameterReport, Report
