@@ -53,11 +53,16 @@ def cut_paragraphs(report: Report) -> list[str]:
             effect = f"cuts {names} off from the output"
         paragraphs.append(f"{site.op}{where} (node {site.node}) {effect}: {site.reason}.")
     unused: dict[str, list[str]] = {}  # one line per reason, not per parameter
+    diagnosed: dict[tuple[str, str | None, str | None], list[str]] = {}
     for parameter in report.parameters:
         if parameter.static == "unused" and parameter.diagnosis:
             unused.setdefault(parameter.diagnosis, []).append(parameter.name)
-        elif parameter.agree is False or (parameter.diagnosis and parameter.dynamic in ("zero", "nonfinite")):
-            paragraphs.append(f"{parameter.name} ({parameter.static} / {parameter.dynamic}): {parameter.diagnosis}.")
+        elif parameter.agree is False or (parameter.diagnosis and parameter.static not in ("cut", "frozen")
+                                          and parameter.dynamic in ("zero", "nonfinite", "missing")):
+            key = (parameter.static, parameter.dynamic, parameter.diagnosis)
+            diagnosed.setdefault(key, []).append(parameter.name)
+    for (static, dynamic, diagnosis), names in diagnosed.items():
+        paragraphs.append(f"{_names(names)} ({static} / {dynamic}): {diagnosis}.")
     for diagnosis, names in unused.items():
         verb = "is" if len(names) == 1 else "are"
         paragraphs.append(f"{_names(names)} {verb} unused: {diagnosis}.")

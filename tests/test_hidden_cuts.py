@@ -54,11 +54,15 @@ def path_display(path: str) -> str:
     return display_path(path)
 
 
-def test_no_grad_region_names_where_it_began() -> None:
-    module, path = _example("hidden_no_grad")
+@pytest.mark.parametrize("name, parameter, marker", [
+    ("hidden_no_grad", "encoder.proj.weight", "torch.set_grad_enabled(False)"),
+    ("hidden_inference_mode", "features.weight", "with torch.inference_mode()"),
+])
+def test_no_grad_region_names_where_it_began(name: str, parameter: str, marker: str) -> None:
+    module, path = _example(name)
     report = fxflow.check(module.Net(), (module.example_inputs(),))
-    reason = report.parameter("encoder.proj.weight").cut_by[0].reason
-    assert f"{path_display(path)}:{line_of(path, 'torch.set_grad_enabled(False)')}" in reason
+    reason = report.parameter(parameter).cut_by[0].reason
+    assert f"entered at {path_display(path)}:{line_of(path, marker)}" in reason
 
 
 def test_custom_function_is_opaque_and_the_backward_decides() -> None:
@@ -72,6 +76,9 @@ def test_custom_function_is_opaque_and_the_backward_decides() -> None:
     first = report.parameter("first.weight")
     assert (first.static, first.dynamic, first.agree) == ("reachable", "missing", True)
     assert "ScaleGrad" in first.diagnosis and not report.ok
+    # the table's reader learns why, once for both parameters
+    assert [line for line in report.table().splitlines() if "ScaleGrad" in line] == [
+        f"first.weight, first.bias (reachable / missing): {first.diagnosis}."]
 
 
 def test_checkpoint_fixed_by_non_reentrant() -> None:

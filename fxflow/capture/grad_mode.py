@@ -57,12 +57,13 @@ class GradModeRecorder:
 
         class InferenceMode:  # wraps torch._C._InferenceMode, a context manager
             def __init__(self, mode: bool) -> None:
-                self._mode = mode
+                # the C++ guard may switch the mode on as soon as it is built: look before
+                self._begins = mode and not torch.is_inference_mode_enabled()
                 self._guard = original_inference(mode)
 
             def __enter__(self) -> None:
                 recorder._inference_stack.append(recorder.inference_region)
-                if self._mode and not torch.is_inference_mode_enabled():
+                if self._begins:
                     recorder.inference_region = GradRegion("inference_mode", current_user_source())
                 self._guard.__enter__()
 
