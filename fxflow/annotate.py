@@ -35,7 +35,7 @@ from .capture import GRAD_MODE_KEY, GradRegion
 from .flow import (DIFF, META_KEY, NONE, ZERO, NodeFlow, data_inputs, parameter_names, resolve_attribute_of,
                    tensors_in)
 from .rules import annotate_by_rules, in_place
-from .state import preserved_module_attributes
+from .state import swapped_weights
 
 # A walk inside one node's autograd history never needs to be longer than this; it guards against
 # tensors captured from far upstream (a module caching an earlier activation, say).
@@ -99,12 +99,7 @@ class FlowInterpreter(fx.Interpreter):
     @contextlib.contextmanager
     def twin_model(self) -> Iterator[None]:
         """Swap every parameter and buffer of the model for its twin, then put the real ones back."""
-        with preserved_module_attributes(self.model):
-            for module in self.model.modules():
-                for table in (module._parameters, module._buffers):
-                    for name, tensor in list(table.items()):
-                        if tensor is not None:
-                            table[name] = self.twin(tensor)
+        with swapped_weights(self.model, self.twin):
             yield
 
     # -- node kinds -------------------------------------------------------------------------

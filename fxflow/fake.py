@@ -7,7 +7,7 @@ from typing import Any, Iterator
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from .state import preserved_module_attributes
+from .state import swapped_weights
 
 
 def new_fake_mode() -> FakeTensorMode:
@@ -23,21 +23,16 @@ def fake_weights(model: torch.nn.Module, mode: FakeTensorMode) -> Iterator[dict[
     ``.grad``; the real tensors, their grads and the module tables are untouched.
     """
     names = {id(p): name for name, p in model.named_parameters()}
-    twins: dict[int, torch.Tensor] = {}
     fake_names: dict[int, str] = {}
-    with preserved_module_attributes(model):
-        for module in model.modules():
-            for table in (module._parameters, module._buffers):
-                for key, tensor in list(table.items()):
-                    if tensor is None:
-                        continue
-                    if id(tensor) not in twins:
-                        twin = mode.from_tensor(tensor)
-                        twin.grad = None
-                        twins[id(tensor)] = twin
-                        if id(tensor) in names:
-                            fake_names[id(twin)] = names[id(tensor)]
-                    table[key] = twins[id(tensor)]
+
+    def twin_of(tensor: torch.Tensor) -> torch.Tensor:
+        twin = mode.from_tensor(tensor)
+        twin.grad = None
+        if id(tensor) in names:
+            fake_names[id(twin)] = names[id(tensor)]
+        return twin
+
+    with swapped_weights(model, twin_of):
         yield fake_names
 
 

@@ -5,7 +5,7 @@ import contextlib
 import random
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
 import torch
 
@@ -36,6 +36,22 @@ def preserved_module_attributes(model: torch.nn.Module) -> Iterator[None]:
             for key, content in containers.items():
                 _restore_container(module.__dict__[key], content)
 
+
+
+@contextlib.contextmanager
+def swapped_weights(model: torch.nn.Module, twin_of: Callable[[torch.Tensor], torch.Tensor]) -> Iterator[None]:
+    """Every parameter and buffer replaced by ``twin_of(tensor)`` (tied tensors share one twin),
+    then the real ones put back."""
+    with preserved_module_attributes(model):
+        twins: dict[int, torch.Tensor] = {}
+        for module in model.modules():
+            for table in (module._parameters, module._buffers):
+                for key, tensor in list(table.items()):
+                    if tensor is not None:
+                        if id(tensor) not in twins:
+                            twins[id(tensor)] = twin_of(tensor)
+                        table[key] = twins[id(tensor)]
+        yield
 
 _TABLES = (
     "_parameters", "_buffers", "_modules", "_forward_hooks", "_forward_pre_hooks",
