@@ -30,11 +30,11 @@ import torch
 import torch.fx as fx
 
 from .flow import DIFF, META_KEY, NONE, ZERO
-from .capture import OPAQUE_KEY
+from .verdicts import OPAQUE_KEY, PARAM_PREFIX
 from .explain import describe_cut, describe_zero, node_op, node_source
 from .report import CUT, FROZEN, REACHABLE, UNUSED, ZERO as ZERO_VERDICT, CutSite
 
-PARAM = "param:"
+PARAM = PARAM_PREFIX
 
 
 @dataclass

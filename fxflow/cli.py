@@ -139,7 +139,7 @@ def _run(options: argparse.Namespace) -> int:
     elif options.json:
         _emit(report.to_json())
     else:
-        from .terminal import Terminal
+        from .present.terminal import Terminal
 
         terminal = Terminal(color=not options.no_color, quiet=options.quiet)
         try:
@@ -156,7 +156,7 @@ def _analyse(options: argparse.Namespace) -> tuple[Any, str | None]:
     from .inputs import check_input_count
     from .load import load_target
     from .pipeline import check
-    from .terminal import Terminal
+    from .present.terminal import Terminal
 
     torch.manual_seed(options.seed)
     dot = None

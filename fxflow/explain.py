@@ -6,9 +6,8 @@ import torch.fx as fx
 
 from . import rules
 from .flow import META_KEY, NodeFlow
-from .capture import OPAQUE_KEY
 from .capture.source import source_of_stack_trace
-from .report import CutSite
+from .verdicts import OPAQUE_KEY, CutSite
 
 _CASTS = {"to", "type", "long", "int", "short", "bool", "byte", "char", "half", "float", "double"}
 _COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge", "isclose", "equal"}

@@ -9,11 +9,11 @@ import torch
 import torch.fx as fx
 from torch.utils._pytree import tree_flatten
 
-from .capture import GradRegion
+from .verdicts import FLOW_KEY, EdgeKind, GradRegion
 
-META_KEY = "fxflow"  # node.meta[META_KEY] is the node's NodeFlow
+META_KEY = FLOW_KEY  # node.meta[META_KEY] is the node's NodeFlow
 
-DIFF, ZERO, NONE = "diff", "zero", "none"  # edge kinds: gradient passes, passes as exact zero, stops
+DIFF, ZERO, NONE = EdgeKind.DIFF, EdgeKind.ZERO, EdgeKind.NONE  # gradient passes, passes as exact zero, stops
 
 # Reading one of these takes only a tensor's metadata: no data flows through such an edge.
 METADATA_ATTRIBUTES = frozenset({

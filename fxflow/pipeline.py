@@ -8,7 +8,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import time
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import torch
 
@@ -40,6 +40,7 @@ def check(
     target: str | None = None,
     progress: Callable[[str], Any] | None = None,
     infer: bool = True,
+    capture_methods: Sequence[str] | None = None,
 ) -> Report:
     """Find which parameters of ``model`` get no gradient, why, and confirm with a real backward.
 
@@ -48,7 +49,8 @@ def check(
     (Linear, Conv, Embedding). ``device="meta"`` checks without
     allocating weights or computing anything (fake tensors): the backward then tells which
     parameters get a gradient, not its size. Another device runs a copy of the model there.
-    The model is left unchanged.
+    The model is left unchanged. ``capture_methods`` limits the capture chain to some of
+    ``("symbolic_trace", "torch.export", "runtime")``.
     """
     clock = _PhaseClock(progress)
     step = clock.step
@@ -58,7 +60,7 @@ def check(
     with untouched(model) as restore_notes:  # tracing runs forward's Python: it can change the model
         step("capturing the graph", phase="capture")
         shared = GradientProbe(model, loss_fn=loss_fn, seed=seed) if backward and example is not None and not fake else None
-        captured = capture(model, example, probe=shared)
+        captured = capture(model, example, probe=shared, methods=capture_methods)
 
         # The real backward goes first: a forward that raises is reported as the model's own
         # error, and its duration tells the analysis whether real twin tensors are cheap.

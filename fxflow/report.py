@@ -10,17 +10,19 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable
 
+from .verdicts import CutSite, DynamicVerdict, StaticVerdict
+
 if TYPE_CHECKING:  # pragma: no cover
     import networkx as nx
 
 SCHEMA_VERSION = 1
 
-# Static verdicts, in precedence order.
-FROZEN, UNUSED, CUT, ZERO, REACHABLE = "frozen", "unused", "cut", "zero", "reachable"
-STATIC_VERDICTS = (FROZEN, UNUSED, CUT, ZERO, REACHABLE)
-# Dynamic verdicts. PRESENT: a meta-device backward saw a gradient but cannot measure it.
-MISSING, VANISHING, NONFINITE, OK, PRESENT = "missing", "vanishing", "nonfinite", "ok", "present"
-DYNAMIC_VERDICTS = (MISSING, ZERO, VANISHING, NONFINITE, OK, PRESENT)
+# Short names for the verdicts (members of the StrEnums in fxflow.verdicts).
+FROZEN, UNUSED, CUT, ZERO, REACHABLE, UNKNOWN = (StaticVerdict.FROZEN, StaticVerdict.UNUSED, StaticVerdict.CUT,
+                                                 StaticVerdict.ZERO, StaticVerdict.REACHABLE, StaticVerdict.UNKNOWN)
+MISSING, VANISHING, NONFINITE, OK, PRESENT = (DynamicVerdict.MISSING, DynamicVerdict.VANISHING,
+                                              DynamicVerdict.NONFINITE, DynamicVerdict.OK, DynamicVerdict.PRESENT)
+STATIC_VERDICTS = (FROZEN, UNUSED, CUT, ZERO, REACHABLE)  # always counted; UNKNOWN only when it occurs
 
 _EXPECTED = {
     REACHABLE: {OK, VANISHING, ZERO, NONFINITE, PRESENT},
@@ -31,16 +33,6 @@ _EXPECTED = {
 }
 _STATIC_PROBLEMS = {UNUSED, CUT, ZERO}
 _DYNAMIC_PROBLEMS = {MISSING, ZERO, NONFINITE}
-
-
-@dataclass(frozen=True)
-class CutSite:
-    """A node that severs gradient flow."""
-
-    node: str  # fx node name
-    op: str  # short op name: detach, data, gt, argmax, to_int64, no_grad, round, ...
-    source: str | None  # FILE:LINE of the user's line that created the node
-    reason: str  # one sentence in plain words
 
 
 @dataclass
@@ -118,9 +110,9 @@ class Report:
 
     def counts(self) -> dict[str, int]:
         """Parameters per static verdict."""
-        counts = {verdict: 0 for verdict in STATIC_VERDICTS}
+        counts = {str(verdict): 0 for verdict in STATIC_VERDICTS}
         for parameter in self.parameters:
-            counts[parameter.static] += 1
+            counts[str(parameter.static)] = counts.get(str(parameter.static), 0) + 1
         return counts
 
     # -- serialisation ----------------------------------------------------------------------
@@ -144,13 +136,13 @@ class Report:
     # -- presenters (each lives in its own module) ------------------------------------------
     def table(self, width: int = 100) -> str:
         """The text ``fxflow check`` prints: table, one paragraph per cut, summary."""
-        from .text import render_text
+        from .present.text import render_text
 
         return render_text(self, width=width)
 
     def summary(self) -> str:
         """One line: what is dry and why."""
-        from .text import summary_line
+        from .present.text import summary_line
 
         return summary_line(self)
 

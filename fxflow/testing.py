@@ -32,7 +32,7 @@ def assert_gradients_flow(model: Any, inputs: Any = None, *, allow: Iterable[str
 
 def failure_message(report: Report) -> str:
     """The diagnosis: summary line, the dry parameters with their cut sites, then the plain paragraphs."""
-    from .text import cut_paragraphs, summary_line
+    from .present.text import cut_paragraphs, summary_line
 
     lines = [f"gradients do not reach every parameter of {report.target}", summary_line(report), ""]
     width = max(len(p.name) for p in report.problems)

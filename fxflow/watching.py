@@ -130,7 +130,7 @@ class Watch:
         """Print the report on rank 0 only (rich colors on a terminal, plain text otherwise)."""
         if distributed.rank() != 0:
             return
-        from .terminal import Terminal
+        from .present.terminal import Terminal
 
         Terminal(color=True if color is None else color, file=file or sys.stdout).show(self.report)
 

@@ -10,8 +10,8 @@ import torch
 from rich.console import Console
 
 import fxflow
-from fxflow.terminal import Terminal, rich_report
-from fxflow.text import render_text, summary_line
+from fxflow.present.terminal import Terminal, rich_report
+from fxflow.present.text import render_text, summary_line
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "examples"))

@@ -117,17 +117,27 @@ def _first_line(error: BaseException, limit: int = 200) -> str:
     return line if len(line) <= limit else line[: limit - 3] + "..."
 
 
-def capture(model: torch.nn.Module, inputs: Sequence[object] | None = None, probe: object = None) -> Capture:
+METHODS = ("symbolic_trace", "torch.export", "runtime")
+
+
+def capture(model: torch.nn.Module, inputs: Sequence[object] | None = None, probe: object = None,
+            methods: Sequence[str] | None = None) -> Capture:
     """Capture ``model`` with the first method that works; notes say why earlier ones failed.
 
     ``probe`` (a :class:`~fxflow.probe.GradientProbe`) rides along with a capture that runs the
     real forward anyway (run-time capture), so forward is not run twice; check ``probe.result``.
 
     A wrapped model (``torch.compile``, DataParallel, DDP) is captured through its inner module;
-    the graph's attribute targets still name attributes of ``model`` itself.
+    the graph's attribute targets still name attributes of ``model`` itself. ``methods`` restricts
+    the chain to some of :data:`METHODS`, in the chain's order.
     """
+    unknown = set(methods or ()) - set(METHODS)
+    if unknown:
+        raise ValueError(f"unknown capture method {sorted(unknown)[0]!r}; choose from {', '.join(METHODS)}")
     inner, prefix, notes = unwrap(model)
     for name, method in _methods():
+        if methods is not None and name not in methods:
+            continue
         try:
             with preserved_module_attributes(inner):
                 graph_module = _runtime(inner, inputs, probe) if method is _runtime else method(inner, inputs)

@@ -19,7 +19,8 @@ from typing import Any, Callable, Iterator
 
 import torch
 
-OPAQUE_KEY = "fxflow_opaque"
+from ..verdicts import OPAQUE_KEY
+
 
 # handler(function_class, original_apply, args, kwargs) -> result
 ApplyHandler = Callable[[type, Callable[..., Any], tuple, dict], Any]

@@ -8,22 +8,15 @@ current region began, so each captured node can carry the region it was created 
 from __future__ import annotations
 
 import contextlib
-from dataclasses import dataclass
 from typing import Iterator
 
 import torch
 
+from ..verdicts import GRAD_MODE_KEY, GradRegion
 from .source import current_user_source
 
-META_KEY = "fxflow_grad_mode"
+META_KEY = GRAD_MODE_KEY
 
-
-@dataclass(frozen=True)
-class GradRegion:
-    """A stretch of forward that autograd does not record."""
-
-    kind: str  # "no_grad" or "inference_mode"
-    source: str | None  # file:line of the ``with`` statement (or decorator call)
 
 
 class GradModeRecorder:

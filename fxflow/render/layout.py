@@ -23,7 +23,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable
 
-from ..analyze import PARAM
+from ..verdicts import PARAM_PREFIX as PARAM
 from .norms import call_norms
 from .style import EDGE_PRECEDENCE, worst
 

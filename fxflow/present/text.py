@@ -1,7 +1,7 @@
 """The terminal report: a table like the seed's printout, one paragraph per cut, a summary line."""
 from __future__ import annotations
 
-from .report import ParameterReport, Report
+from ..report import ParameterReport, Report
 
 _COLUMNS = ("parameter", "shape", "static", "dynamic", "grad norm", "cut by")
 

@@ -1,9 +1,9 @@
-"""Terminal output: a rich colored table on a terminal, the plain text of :mod:`fxflow.text` otherwise.
+"""Terminal output: a rich colored table on a terminal, the plain text of :mod:`fxflow.present.text` otherwise.
 
 Color is used only when stdout is a terminal, ``--no-color`` was not given and ``NO_COLOR`` is
 unset or empty (https://no-color.org). The words never change with the color: the cells come
-from :func:`fxflow.text.table_rows`, the paragraphs from :func:`fxflow.text.cut_paragraphs`,
-the last line from :func:`fxflow.text.summary_line`. Progress goes to stderr, only when stderr
+from :func:`fxflow.present.text.table_rows`, the paragraphs from :func:`fxflow.present.text.cut_paragraphs`,
+the last line from :func:`fxflow.present.text.summary_line`. Progress goes to stderr, only when stderr
 is a terminal and ``--quiet`` was not given, and disappears when the step is done.
 """
 from __future__ import annotations
@@ -18,7 +18,7 @@ from .text import cut_paragraphs, render_text, summary_line, table_rows
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
 
-    from .report import Report
+    from ..report import Report
 
 _COLUMNS = ("parameter", "shape", "static", "dynamic", "grad norm", "cut by")
 

@@ -1,0 +1,86 @@
+"""The shared vocabulary: verdicts, edge kinds, node states, cut sites and the keys every stage
+reads. A leaf module: it imports nothing of fxflow, so every other module can import it.
+
+The enums are ``StrEnum``: a member *is* its string (``StaticVerdict.CUT == "cut"``), so the JSON
+report and the DOT classes read exactly as before.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass
+from enum import StrEnum
+
+
+class StaticVerdict(StrEnum):
+    """What the graph walk says of a parameter, in precedence order."""
+
+    FROZEN = "frozen"  # requires_grad is False
+    UNUSED = "unused"  # forward never reads it, or nothing it feeds reaches an output
+    CUT = "cut"  # every path to the output crosses an edge that carries no gradient
+    ZERO = "zero"  # every path crosses an op whose derivative is exactly zero
+    REACHABLE = "reachable"  # a differentiable path reaches the output
+    UNKNOWN = "unknown"  # nothing was captured: the walk could not decide
+
+
+class DynamicVerdict(StrEnum):
+    """What the real backward left in a parameter's ``.grad``."""
+
+    MISSING = "missing"  # .grad is None
+    ZERO = "zero"  # every entry is exactly zero
+    VANISHING = "vanishing"  # tiny next to the largest gradient in the model
+    NONFINITE = "nonfinite"  # NaN or inf
+    OK = "ok"
+    PRESENT = "present"  # a meta/fake backward saw a gradient but cannot measure it
+
+
+class EdgeKind(StrEnum):
+    """How gradient crosses one edge of the graph."""
+
+    DIFF = "diff"  # it passes
+    ZERO = "zero"  # it passes as an exact zero
+    NONE = "none"  # it stops
+
+
+class NodeState(StrEnum):
+    """How the diagram colours a node or edge (set by the analysis, read by the renderer)."""
+
+    WET = "wet"
+    DRY = "dry"
+    CUT = "cut"
+    ZERO = "zero"
+    FROZEN = "frozen"
+    UNUSED = "unused"
+    INERT = "inert"
+
+
+# A parameter's state in the diagram follows from its static verdict.
+PARAMETER_STATE: dict[StaticVerdict, NodeState] = {
+    StaticVerdict.REACHABLE: NodeState.WET,
+    StaticVerdict.CUT: NodeState.DRY,
+    StaticVerdict.ZERO: NodeState.ZERO,
+    StaticVerdict.FROZEN: NodeState.FROZEN,
+    StaticVerdict.UNUSED: NodeState.UNUSED,
+    StaticVerdict.UNKNOWN: NodeState.INERT,
+}
+
+PARAM_PREFIX = "param:"  # flow-graph node of a parameter: PARAM_PREFIX + qualified name
+FLOW_KEY = "fxflow"  # node.meta[FLOW_KEY]: the node's NodeFlow annotation
+GRAD_MODE_KEY = "fxflow_grad_mode"  # node.meta[GRAD_MODE_KEY]: the GradRegion it was created in
+OPAQUE_KEY = "fxflow_opaque"  # node.meta[OPAQUE_KEY]: why only a real backward can decide the node
+
+
+@dataclass(frozen=True)
+class CutSite:
+    """A node that severs gradient flow."""
+
+    node: str  # fx node name
+    op: str  # short op name: detach, data, gt, argmax, to_int64, no_grad, round, ...
+    source: str | None  # FILE:LINE of the user's line that created the node
+    reason: str  # one sentence in plain words
+
+
+@dataclass(frozen=True)
+class GradRegion:
+    """A stretch of forward that autograd does not record."""
+
+    kind: str  # "no_grad" or "inference_mode"
+    source: str | None  # file:line of the ``with`` statement (or decorator call)
