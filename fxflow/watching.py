@@ -259,6 +259,8 @@ def _positional(module: nn.Module, args: tuple, kwargs: dict) -> tuple | None:
         values.append(bound.arguments.get(parameter.name))
     while values and values[-1] is None:
         values.pop()
+    if not values:  # every argument went to **kwargs (a forward(*args, **kwargs) wrapper such as PEFT's)
+        return None
     return tuple(values)
 
 

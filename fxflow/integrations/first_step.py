@@ -126,6 +126,26 @@ class FirstStepCheck:
             watch.stop(discard=True)
 
 
+class FirstStepCallback:
+    """The options and the result both trainer callbacks share (mixed into each framework's Callback).
+
+    ``on_problem``: ``"raise"`` (:class:`GradientFlowError`, before the optimizer steps) or ``"warn"``
+    (:class:`GradientFlowWarning`, training goes on). ``allow``: glob patterns of parameters allowed to
+    be dry; ``vanishing``: the RMS factor below which a gradient is vanishing; ``static=False`` skips
+    the trace; ``show=False`` does not print the report.
+    """
+
+    def __init__(self, *, on_problem: str = "raise", allow: Iterable[str] = (), vanishing: float = 1e-3,
+                 static: bool = True, show: bool = True) -> None:
+        self.check = FirstStepCheck(on_problem=on_problem, allow=allow, vanishing=vanishing, static=static,
+                                    show=show)
+
+    @property
+    def report(self) -> "Report | None":
+        """The Report acted on (None until the checked step's grads are complete)."""
+        return self.check.report
+
+
 def _unproven_zeros(report: "Report") -> list[str]:
     """Problem parameters whose gradient was exactly zero though the trace did not prove it must be."""
     from ..verdicts import DynamicVerdict, StaticVerdict

@@ -14,34 +14,20 @@ Install with ``pip install fxflow[lightning]``.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any
 
 import pytorch_lightning as pl
 
-from .first_step import FirstStepCheck, GradientFlowError, GradientFlowWarning
-from ..report import Report
+from .first_step import FirstStepCallback, GradientFlowError, GradientFlowWarning
 
 __all__ = ["GradientFlowCheck", "GradientFlowError", "GradientFlowWarning"]
 
 
-class GradientFlowCheck(pl.Callback):
+class GradientFlowCheck(FirstStepCallback, pl.Callback):
     """Watch the first optimizer step with ``fxflow.watch``; raise or warn when a parameter gets no gradient.
 
-    ``on_problem``: ``"raise"`` (:class:`GradientFlowError`, before the optimizer steps) or ``"warn"``
-    (:class:`GradientFlowWarning`, training goes on). ``allow``: glob patterns of parameters allowed to
-    be dry; ``vanishing``: the RMS factor below which a gradient is vanishing; ``static=False`` skips
-    the trace; ``show=False`` does not print the report.
+    Options: see :class:`fxflow.integrations.first_step.FirstStepCallback`.
     """
-
-    def __init__(self, *, on_problem: str = "raise", allow: Iterable[str] = (), vanishing: float = 1e-3,
-                 static: bool = True, show: bool = True) -> None:
-        self.check = FirstStepCheck(on_problem=on_problem, allow=allow, vanishing=vanishing, static=static,
-                                    show=show)
-
-    @property
-    def report(self) -> Report | None:
-        """The first step's Report (None until that step's grads are complete)."""
-        return self.check.report
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any,
                              batch_idx: int) -> None:
