@@ -50,3 +50,32 @@ def test_doc_example_runs_and_prints_a_healthy_report(name, library, tmp_path, m
     out = capsys.readouterr().out
     assert out.count("fxflow check ") == 1
     assert re.search(r"^ok: all \d+ trainable parameters get a gradient", out, flags=re.M), out
+
+
+def test_a_kwargs_only_wrapper_skips_the_static_half_and_says_why():
+    """PeftModel.forward(*args, **kwargs), called with keywords as a Trainer does: nothing binds to positions."""
+    import torch
+    import torch.nn as nn
+
+    import fxflow
+
+    peft = pytest.importorskip("peft")
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.first, self.last = nn.Linear(4, 4), nn.Linear(4, 2)
+
+        def forward(self, x):
+            return self.last(torch.relu(self.first(x)))
+
+    torch.manual_seed(0)
+    model = peft.get_peft_model(Net(), peft.LoraConfig(r=2, target_modules=["first"]))
+    with fxflow.watch(model) as watch:
+        model(x=torch.randn(3, 4)).sum().backward()
+    report = watch.report
+    assert "forward was called with keyword arguments fxflow cannot bind to positions: static analysis skipped" \
+        in report.notes
+    trainable = {name for name, p in model.named_parameters() if p.requires_grad}
+    assert {p.name for p in report.parameters if p.static != "frozen"} == trainable
+    assert {p.name: p.dynamic for p in report.problems} == {"base_model.model.first.lora_A.default.weight": "zero"}
