@@ -59,10 +59,10 @@ def make(**options) -> Classifier:
     return Classifier(**options)
 
 
-def fit(module, loader, tmp_path, callback, max_steps: int = 2) -> pl.Trainer:
+def fit(module, loader, tmp_path, callback, max_steps: int = 2, **options) -> pl.Trainer:
     trainer = pl.Trainer(max_steps=max_steps, accelerator="cpu", logger=False, enable_checkpointing=False,
                          enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path,
-                         callbacks=[callback])
+                         callbacks=[callback], **options)
     trainer.fit(module, loader)
     return trainer
 
@@ -142,3 +142,16 @@ def test_training_step_without_self_call_gets_the_real_backward_only(loader, tmp
     assert report.ok and report.trace.method == "none"
     assert "no forward inputs observed: static analysis skipped" in report.notes
     assert {p.name: p.grad_norm for p in report.parameters} == pytest.approx(truth, rel=1e-5)
+
+
+def test_accumulated_batches_make_one_checked_step(loader, tmp_path):
+    module = make()
+    twin = copy.deepcopy(module)
+    for index, batch in enumerate(loader):  # Lightning scales each micro-batch's loss by 1/2
+        (twin.training_step(batch, index) / 2).backward()
+    callback = GradientFlowCheck(show=False)
+    fit(module, loader, tmp_path, callback, max_steps=1, accumulate_grad_batches=2)
+    report = callback.report
+    assert {p.name: p.grad_norm for p in report.parameters} == \
+        pytest.approx({name: p.grad.norm().item() for name, p in twin.named_parameters()}, rel=1e-5)
+    assert "the model ran forward 2 times in the block; static verdicts use the inputs of the first" in report.notes
