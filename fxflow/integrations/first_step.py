@@ -3,7 +3,8 @@
 The framework-specific callbacks (:mod:`fxflow.integrations.transformers`,
 :mod:`fxflow.integrations.lightning`) only translate their framework's hooks into
 :meth:`FirstStepCheck.begin` (before the first forward), :meth:`FirstStepCheck.end` (gradients
-accumulated, optimizer not yet stepped) and :meth:`FirstStepCheck.abandon` (the step failed).
+accumulated, optimizer not yet stepped), :meth:`FirstStepCheck.finish` (training ended) and
+:meth:`FirstStepCheck.abandon` (the step failed).
 The check itself is :class:`fxflow.Watch`, so the verdicts are those of ``fxflow.watch`` with
 the user's real loss, and the grads the optimizer then sees are untouched.
 
@@ -15,7 +16,7 @@ confirmed on the second step, whose report is then the one shown and acted on.
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Iterable
 
 if TYPE_CHECKING:  # pragma: no cover
     from torch import nn
@@ -74,7 +75,8 @@ class FirstStepCheck:
         """Stop watching once the step's grads are complete: print the report, then raise or warn.
 
         ``notes`` (what the framework did to the grads before this point) join the report's notes.
-        Returns the Report, or None when nothing was being watched.
+        Returns the Report acted on; None when nothing was watched, or when exactly zero gradients
+        wait for the next step to confirm them.
         """
         if self._watch is None:
             return None
