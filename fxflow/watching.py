@@ -95,6 +95,18 @@ class Watch:
         if exc_type is None and self.auto_show and self._report is not None:
             self.show()
 
+    # -- without a with block (trainer callbacks start and stop in different hooks) ----------
+    def start(self) -> "Watch":
+        """Begin watching, as entering the ``with`` block does; end with :meth:`stop`."""
+        return self.__enter__()
+
+    def stop(self, *, discard: bool = False) -> None:
+        """End watching, as leaving the ``with`` block does.
+
+        ``discard=True`` (the step failed) removes the hooks and restores the grads, and builds no report.
+        """
+        self.__exit__(FxflowError if discard else None, None, None)
+
     # -- hooks -------------------------------------------------------------------------------
     def _pre_forward(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
         self.forwards += 1
@@ -187,6 +199,8 @@ class Watch:
         if call is None:
             return None, None, ["forward's inputs do not bind to its signature: static analysis skipped"]
         inputs, keywords = call
+        if not inputs:  # a forward(*args, **kwargs) wrapper (PEFT without a task type) hides the real signature
+            return None, None, ["forward took every input through **kwargs: static analysis skipped"]
         with distributed.plain_structure(self.module) as plain:
             if distributed.is_sharded(self.model) or any(p.is_meta for p in plain.parameters()):
                 inputs = distributed.to_meta(inputs)
