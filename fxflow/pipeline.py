@@ -62,8 +62,7 @@ def check(
         shared = GradientProbe(model, loss_fn=loss_fn, seed=seed) if backward and example is not None and not fake else None
         captured = capture(model, example, probe=shared, methods=capture_methods)
 
-        # The real backward goes first: a forward that raises is reported as the model's own
-        # error, and its duration tells the analysis whether real twin tensors are cheap.
+        # The real backward goes first: a forward that raises is reported as the model's own error.
         result: ProbeResult | None = None
         if backward and example is not None:
             step("running forward and backward", phase="backward")
@@ -78,9 +77,8 @@ def check(
         static: StaticAnalysis | None = None
         if captured.graph_module is not None:
             step("analysing gradient flow", phase="annotate")
-            forward_seconds = shared.forward_seconds if shared is not None else None
             with _gc_paused():
-                annotate(captured.graph_module, model, example, twins=choose_twins(model, example, forward_seconds))
+                notes.extend(annotate(captured.graph_module, model, example, twins=choose_twins(model, example)))
                 step("walking the graph", phase="static walk")
                 static = analyze(captured.graph_module, model)
                 # The collector's deferred work (mostly the annotation's allocations) runs when it

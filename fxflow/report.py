@@ -195,12 +195,11 @@ def reconcile(parameter: ParameterReport, opaque_path: str | None = None) -> Non
         parameter.diagnosis = parameter.diagnosis or _AGREEING_DIAGNOSES.get((static, dynamic))
         return
     if static == REACHABLE and dynamic == MISSING:
-        if opaque_path:
+        if opaque_path:  # agree stays False: an opaque op explains the mismatch, it does not remove it
             parameter.diagnosis = (
-                f"its only paths pass through {opaque_path}, whose backward returns no gradient "
-                "for it: the real backward decides, and it says none arrives"
+                f"its paths pass through {opaque_path}, whose backward could not run during the analysis: "
+                "the real backward decides, and no gradient arrived"
             )
-            parameter.agree = True
             return
         parameter.diagnosis = (
             "statically reachable, no gradient at runtime: an op the tracer saw through returns no "
