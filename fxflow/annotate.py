@@ -449,16 +449,16 @@ def annotate(graph_module: fx.GraphModule, model: torch.nn.Module,
 
 
 def _rule_notes(nodes: list[fx.Node]) -> list[str]:
-    """One note per node that nothing could run and that carries parameters: their edges are a guess."""
-    notes = []
-    for node in nodes:
-        parameters = sorted(node.meta[META_KEY].params)
-        if parameters:
-            shown = ", ".join(parameters[:3]) + (f" and {len(parameters) - 3} more" if len(parameters) > 3 else "")
-            notes.append(f"{node.name} could not run on twin or stand-in tensors: the gradient edges of its "
-                         f"{len(parameters)} parameter{'s' if len(parameters) != 1 else ''} ({shown}) "
-                         "were decided by a name rule")
-    return notes
+    """A note counting the parameters whose edges only a name rule could decide (nodes nothing ran)."""
+    carrying = [node for node in nodes if node.meta[META_KEY].params]
+    parameters = sorted({name for node in carrying for name in node.meta[META_KEY].params})
+    if not parameters:
+        return []
+    shown = ", ".join(parameters[:4]) + (f" and {len(parameters) - 4} more" if len(parameters) > 4 else "")
+    calls = ", ".join(node.name for node in carrying[:3]) + (" ..." if len(carrying) > 3 else "")
+    return [f"{len(parameters)} parameter{'s' if len(parameters) != 1 else ''} ({shown}) had their gradient "
+            f"edges decided by a name rule at {calls}: nodes that could not run on twin or stand-in tensors, "
+            "or that take the result of one"]
 
 
 def choose_twins(model: torch.nn.Module, inputs: Sequence[Any] | None = None) -> str:
