@@ -183,6 +183,8 @@ class FlowInterpreter(fx.Interpreter):
             self._by_rules(node)
             return NOT_RUN
         node.meta[META_KEY] = self._flow(node, inputs, reached, result, region)
+        if OPAQUE_KEY in node.meta and region is None:
+            self._run_custom_backward(node, inputs, None)
         return result
 
     def _stand_in_arguments(self, node: fx.Node, inputs: list[fx.Node], make: StandIn | None = None,
@@ -202,7 +204,7 @@ class FlowInterpreter(fx.Interpreter):
         args, kwargs = tree_map(real, self.fetch_args_kwargs_from_env(node))
         entries: dict[tuple, list[str]] = {}
         for input_node in inputs:
-            for tensor in tensors_in(self.env[self._read(input_node)]):
+            for tensor in tensors_in(self.env[input_node]):
                 if self.is_twin(tensor) and tensor.requires_grad:
                     entries.setdefault(_key(real(tensor)), []).append(self._read(input_node).name)
         return args, kwargs, entries
@@ -227,19 +229,20 @@ class FlowInterpreter(fx.Interpreter):
         finally:
             self.weight_twin = self.twin
 
-    def _run_custom_backward(self, node: fx.Node, inputs: list[fx.Node], result: Any) -> None:
+    def _run_custom_backward(self, node: fx.Node, inputs: list[fx.Node], result: Any | None) -> None:
         """Run a custom ``autograd.Function``'s own backward to see which inputs it gives a gradient.
 
         The walk sees a Function's autograd node linked to every input, but its backward (the
         user's code, which the real backward runs anyway) may return ``None`` for one: that edge
         carries nothing, as after ``detach``. Gradients of ones flow back from every output that
-        requires grad, on real tensors (stand-ins when the twins are meta, so an exact zero shows):
-        ``None`` -> NONE, all zeros -> ZERO, else DIFF. If the backward cannot run on them, the
-        node stays opaque and the real backward decides.
+        requires grad, on real tensors: the twins' ``result`` when they are real, else the node runs
+        again on stand-ins (random values: ones could zero a value-dependent backward). ``None``
+        -> NONE, all zeros -> ZERO, else DIFF. If the backward cannot run on them, the node stays
+        opaque (no BACKWARD_RAN_KEY) and the real backward decides.
         """
         try:
             with torch.enable_grad(), self.device:
-                if self.twins == "meta":  # random values: ones could zero a value-dependent backward
+                if self.twins == "meta" or result is None:
                     args, kwargs, entries = self._stand_in_arguments(node, inputs, _random_stand_in_maker())
                     result = self.call_function(node.target, args, kwargs)
                 else:
