@@ -2,6 +2,9 @@
 input is a cut named at the user's line, on every capture path and both twin kinds."""
 from __future__ import annotations
 
+import importlib.util
+from pathlib import Path
+
 import pytest
 import torch
 import torch.nn as nn
@@ -10,14 +13,16 @@ import fxflow
 from gradtruth import assert_agrees, line_of, real_grads
 
 
-class DropGrad(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        return x * 2.0
+def _scale_grad() -> type:
+    """``ScaleGrad`` of examples/hidden_autograd_function.py: its backward is ``return None``."""
+    path = Path(__file__).resolve().parent.parent / "examples" / "hidden_autograd_function.py"
+    spec = importlib.util.spec_from_file_location("fxflow_example_hidden_autograd_function_fn", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module.ScaleGrad
 
-    @staticmethod
-    def backward(ctx, grad):
-        return None  # the bug: meant to return grad * 2.0
+
+ScaleGrad = _scale_grad()
 
 
 class KeepFirst(torch.autograd.Function):
@@ -46,7 +51,7 @@ class SingleNone(nn.Module):
         self.first, self.last = nn.Linear(4, 8), nn.Linear(8, 2)
 
     def forward(self, x):
-        h = DropGrad.apply(torch.relu(self.first(x)))  # marker: single
+        h = ScaleGrad.apply(torch.relu(self.first(x)))  # marker: single
         return self.last(h)
 
 
@@ -60,17 +65,19 @@ class PairNone(nn.Module):
         return self.head(h)
 
 
-class ZeroGrad(nn.Module):
-    def __init__(self) -> None:
+class Through(nn.Module):
+    """Two layers with ``function`` between them."""
+
+    def __init__(self, function: type) -> None:
         super().__init__()
-        self.first, self.last = nn.Linear(4, 8), nn.Linear(8, 2)
+        self.first, self.last, self.function = nn.Linear(4, 8), nn.Linear(8, 2), function
 
     def forward(self, x):
-        return self.last(Zeroes.apply(self.first(x)))
+        return self.last(self.function.apply(self.first(x)))
 
 
 CASES = [
-    (SingleNone, "DropGrad", "# marker: single", {"first.weight", "first.bias"}),
+    (SingleNone, "ScaleGrad", "# marker: single", {"first.weight", "first.bias"}),
     (PairNone, "KeepFirst", "# marker: pair", {"b.weight", "b.bias"}),
 ]
 
@@ -99,7 +106,7 @@ def test_a_backward_returning_none_is_a_cut_at_the_apply(case, function, marker,
 
 def test_a_backward_returning_zeros_is_a_zero_verdict(twins: str) -> None:
     torch.manual_seed(0)
-    model, inputs = ZeroGrad(), (torch.randn(3, 4),)
+    model, inputs = Through(Zeroes), (torch.randn(3, 4),)
     report = fxflow.check(model, inputs)
     assert {p.name: (p.static, p.dynamic) for p in report.parameters} == {
         "first.weight": ("zero", "zero"), "first.bias": ("zero", "zero"),
@@ -124,21 +131,12 @@ class OnlyOnce(torch.autograd.Function):
         return None
 
 
-class Opaque(nn.Module):
-    def __init__(self) -> None:
-        super().__init__()
-        self.first, self.last = nn.Linear(4, 8), nn.Linear(8, 2)
-
-    def forward(self, x):
-        return self.last(OnlyOnce.apply(self.first(x)))
-
-
 def test_a_backward_that_cannot_run_stays_opaque_and_disagreement_is_not_hidden() -> None:
     """The real backward decides, and the mismatch it shows is reported as one: ``agree`` is never
     forced true because a custom Function lies on the path."""
     torch.manual_seed(0)
     OnlyOnce.ran = False
-    report = fxflow.check(Opaque(), (torch.randn(3, 4),))
+    report = fxflow.check(Through(OnlyOnce), (torch.randn(3, 4),))
     first = report.parameter("first.weight")
     assert (first.static, first.dynamic, first.agree) == ("reachable", "missing", False)
     assert "OnlyOnce" in first.diagnosis and not report.ok
