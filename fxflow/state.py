@@ -57,10 +57,13 @@ def call_with_weights(module: torch.nn.Module, weights: dict[str, torch.Tensor],
     ``torch.func.functional_call``: the weights are passed in for the duration of the call only
     and the module's own tensors are back when it returns or raises, so an analysis that fails
     midway cannot leave the user's model altered; modules outside the call are never touched.
+    Attributes the call assigns (``spectral_norm``'s hook sets ``module.weight`` from the
+    passed-in ``weight_orig``) are put back too, so no twin stays behind.
     """
     from torch.func import functional_call
 
-    return functional_call(module, weights, tuple(args), kwargs or {}, tie_weights=True, strict=False)
+    with preserved_module_attributes(module):
+        return functional_call(module, weights, tuple(args), kwargs or {}, tie_weights=True, strict=False)
 
 
 _TABLES = (

@@ -160,3 +160,25 @@ def test_a_module_call_nothing_can_run_keeps_its_parameters_with_a_note(twins: s
     # head runs after inner, so it is decided by rule too: both are counted
     assert len(notes) == 1 and notes[0].startswith("4 parameters (head.bias, head.weight, inner.bias, inner.weight)")
     assert "at inner, head:" in notes[0]
+
+
+class SpectralNormed(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.body, self.head = nn.utils.spectral_norm(nn.Linear(4, 4)), nn.Linear(4, 2)
+
+    def forward(self, x):
+        return self.head(self.body(x))
+
+
+def test_attributes_a_module_call_assigns_from_its_twins_are_put_back(twins: str) -> None:
+    """spectral_norm's pre-hook assigns ``module.weight`` from the passed-in ``weight_orig``:
+    after the analysis the attribute is the user's tensor again, not one made from a twin."""
+    torch.manual_seed(0)
+    model, inputs = SpectralNormed(), (torch.randn(3, 4),)
+    model(*inputs)
+    weight = model.body.weight
+    annotate(capture(model, inputs).graph_module, model, inputs, twins=twins)
+    assert model.body.weight is weight
+    report = fxflow.check(model, inputs)
+    assert_agrees(report, real_grads(model, inputs))
