@@ -2,8 +2,10 @@
 weights never swapped (each module call gets its twins passed in)."""
 from __future__ import annotations
 
+import importlib.util
 import math
 import time
+from pathlib import Path
 
 import pytest
 import torch
@@ -89,6 +91,24 @@ def test_verdicts_do_not_depend_on_how_long_forward_takes() -> None:
     idle, busy = reports
     assert _verdicts(idle) == _verdicts(busy)
     assert [p.dynamic for p in idle.parameters] == [p.dynamic for p in busy.parameters]
+
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+
+
+@pytest.mark.parametrize("name", ["hidden_numpy", "hidden_detach_inplace", "hidden_checkpoint"])
+def test_examples_get_the_same_verdicts_on_either_twin_kind(name: str, monkeypatch) -> None:
+    """Stand-ins (hidden_numpy's .tolist()), in-place cuts and checkpoints: meta = real."""
+    spec = importlib.util.spec_from_file_location(f"fxflow_example_{name}_twins", EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    model, inputs = module.Net(), (module.example_inputs(),)
+    verdicts = []
+    for kind in ("meta", "real"):
+        monkeypatch.setenv("FXFLOW_TWINS", kind)
+        verdicts.append(_verdicts(fxflow.check(model, inputs)))
+    assert verdicts[0] == verdicts[1]
+    assert any(static == "cut" for _, static, _ in verdicts[0])
 
 
 class Abort(BaseException):
