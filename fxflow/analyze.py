@@ -29,6 +29,7 @@ import networkx as nx
 import torch
 import torch.fx as fx
 
+from .annotate import BACKWARD_RAN_KEY
 from .flow import DIFF, META_KEY, NONE, ZERO
 from .verdicts import OPAQUE_KEY, PARAM_PREFIX
 from .explain import describe_cut, describe_zero, node_op, node_source
@@ -64,7 +65,7 @@ def build_graph(graph_module: fx.GraphModule) -> tuple[nx.DiGraph, str]:
         graph.add_node(
             node.name, kind=node.op, op=node_op(node), label=_label(node), source=node_source(node),
             module_stack=_module_stack(node), shape=flow.shape, dtype=flow.dtype, state="",
-            requires_grad=flow.requires_grad, order=order, opaque=node.meta.get(OPAQUE_KEY),
+            requires_grad=flow.requires_grad, order=order, opaque=_undecided_opaque(node),
         )
         for source, kind in flow.inputs.items():
             _add_edge(graph, source, node.name, kind)
@@ -77,6 +78,11 @@ def build_graph(graph_module: fx.GraphModule) -> tuple[nx.DiGraph, str]:
 
 
 _STRENGTH = {NONE: 0, ZERO: 1, DIFF: 2}
+
+
+def _undecided_opaque(node: fx.Node) -> str | None:
+    """Why only the real backward can decide the node; None once its own backward ran on twins."""
+    return None if node.meta.get(BACKWARD_RAN_KEY) else node.meta.get(OPAQUE_KEY)
 
 
 def _add_edge(graph: nx.DiGraph, source: str, target: str, kind: str) -> None:

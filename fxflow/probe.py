@@ -193,10 +193,10 @@ def _probe_fake(model: torch.nn.Module, inputs: Sequence[Any], *, loss_fn: Calla
     mode = new_fake_mode()
     random_state = RandomState.save()
     try:
-        with fake_weights(model, mode) as fake_names, mode, torch.enable_grad():
-            fakes = [p for p in model.parameters()]
-            _forward_backward(model, fake_inputs(mode, inputs), kwargs, loss_fn, seed=0)
-            grads = {fake_names[id(p)]: GradInfo(present=p.grad is not None) for p in fakes if id(p) in fake_names}
+        weights = fake_weights(model, mode)  # passed in per call: the model's own tensors stay in place
+        with mode, torch.enable_grad():
+            _forward_backward(weights, fake_inputs(mode, inputs), kwargs, loss_fn, seed=0)
+            grads = {name: GradInfo(present=fake.grad is not None) for name, fake in weights.parameters.items()}
     finally:
         random_state.restore()
     return ProbeResult(grads, measurable=False)
