@@ -76,6 +76,8 @@ class FlowInterpreter(fx.Interpreter):
         self.twin_ids: set[int] = set()
         self.twin_names: dict[int, str] = {}  # id(twin of a parameter) -> parameter name
         self.aliases: dict[str, str] = {}  # node mutated in place -> the node that mutated it
+        # storage -> (node name, tensor) of every value living in it: a base and all its views
+        self.storages: dict[int, list[tuple[str, torch.Tensor]]] = {}
         self.by_name = {n.name: n for n in graph_module.graph.nodes}
         self.known: set[tuple] = set()  # keys of every result so far: walks stop there
         self.keep_alive: list[Any] = []  # grad_fns whose ids are keys
@@ -116,19 +118,23 @@ class FlowInterpreter(fx.Interpreter):
         if any(self.env[self._read(i)] is NOT_RUN for i in inputs):
             self._by_rules(node)
             return NOT_RUN
-        entries = self._entry_points(inputs)
-        states = {id(t): _state(t) for i in inputs for t in tensors_in(self.env[self._read(i)])}
+        # A write through any view of an input changes every value in its storage: watch them all.
+        members = self._sharing_storage(inputs) if node.op != "output" else []
+        entries = self._entry_points(inputs, members)
+        states = {id(t): _state(t) for _, t in members}
         region = node.meta.get(GRAD_MODE_KEY)
         try:
             with torch.no_grad() if region else contextlib.nullcontext():
                 args, kwargs = self.fetch_args_kwargs_from_env(node)
                 result = getattr(self, node.op)(node.target, args, kwargs)
         except Exception:  # a data-dependent op (.item(), a boolean mask): retry on real stand-ins
-            return self._run_on_stand_ins(node, inputs, region)
-        reached = _walk(tensors_in(result), entries, self.known, self.twin_names) if node.op != "output" else {}
-        node.meta[META_KEY] = self._flow(node, inputs, reached, result, region)
-        if isinstance(result, torch.Tensor) and id(result) in states and _state(result) != states[id(result)]:
-            self._note_in_place(node, inputs, result)
+            return self._run_on_stand_ins(node, inputs, members, region)
+        written = _written(members, states)
+        outputs = tensors_in(result) + [t for _, t in written]
+        reached = _walk(outputs, entries, self.known, self.twin_names) if node.op != "output" else {}
+        node.meta[META_KEY] = self._flow(node, inputs, reached, result, region, written)
+        self._after_writes(node, written)
+        self._register(node.name, result)
         return result
 
     def _by_rules(self, node: fx.Node) -> None:
@@ -142,49 +148,110 @@ class FlowInterpreter(fx.Interpreter):
         name = self.aliases.get(node.name)
         return self.by_name[name] if name else node
 
-    def _entry_points(self, inputs: list[fx.Node]) -> dict[tuple, list[str]]:
-        """Where each input tensor's gradient would enter autograd, keyed as in the walk."""
+    def _entry_points(self, inputs: list[fx.Node],
+                      members: Sequence[tuple[str, torch.Tensor]] = ()) -> dict[tuple, list[str]]:
+        """Where each input tensor's gradient would enter autograd, keyed as in the walk.
+
+        The tensors are the ones the node is called with (``env[input]``); the name is the node a
+        read of that input sees (the last write into its storage). ``members`` (values sharing
+        storage with an input) are entries too: a write through a view reads its base.
+        """
         entries: dict[tuple, list[str]] = {}
+
+        def add(key: tuple, name: str) -> None:
+            names = entries.setdefault(key, [])
+            if name not in names:
+                names.append(name)
+
         for input_node in inputs:
-            source = self._read(input_node)
-            for tensor in tensors_in(self.env[source]):
+            name = self._read(input_node).name
+            for tensor in tensors_in(self.env[input_node]):
                 if tensor.requires_grad:
-                    entries.setdefault(_key(tensor), []).append(source.name)
+                    add(_key(tensor), name)
+        for name, tensor in members:
+            if tensor.requires_grad:
+                add(_key(tensor), self._read(self.by_name[name]).name)
         return entries
 
-    def _run_on_stand_ins(self, node: fx.Node, inputs: list[fx.Node], region: GradRegion | None) -> Any:
+    # -- aliasing: values that share storage ------------------------------------------------
+    def _register(self, name: str, value: Any) -> None:
+        """Remember every tensor of a node's value under its storage.
+
+        A view whose base no node produced (``einsum`` returns a view of an inner ``bmm``) brings
+        its base along under its own name: a later write through the view rewrites that base.
+        """
+        for tensor in tensors_in(value):
+            members = self.storages.setdefault(_storage_key(tensor), [])
+            base = tensor._base
+            if base is not None and not any(t is base for _, t in members):
+                members.append((name, base))
+            members.append((name, tensor))
+
+    def _sharing_storage(self, inputs: list[fx.Node]) -> list[tuple[str, torch.Tensor]]:
+        """(node name, tensor) of every earlier value that shares storage with an input's tensor."""
+        keys = {_storage_key(t) for i in inputs for t in tensors_in(self.env[i])}
+        return [member for key in keys for member in self.storages.get(key, ())]
+
+    def _after_writes(self, node: fx.Node, written: list[tuple[str, torch.Tensor]]) -> None:
+        """``node`` wrote into some storages: later reads of any value in them (base or view) see it."""
+        if not written:
+            return
+        previous = {self._read(self.by_name[name]).name for name, _ in written}
+        for name, _ in written:
+            self.aliases[name] = node.name
+        for key, target in list(self.aliases.items()):
+            if target in previous:
+                self.aliases[key] = node.name
+
+    def _run_on_stand_ins(self, node: fx.Node, inputs: list[fx.Node], members: list[tuple[str, torch.Tensor]],
+                          region: GradRegion | None) -> Any:
         """Run a node meta twins cannot (its result depends on values) on real stand-in tensors.
 
-        Each twin input becomes a real leaf of the same shape and dtype; the result's history
-        back to those leaves gives the edges, as on twins. The result goes back to twins (leaves
-        that keep ``requires_grad``) so later nodes run as usual. Only if this fails too is the
-        node decided by name rules.
+        Each twin input becomes a real tensor of the same shape and dtype; the result's history
+        back to those stand-ins gives the edges, as on twins. The result goes back to twins (leaves
+        that keep ``requires_grad``) so later nodes run as usual; so does an input the node wrote
+        into (``h[mask] = v``), which later reads then see. Only if this fails too is the node
+        decided by name rules.
         """
-        stand_ins: dict[int, torch.Tensor] = {}
+        stand_ins: dict[int, tuple[torch.Tensor, torch.Tensor, tuple]] = {}  # id(twin) -> twin, stand-in, state
         entries: dict[tuple, list[str]] = {}
 
         def real(value: Any) -> Any:
             if not self.is_twin(value):
                 return value
             if id(value) not in stand_ins:
-                stand_ins[id(value)] = _stand_in(value, self.device)
-            return stand_ins[id(value)]
+                stand_in = _stand_in(value, self.device, self.keep_alive)
+                stand_ins[id(value)] = (value, stand_in, _state(stand_in))
+            return stand_ins[id(value)][1]
 
         try:
             with self.device, torch.no_grad() if region else contextlib.nullcontext():
                 args, kwargs = self.fetch_args_kwargs_from_env(node)
                 args, kwargs = tree_map(real, (args, kwargs))
-                for input_node in inputs:
+                for input_node in inputs:  # real tensors among the inputs (factories) are used as they are
                     for tensor in tensors_in(self.env[input_node]):
-                        if self.is_twin(tensor) and tensor.requires_grad:
+                        if tensor.requires_grad:
                             entries.setdefault(_key(real(tensor)), []).append(self._read(input_node).name)
+                states = {id(t): _state(t) for _, t in members}
                 result = getattr(self, node.op)(node.target, args, kwargs)
-                reached = _walk(tensors_in(result), entries, set(), self.twin_names)
+                changed = {id(twin): stand_in for twin, stand_in, state in stand_ins.values() if _state(stand_in) != state}
+                written_twins = {_storage_key(stand_ins[i][0]) for i in changed}
+                written = [(name, tensor) for name, tensor in members if _storage_key(tensor) in written_twins
+                           or (not self.is_twin(tensor) and _state(tensor) != states[id(tensor)])]
+                outputs = tensors_in(result) + list(changed.values()) + [t for _, t in written if not self.is_twin(t)]
+                reached = _walk(outputs, entries, set(), self.twin_names)
                 result = tree_map(self._retwin, result)
         except Exception:  # not even real values help (.numpy() of a tensor that needs grad, ...)
             self._by_rules(node)
             return NOT_RUN
-        node.meta[META_KEY] = self._flow(node, inputs, reached, result, region)
+        node.meta[META_KEY] = self._flow(node, inputs, reached, result, region, written)
+        for input_node in inputs:  # the written twins are replaced: later reads see the write
+            value = self.env[input_node]
+            if isinstance(value, torch.Tensor) and id(value) in changed:
+                self.env[input_node] = self._retwin(changed[id(value)])
+                self._flow_keys(tensors_in(self.env[input_node]))
+        self._after_writes(node, written)
+        self._register(node.name, result)
         return result
 
     def _retwin(self, value: Any) -> Any:
@@ -192,17 +259,21 @@ class FlowInterpreter(fx.Interpreter):
             return value
         return _twin(value, self.twins)
 
-    def _flow(self, node: fx.Node, inputs: list[fx.Node], reached: dict[str, str],
-              result: Any, region: GradRegion | None) -> NodeFlow:
+    def _flow(self, node: fx.Node, inputs: list[fx.Node], reached: dict[str, str], result: Any,
+              region: GradRegion | None, written: Sequence[tuple[str, torch.Tensor]] = ()) -> NodeFlow:
+        """The node's edges; ``written``: values in storages the node wrote into, which it read too."""
         outputs = tensors_in(result)
         flow = NodeFlow(grad_region=region)
         for input_node in inputs:
             source = self._read(input_node)
             if node.op == "output":
-                floating = any(t.is_floating_point() or t.is_complex() for t in tensors_in(self.env[source]))
+                floating = any(t.is_floating_point() or t.is_complex() for t in tensors_in(self.env[input_node]))
                 flow.inputs[source.name] = DIFF if floating else NONE
             else:
                 flow.inputs[source.name] = reached.get(source.name, NONE)
+        for name, _ in written:
+            source = self._read(self.by_name[name]).name
+            flow.inputs.setdefault(source, reached.get(source, NONE))
         for key, kind in reached.items():
             if key.startswith("param:"):
                 flow.params[key[len("param:"):]] = kind
@@ -215,11 +286,15 @@ class FlowInterpreter(fx.Interpreter):
         if outputs:
             flow.dtype = rules.dtype_name(outputs[0].dtype)
             flow.shape = tuple(int(s) for s in outputs[0].shape) if _static_shape(outputs[0]) else None
-        for tensor in outputs:
+        self._flow_keys(outputs + [t for _, t in written])
+        return flow
+
+    def _flow_keys(self, tensors: list[torch.Tensor]) -> None:
+        """Walks of later nodes stop at these tensors: they are results of this node."""
+        for tensor in tensors:
             if tensor.requires_grad:
                 self.known.add(_key(tensor))
                 self.keep_alive.append(tensor.grad_fn)
-        return flow
 
     def _own_names(self) -> dict[str, str]:
         """Attribute path -> canonical name, for every path a parameter can be read through."""
@@ -238,15 +313,6 @@ class FlowInterpreter(fx.Interpreter):
         module = self.model.get_submodule(node.target)
         return [self.twin_names[id(p)] for p in module.parameters() if id(p) in self.twin_names]
 
-    def _note_in_place(self, node: fx.Node, inputs: list[fx.Node], result: torch.Tensor) -> None:
-        """An op that changed one of its inputs in place: later reads of that input see this node."""
-        for input_node in inputs:
-            source = self._read(input_node)
-            value = self.env[source]
-            if isinstance(value, torch.Tensor) and result is value:
-                self.aliases[input_node.name] = node.name
-                self.aliases[source.name] = node.name
-
 
 def _twin(tensor: torch.Tensor, kind: str) -> torch.Tensor:
     """A stand-alone copy of ``tensor`` (shape, dtype, requires_grad): on meta, or real values."""
@@ -254,18 +320,37 @@ def _twin(tensor: torch.Tensor, kind: str) -> torch.Tensor:
     return twin.requires_grad_(tensor.requires_grad) if twin.is_floating_point() or twin.is_complex() else twin
 
 
-def _stand_in(twin: torch.Tensor, device: torch.device) -> torch.Tensor:
+def _stand_in(twin: torch.Tensor, device: torch.device, keep_alive: list[Any]) -> torch.Tensor:
     """A real tensor shaped like ``twin``: ones (every mask entry True), zeros for integers
-    (always a valid index); a leaf that requires grad when the twin does."""
+    (always a valid index). Where the twin requires grad, a copy of a leaf that does (autograd
+    refuses in-place writes into the leaf itself, and ``h[mask] = v`` is such a write)."""
     integer = not (twin.dtype.is_floating_point or twin.dtype.is_complex or twin.dtype == torch.bool)
     make = torch.zeros if integer else torch.ones
     tensor = make(tuple(twin.shape), dtype=twin.dtype, device=device)
-    return tensor.requires_grad_(twin.requires_grad)
+    if not twin.requires_grad:
+        return tensor
+    leaf = tensor.requires_grad_(True)
+    keep_alive.append(leaf)
+    return leaf.clone()
 
 
 def _state(tensor: torch.Tensor) -> tuple:
     """What an in-place op changes: data version, autograd history, requires_grad."""
     return (tensor._version, id(tensor.grad_fn), tensor.requires_grad)
+
+
+def _storage_key(tensor: torch.Tensor) -> int:
+    """Identifies the memory a tensor lives in: a base and all its views share it (meta ones too)."""
+    try:
+        return tensor.untyped_storage()._cdata
+    except Exception:  # a tensor without storage (sparse, some subclasses): it aliases nothing
+        return -id(tensor)
+
+
+def _written(members: list[tuple[str, torch.Tensor]], states: dict[int, tuple]) -> list[tuple[str, torch.Tensor]]:
+    """The members whose storage a node wrote into (a changed version, history or requires_grad)."""
+    changed = {_storage_key(t) for _, t in members if _state(t) != states[id(t)]}
+    return [(name, t) for name, t in members if _storage_key(t) in changed]
 
 
 def _static_shape(tensor: torch.Tensor) -> bool:
