@@ -32,8 +32,8 @@ from torch.utils._pytree import tree_map
 
 from . import rules
 from .capture import GRAD_MODE_KEY, GradRegion
-from .flow import (DIFF, META_KEY, NONE, ZERO, NodeFlow, data_inputs, parameter_names, resolve_attribute_of,
-                   tensors_in)
+from .flow import (DIFF, META_KEY, NONE, ZERO, NodeFlow, OutputFlow, data_inputs, parameter_names,
+                   resolve_attribute_of, tensors_in)
 from .rules import annotate_by_rules, in_place
 from .state import swapped_weights
 
@@ -132,7 +132,8 @@ class FlowInterpreter(fx.Interpreter):
         written = _written(members, states)
         outputs = tensors_in(result) + [t for _, t in written]
         reached = _walk(outputs, entries, self.known, self.twin_names) if node.op != "output" else {}
-        node.meta[META_KEY] = self._flow(node, inputs, reached, result, region, written)
+        elements = {key: _walk(tensors, entries, self.known, self.twin_names) for key, tensors in _elements(result).items()}
+        node.meta[META_KEY] = self._flow(node, inputs, reached, result, region, written, elements)
         self._after_writes(node, written)
         self._register(node.name, result)
         return result
@@ -240,11 +241,13 @@ class FlowInterpreter(fx.Interpreter):
                            or (not self.is_twin(tensor) and _state(tensor) != states[id(tensor)])]
                 outputs = tensors_in(result) + list(changed.values()) + [t for _, t in written if not self.is_twin(t)]
                 reached = _walk(outputs, entries, set(), self.twin_names)
+                elements = {key: _walk(tensors, entries, set(), self.twin_names)
+                            for key, tensors in _elements(result).items()}
                 result = tree_map(self._retwin, result)
         except Exception:  # not even real values help (.numpy() of a tensor that needs grad, ...)
             self._by_rules(node)
             return NOT_RUN
-        node.meta[META_KEY] = self._flow(node, inputs, reached, result, region, written)
+        node.meta[META_KEY] = self._flow(node, inputs, reached, result, region, written, elements)
         for input_node in inputs:  # the written twins are replaced: later reads see the write
             value = self.env[input_node]
             if isinstance(value, torch.Tensor) and id(value) in changed:
@@ -260,27 +263,23 @@ class FlowInterpreter(fx.Interpreter):
         return _twin(value, self.twins)
 
     def _flow(self, node: fx.Node, inputs: list[fx.Node], reached: dict[str, str], result: Any,
-              region: GradRegion | None, written: Sequence[tuple[str, torch.Tensor]] = ()) -> NodeFlow:
-        """The node's edges; ``written``: values in storages the node wrote into, which it read too."""
+              region: GradRegion | None, written: Sequence[tuple[str, torch.Tensor]] = (),
+              elements: dict[Any, dict[str, str]] | None = None) -> NodeFlow:
+        """The node's edges. ``written``: values in storages the node wrote into, which it read too;
+        ``elements``: what each element of a tuple/dict result reached on its own."""
         outputs = tensors_in(result)
         flow = NodeFlow(grad_region=region)
-        for input_node in inputs:
-            source = self._read(input_node)
-            if node.op == "output":
+        if node.op == "output":
+            for input_node in inputs:
                 floating = any(t.is_floating_point() or t.is_complex() for t in tensors_in(self.env[input_node]))
-                flow.inputs[source.name] = DIFF if floating else NONE
-            else:
-                flow.inputs[source.name] = reached.get(source.name, NONE)
-        for name, _ in written:
-            source = self._read(self.by_name[name]).name
-            flow.inputs.setdefault(source, reached.get(source, NONE))
-        for key, kind in reached.items():
-            if key.startswith("param:"):
-                flow.params[key[len("param:"):]] = kind
-        for name in self._owned_parameters(node):
-            flow.params.setdefault(name, NONE)
-        if node.op == "get_attr" and node.target in self._own_names():
-            flow.params[self._own_names()[node.target]] = DIFF
+                flow.inputs[self._read(input_node).name] = DIFF if floating else NONE
+        else:
+            sources = [self._read(i).name for i in inputs] + [self._read(self.by_name[n]).name for n, _ in written]
+            union = self._edges(node, sources, reached)
+            flow.inputs, flow.params = union.inputs, union.params
+            parts = {key: self._edges(node, sources, part) for key, part in (elements or {}).items()}
+            if any(part != union for part in parts.values()):  # the elements reach different things
+                flow.outputs = parts
         flow.is_tensor = bool(outputs)
         flow.requires_grad = any(t.requires_grad for t in outputs)
         if outputs:
@@ -288,6 +287,20 @@ class FlowInterpreter(fx.Interpreter):
             flow.shape = tuple(int(s) for s in outputs[0].shape) if _static_shape(outputs[0]) else None
         self._flow_keys(outputs + [t for _, t in written])
         return flow
+
+    def _edges(self, node: fx.Node, sources: list[str], reached: dict[str, str]) -> OutputFlow:
+        """Edges from the node's inputs (read under these names) and parameters, given what a walk reached."""
+        edges = OutputFlow()
+        for source in sources:
+            edges.inputs.setdefault(source, reached.get(source, NONE))
+        for key, kind in reached.items():
+            if key.startswith("param:"):
+                edges.params[key[len("param:"):]] = kind
+        for name in self._owned_parameters(node):
+            edges.params.setdefault(name, NONE)
+        if node.op == "get_attr" and node.target in self._own_names():
+            edges.params[self._own_names()[node.target]] = DIFF
+        return edges
 
     def _flow_keys(self, tensors: list[torch.Tensor]) -> None:
         """Walks of later nodes stop at these tensors: they are results of this node."""
@@ -351,6 +364,19 @@ def _written(members: list[tuple[str, torch.Tensor]], states: dict[int, tuple]) 
     """The members whose storage a node wrote into (a changed version, history or requires_grad)."""
     changed = {_storage_key(t) for _, t in members if _state(t) != states[id(t)]}
     return [(name, t) for name, t in members if _storage_key(t) in changed]
+
+
+def _elements(result: Any) -> dict[Any, list[torch.Tensor]]:
+    """The tensors of each element of a tuple, list or dict result holding more than one such element."""
+    if isinstance(result, (tuple, list)):
+        items = enumerate(result)
+    elif isinstance(result, dict):
+        items = result.items()
+    else:
+        return {}
+    elements = {key: tensors_in(value) for key, value in items}
+    elements = {key: tensors for key, tensors in elements.items() if tensors}
+    return elements if len(elements) > 1 else {}
 
 
 def _static_shape(tensor: torch.Tensor) -> bool:

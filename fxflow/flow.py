@@ -24,6 +24,14 @@ METADATA_ATTRIBUTES = frozenset({
 
 
 @dataclass
+class OutputFlow:
+    """The edges of one element of a node's tuple (or dict) result: what that element alone reaches."""
+
+    inputs: dict[str, str] = field(default_factory=dict)  # input node name -> DIFF/ZERO/NONE
+    params: dict[str, str] = field(default_factory=dict)  # parameter name -> DIFF/ZERO/NONE
+
+
+@dataclass
 class NodeFlow:
     """How gradient passes through one node (``node.meta["fxflow"]``)."""
 
@@ -35,6 +43,9 @@ class NodeFlow:
     shape: tuple[int, ...] | None = None
     grad_region: GradRegion | None = None
     evaluated: bool = True  # False: decided by name rules, not by running the node
+    # Per element of a tuple/dict result (``nn.MultiheadAttention`` -> (output, weights)), only where
+    # the elements reach different inputs or parameters; ``inputs``/``params`` are their union.
+    outputs: dict[Any, OutputFlow] = field(default_factory=dict)
 
 
 def tensors_in(value: Any) -> list[torch.Tensor]:
