@@ -277,7 +277,7 @@ class FlowInterpreter(fx.Interpreter):
             sources = [self._read(i).name for i in inputs] + [self._read(self.by_name[n]).name for n, _ in written]
             union = self._edges(node, sources, reached)
             flow.inputs, flow.params = union.inputs, union.params
-            parts = {key: self._edges(node, sources, part) for key, part in (elements or {}).items()}
+            parts = {key: _within(self._edges(node, sources, part), union) for key, part in (elements or {}).items()}
             if any(part != union for part in parts.values()):  # the elements reach different things
                 flow.outputs = parts
         flow.is_tensor = bool(outputs)
@@ -364,6 +364,14 @@ def _written(members: list[tuple[str, torch.Tensor]], states: dict[int, tuple]) 
     """The members whose storage a node wrote into (a changed version, history or requires_grad)."""
     changed = {_storage_key(t) for _, t in members if _state(t) != states[id(t)]}
     return [(name, t) for name, t in members if _storage_key(t) in changed]
+
+
+def _within(part: OutputFlow, union: OutputFlow) -> OutputFlow:
+    """An element's edges, without those only other elements use: a parameter that feeds just the
+    discarded element is unused by this one, not cut (a ``none`` edge stays where the call as a
+    whole has no gradient for it, under no_grad say)."""
+    keep = lambda edges, whole: {k: v for k, v in edges.items() if v != NONE or whole[k] == NONE}  # noqa: E731
+    return OutputFlow(keep(part.inputs, union.inputs), keep(part.params, union.params))
 
 
 def _elements(result: Any) -> dict[Any, list[torch.Tensor]]:
