@@ -132,6 +132,7 @@ class FlowInterpreter(fx.Interpreter):
         written = _written(members, states)
         outputs = tensors_in(result) + [t for _, t in written]
         reached = _walk(outputs, entries, self.known, self.twin_names) if node.op != "output" else {}
+        self._spread_over_storage(reached, inputs, written)
         elements = {key: _walk(tensors, entries, self.known, self.twin_names) for key, tensors in _elements(result).items()}
         node.meta[META_KEY] = self._flow(node, inputs, reached, result, region, written, elements)
         self._after_writes(node, written)
@@ -193,6 +194,22 @@ class FlowInterpreter(fx.Interpreter):
         keys = {_storage_key(t) for i in inputs for t in tensors_in(self.env[i])}
         return [member for key in keys for member in self.storages.get(key, ())]
 
+    def _spread_over_storage(self, reached: dict[str, str], inputs: list[fx.Node],
+                             written: list[tuple[str, torch.Tensor]]) -> None:
+        """A write through a view reads the view's old value as part of its base's: autograd routes
+        the gradient to the base (``CopySlices``), past the view, yet the view's value did flow in."""
+        by_storage: dict[int, str] = {}
+        for name, tensor in written:
+            kind = reached.get(self._read(self.by_name[name]).name)
+            key = _storage_key(tensor)
+            if kind == DIFF or (kind == ZERO and by_storage.get(key) != DIFF):
+                by_storage[key] = kind
+        readers = [(self._read(i).name, t) for i in inputs for t in tensors_in(self.env[i])]
+        for name, tensor in readers + [(self._read(self.by_name[n]).name, t) for n, t in written]:
+            kind = by_storage.get(_storage_key(tensor))
+            if kind is not None and reached.get(name) != DIFF:
+                reached[name] = kind
+
     def _after_writes(self, node: fx.Node, written: list[tuple[str, torch.Tensor]]) -> None:
         """``node`` wrote into some storages: later reads of any value in them (base or view) see it."""
         if not written:
@@ -241,6 +258,7 @@ class FlowInterpreter(fx.Interpreter):
                            or (not self.is_twin(tensor) and _state(tensor) != states[id(tensor)])]
                 outputs = tensors_in(result) + list(changed.values()) + [t for _, t in written if not self.is_twin(t)]
                 reached = _walk(outputs, entries, set(), self.twin_names)
+                self._spread_over_storage(reached, inputs, written)
                 elements = {key: _walk(tensors, entries, set(), self.twin_names)
                             for key, tensors in _elements(result).items()}
                 result = tree_map(self._retwin, result)
@@ -361,9 +379,10 @@ def _storage_key(tensor: torch.Tensor) -> int:
 
 
 def _written(members: list[tuple[str, torch.Tensor]], states: dict[int, tuple]) -> list[tuple[str, torch.Tensor]]:
-    """The members whose storage a node wrote into (a changed version, history or requires_grad)."""
-    changed = {_storage_key(t) for _, t in members if _state(t) != states[id(t)]}
-    return [(name, t) for name, t in members if _storage_key(t) in changed]
+    """The members a node changed: every value in a storage whose data it wrote (the version counter,
+    shared by a base and its views, moved), and any value whose history alone changed (``detach_``)."""
+    written = {_storage_key(t) for _, t in members if t._version != states[id(t)][0]}
+    return [(name, t) for name, t in members if _storage_key(t) in written or _state(t) != states[id(t)]]
 
 
 def _within(part: OutputFlow, union: OutputFlow) -> OutputFlow:
