@@ -18,6 +18,11 @@ Call tree::
       _run_on_stand_ins(node)                  # data-dependent ops (.item(), masks): real stand-ins
       annotate_by_rules(node)                  # nodes that could not run at all, or no example inputs
 
+In-place writes are seen through storage, not op names (:mod:`fxflow.aliasing`): a node that
+writes into a tensor (or any view of its storage) reads the old values and is what later reads
+of any of them see. A tuple or dict result whose elements reach different inputs or parameters
+(``nn.MultiheadAttention``'s output and weights) also gets each element's own edges.
+
 Result: ``node.meta["fxflow"]`` is a :class:`NodeFlow`.
 """
 from __future__ import annotations
@@ -31,9 +36,10 @@ import torch.fx as fx
 from torch.utils._pytree import tree_map
 
 from . import rules
+from .aliasing import StorageMap, state, storage_key, written_members
 from .capture import GRAD_MODE_KEY, GradRegion
 from .flow import (DIFF, META_KEY, NONE, ZERO, NodeFlow, OutputFlow, data_inputs, parameter_names,
-                   resolve_attribute_of, tensors_in)
+                   resolve_attribute_of, result_elements, tensors_in)
 from .rules import annotate_by_rules, in_place
 from .state import swapped_weights
 
@@ -75,10 +81,9 @@ class FlowInterpreter(fx.Interpreter):
         self.twin_of: dict[int, torch.Tensor] = {}  # id(real tensor) -> its twin
         self.twin_ids: set[int] = set()
         self.twin_names: dict[int, str] = {}  # id(twin of a parameter) -> parameter name
-        self.aliases: dict[str, str] = {}  # node mutated in place -> the node that mutated it
-        # storage -> (node name, tensor) of every value living in it: a base and all its views
-        self.storages: dict[int, list[tuple[str, torch.Tensor]]] = {}
         self.by_name = {n.name: n for n in graph_module.graph.nodes}
+        self.storages = StorageMap(self.by_name)  # bases and views: a write through one reaches all
+        self.aliases = self.storages.aliases  # node written in place -> the node that wrote it last
         self.known: set[tuple] = set()  # keys of every result so far: walks stop there
         self.keep_alive: list[Any] = []  # grad_fns whose ids are keys
 
@@ -119,9 +124,9 @@ class FlowInterpreter(fx.Interpreter):
             self._by_rules(node)
             return NOT_RUN
         # A write through any view of an input changes every value in its storage: watch them all.
-        members = self._sharing_storage(inputs) if node.op != "output" else []
+        members = self.storages.sharing([self.env[i] for i in inputs]) if node.op != "output" else []
         entries = self._entry_points(inputs, members)
-        states = {id(t): _state(t) for _, t in members}
+        states = {id(t): state(t) for _, t in members}
         region = node.meta.get(GRAD_MODE_KEY)
         try:
             with torch.no_grad() if region else contextlib.nullcontext():
@@ -129,14 +134,15 @@ class FlowInterpreter(fx.Interpreter):
                 result = getattr(self, node.op)(node.target, args, kwargs)
         except Exception:  # a data-dependent op (.item(), a boolean mask): retry on real stand-ins
             return self._run_on_stand_ins(node, inputs, members, region)
-        written = _written(members, states)
+        written = written_members(members, states)
         outputs = tensors_in(result) + [t for _, t in written]
         reached = _walk(outputs, entries, self.known, self.twin_names) if node.op != "output" else {}
-        self._spread_over_storage(reached, inputs, written)
-        elements = {key: _walk(tensors, entries, self.known, self.twin_names) for key, tensors in _elements(result).items()}
+        self.storages.spread(reached, self._readers(inputs), written)
+        elements = {key: _walk(tensors, entries, self.known, self.twin_names)
+                    for key, tensors in result_elements(result).items()}
         node.meta[META_KEY] = self._flow(node, inputs, reached, result, region, written, elements)
-        self._after_writes(node, written)
-        self._register(node.name, result)
+        self.storages.wrote(node, written)
+        self.storages.register(node.name, result)
         return result
 
     def _by_rules(self, node: fx.Node) -> None:
@@ -146,9 +152,12 @@ class FlowInterpreter(fx.Interpreter):
             self.aliases[node.args[0].name] = node.name
 
     def _read(self, node: fx.Node) -> fx.Node:
-        """The node whose value a read of ``node`` sees: the last in-place op on it, if any."""
-        name = self.aliases.get(node.name)
-        return self.by_name[name] if name else node
+        """The node whose value a read of ``node`` sees: the last in-place write into it, if any."""
+        return self.storages.read(node)
+
+    def _readers(self, inputs: list[fx.Node]) -> list[tuple[str, torch.Tensor]]:
+        """(name read, tensor) for every tensor the node is called with."""
+        return [(self._read(i).name, t) for i in inputs for t in tensors_in(self.env[i])]
 
     def _entry_points(self, inputs: list[fx.Node],
                       members: Sequence[tuple[str, torch.Tensor]] = ()) -> dict[tuple, list[str]]:
@@ -172,54 +181,8 @@ class FlowInterpreter(fx.Interpreter):
                     add(_key(tensor), name)
         for name, tensor in members:
             if tensor.requires_grad:
-                add(_key(tensor), self._read(self.by_name[name]).name)
+                add(_key(tensor), self.storages.read_name(name))
         return entries
-
-    # -- aliasing: values that share storage ------------------------------------------------
-    def _register(self, name: str, value: Any) -> None:
-        """Remember every tensor of a node's value under its storage.
-
-        A view whose base no node produced (``einsum`` returns a view of an inner ``bmm``) brings
-        its base along under its own name: a later write through the view rewrites that base.
-        """
-        for tensor in tensors_in(value):
-            members = self.storages.setdefault(_storage_key(tensor), [])
-            base = tensor._base
-            if base is not None and not any(t is base for _, t in members):
-                members.append((name, base))
-            members.append((name, tensor))
-
-    def _sharing_storage(self, inputs: list[fx.Node]) -> list[tuple[str, torch.Tensor]]:
-        """(node name, tensor) of every earlier value that shares storage with an input's tensor."""
-        keys = {_storage_key(t) for i in inputs for t in tensors_in(self.env[i])}
-        return [member for key in keys for member in self.storages.get(key, ())]
-
-    def _spread_over_storage(self, reached: dict[str, str], inputs: list[fx.Node],
-                             written: list[tuple[str, torch.Tensor]]) -> None:
-        """A write through a view reads the view's old value as part of its base's: autograd routes
-        the gradient to the base (``CopySlices``), past the view, yet the view's value did flow in."""
-        by_storage: dict[int, str] = {}
-        for name, tensor in written:
-            kind = reached.get(self._read(self.by_name[name]).name)
-            key = _storage_key(tensor)
-            if kind == DIFF or (kind == ZERO and by_storage.get(key) != DIFF):
-                by_storage[key] = kind
-        readers = [(self._read(i).name, t) for i in inputs for t in tensors_in(self.env[i])]
-        for name, tensor in readers + [(self._read(self.by_name[n]).name, t) for n, t in written]:
-            kind = by_storage.get(_storage_key(tensor))
-            if kind is not None and reached.get(name) != DIFF:
-                reached[name] = kind
-
-    def _after_writes(self, node: fx.Node, written: list[tuple[str, torch.Tensor]]) -> None:
-        """``node`` wrote into some storages: later reads of any value in them (base or view) see it."""
-        if not written:
-            return
-        previous = {self._read(self.by_name[name]).name for name, _ in written}
-        for name, _ in written:
-            self.aliases[name] = node.name
-        for key, target in list(self.aliases.items()):
-            if target in previous:
-                self.aliases[key] = node.name
 
     def _run_on_stand_ins(self, node: fx.Node, inputs: list[fx.Node], members: list[tuple[str, torch.Tensor]],
                           region: GradRegion | None) -> Any:
@@ -239,7 +202,7 @@ class FlowInterpreter(fx.Interpreter):
                 return value
             if id(value) not in stand_ins:
                 stand_in = _stand_in(value, self.device, self.keep_alive)
-                stand_ins[id(value)] = (value, stand_in, _state(stand_in))
+                stand_ins[id(value)] = (value, stand_in, state(stand_in))
             return stand_ins[id(value)][1]
 
         try:
@@ -250,17 +213,19 @@ class FlowInterpreter(fx.Interpreter):
                     for tensor in tensors_in(self.env[input_node]):
                         if tensor.requires_grad:
                             entries.setdefault(_key(real(tensor)), []).append(self._read(input_node).name)
-                states = {id(t): _state(t) for _, t in members}
+                real_members = [(name, t) for name, t in members if not self.is_twin(t)]  # written in place
+                states = {id(t): state(t) for _, t in real_members}
                 result = getattr(self, node.op)(node.target, args, kwargs)
-                changed = {id(twin): stand_in for twin, stand_in, state in stand_ins.values() if _state(stand_in) != state}
-                written_twins = {_storage_key(stand_ins[i][0]) for i in changed}
-                written = [(name, tensor) for name, tensor in members if _storage_key(tensor) in written_twins
-                           or (not self.is_twin(tensor) and _state(tensor) != states[id(tensor)])]
+                changed = {id(twin): stand_in for twin, stand_in, before in stand_ins.values()
+                           if state(stand_in) != before}
+                written_twins = {storage_key(stand_ins[i][0]) for i in changed}  # written in their stand-ins
+                written = [(name, t) for name, t in members if storage_key(t) in written_twins]
+                written += written_members(real_members, states)
                 outputs = tensors_in(result) + list(changed.values()) + [t for _, t in written if not self.is_twin(t)]
                 reached = _walk(outputs, entries, set(), self.twin_names)
-                self._spread_over_storage(reached, inputs, written)
+                self.storages.spread(reached, self._readers(inputs), written)
                 elements = {key: _walk(tensors, entries, set(), self.twin_names)
-                            for key, tensors in _elements(result).items()}
+                            for key, tensors in result_elements(result).items()}
                 result = tree_map(self._retwin, result)
         except Exception:  # not even real values help (.numpy() of a tensor that needs grad, ...)
             self._by_rules(node)
@@ -271,8 +236,8 @@ class FlowInterpreter(fx.Interpreter):
             if isinstance(value, torch.Tensor) and id(value) in changed:
                 self.env[input_node] = self._retwin(changed[id(value)])
                 self._flow_keys(tensors_in(self.env[input_node]))
-        self._after_writes(node, written)
-        self._register(node.name, result)
+        self.storages.wrote(node, written)
+        self.storages.register(node.name, result)
         return result
 
     def _retwin(self, value: Any) -> Any:
@@ -292,10 +257,10 @@ class FlowInterpreter(fx.Interpreter):
                 floating = any(t.is_floating_point() or t.is_complex() for t in tensors_in(self.env[input_node]))
                 flow.inputs[self._read(input_node).name] = DIFF if floating else NONE
         else:
-            sources = [self._read(i).name for i in inputs] + [self._read(self.by_name[n]).name for n, _ in written]
+            sources = [self._read(i).name for i in inputs] + [self.storages.read_name(n) for n, _ in written]
             union = self._edges(node, sources, reached)
             flow.inputs, flow.params = union.inputs, union.params
-            parts = {key: _within(self._edges(node, sources, part), union) for key, part in (elements or {}).items()}
+            parts = {key: self._edges(node, sources, part).within(union) for key, part in (elements or {}).items()}
             if any(part != union for part in parts.values()):  # the elements reach different things
                 flow.outputs = parts
         flow.is_tensor = bool(outputs)
@@ -363,47 +328,6 @@ def _stand_in(twin: torch.Tensor, device: torch.device, keep_alive: list[Any]) -
     leaf = tensor.requires_grad_(True)
     keep_alive.append(leaf)
     return leaf.clone()
-
-
-def _state(tensor: torch.Tensor) -> tuple:
-    """What an in-place op changes: data version, autograd history, requires_grad."""
-    return (tensor._version, id(tensor.grad_fn), tensor.requires_grad)
-
-
-def _storage_key(tensor: torch.Tensor) -> int:
-    """Identifies the memory a tensor lives in: a base and all its views share it (meta ones too)."""
-    try:
-        return tensor.untyped_storage()._cdata
-    except Exception:  # a tensor without storage (sparse, some subclasses): it aliases nothing
-        return -id(tensor)
-
-
-def _written(members: list[tuple[str, torch.Tensor]], states: dict[int, tuple]) -> list[tuple[str, torch.Tensor]]:
-    """The members a node changed: every value in a storage whose data it wrote (the version counter,
-    shared by a base and its views, moved), and any value whose history alone changed (``detach_``)."""
-    written = {_storage_key(t) for _, t in members if t._version != states[id(t)][0]}
-    return [(name, t) for name, t in members if _storage_key(t) in written or _state(t) != states[id(t)]]
-
-
-def _within(part: OutputFlow, union: OutputFlow) -> OutputFlow:
-    """An element's edges, without those only other elements use: a parameter that feeds just the
-    discarded element is unused by this one, not cut (a ``none`` edge stays where the call as a
-    whole has no gradient for it, under no_grad say)."""
-    keep = lambda edges, whole: {k: v for k, v in edges.items() if v != NONE or whole[k] == NONE}  # noqa: E731
-    return OutputFlow(keep(part.inputs, union.inputs), keep(part.params, union.params))
-
-
-def _elements(result: Any) -> dict[Any, list[torch.Tensor]]:
-    """The tensors of each element of a tuple, list or dict result holding more than one such element."""
-    if isinstance(result, (tuple, list)):
-        items = enumerate(result)
-    elif isinstance(result, dict):
-        items = result.items()
-    else:
-        return {}
-    elements = {key: tensors_in(value) for key, value in items}
-    elements = {key: tensors for key, tensors in elements.items() if tensors}
-    return elements if len(elements) > 1 else {}
 
 
 def _static_shape(tensor: torch.Tensor) -> bool:

@@ -30,6 +30,13 @@ class OutputFlow:
     inputs: dict[str, str] = field(default_factory=dict)  # input node name -> DIFF/ZERO/NONE
     params: dict[str, str] = field(default_factory=dict)  # parameter name -> DIFF/ZERO/NONE
 
+    def within(self, union: "OutputFlow") -> "OutputFlow":
+        """These edges without those only other elements use: a parameter that feeds just a discarded
+        element is unused by this one, not cut (a ``none`` edge stays where the call as a whole has
+        no gradient for it, under no_grad say)."""
+        keep = lambda edges, whole: {k: v for k, v in edges.items() if v != NONE or whole[k] == NONE}  # noqa: E731
+        return OutputFlow(keep(self.inputs, union.inputs), keep(self.params, union.params))
+
 
 @dataclass
 class NodeFlow:
@@ -63,6 +70,19 @@ def tensors_in(value: Any) -> list[torch.Tensor]:
         elif isinstance(leaf, dict):  # a dict subclass pytree does not know
             found.extend(tensors_in(list(leaf.values())))
     return found
+
+
+def result_elements(result: Any) -> dict[Any, list[torch.Tensor]]:
+    """The tensors of each element of a tuple, list or dict result holding more than one such element."""
+    if isinstance(result, (tuple, list)):
+        items = enumerate(result)
+    elif isinstance(result, dict):
+        items = result.items()
+    else:
+        return {}
+    elements = {key: tensors_in(value) for key, value in items}
+    elements = {key: tensors for key, tensors in elements.items() if tensors}
+    return elements if len(elements) > 1 else {}
 
 
 def parameter_names(model: torch.nn.Module) -> dict[int, str]:

@@ -48,7 +48,8 @@ def check_seed(seed: int, directory: str, method: str | None = None) -> Outcome:
     path = os.path.join(directory, f"fuzz_{seed}.py")
     with open(path, "w") as handle:
         handle.write(generated.source)
-    outcome = Outcome(seed, path, planted=Counter(generated.planted.values()), idioms=Counter(generated.idioms.values()))
+    outcome = Outcome(seed, path, planted=Counter(generated.planted.values()),
+                      idioms=Counter(generated.idioms.values()))
     module = load(path, f"fxflow_fuzz_{seed}")
     torch.manual_seed(seed)
     model = module.Model()
