@@ -116,11 +116,13 @@ def uncertainty_notes(uncertain: dict[str, dict[str, Any]]) -> list[str]:
     """One note per kind of node decided without running it, naming the parameters it touches."""
     notes = []
     for kind, found in uncertain.items():
+        if kind == "name rules":  # the annotation's own note names the parameters such calls hold
+            continue
         names = found["parameters"]
         touched = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
         nodes = found["nodes"]
-        how = "by name rules, not by running them" if kind == "name rules" else "on stand-in values (ones/zeros)"
-        notes.append(f"{nodes} node{'s' if nodes != 1 else ''} decided {how}"
+        notes.append(f"{nodes} node{'s' if nodes != 1 else ''} decided on stand-in values (ones/zeros), "
+                     "not on twins of the real ones"
                      + (f"; upstream parameters: {touched}" if names else ""))
     return notes
 
