@@ -44,7 +44,9 @@ def describe_cut(node: fx.Node) -> CutSite:
         return CutSite(node.name, kind, source, reason)
     if OPAQUE_KEY in node.meta:
         return CutSite(node.name, op, source, f"{node.meta[OPAQUE_KEY]} returns no gradient for this input")
-    if op in ("detach", "detach_"):
+    if node.meta.get(rules.NO_DERIVATIVE_KEY):
+        reason = f"{op} has no derivative for this input, so the gradient stops here"
+    elif op in ("detach", "detach_"):
         reason = f"{op}() returns a tensor with no autograd history, so the gradient stops here"
     elif op == "data":
         reason = ".data reads the values without autograd history, so the gradient stops here"

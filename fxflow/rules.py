@@ -1,14 +1,19 @@
-"""What carries no gradient and what has a zero derivative.
+"""What carries no gradient, what has a zero derivative, and what has no derivative at all.
 
 The analysis decides differentiability by running each node on fake tensors with autograd on
 (see :mod:`fxflow.annotate`), so most cuts need no rule at all: a comparison returns a bool
 tensor, ``detach`` returns a tensor without history, ``zeros_like`` ignores its input's values.
-Two things cannot be read off fake tensors, and live here, each checked against real autograd
-by ``tests/test_rules.py``:
+What the history alone does not say is what each autograd node's backward computes, per input:
 
-* autograd nodes whose derivative is identically zero (``RoundBackward0`` ...): autograd keeps
-  the edge and delivers an exact zero, so the gradient arrives but never teaches anything;
-* name rules for the fallback used when no example inputs exist, so nothing can run.
+* an identically zero derivative (``RoundBackward0``, ``div(..., rounding_mode="floor")``):
+  autograd keeps the edge and delivers an exact zero, so the gradient arrives but teaches nothing;
+* no derivative (``floor_divide``, ``heaviside``, ``igamma`` in its first argument): the
+  backward raises when gradient reaches the edge, so nothing upstream can get a gradient.
+
+Both come from torch's own derivative table (:mod:`fxflow.derivatives`), with the hand table
+below as the fallback where that table cannot be read, and for the one rule it cannot express.
+``tests/test_rules.py`` and ``tests/test_opdb.py`` check them against real autograd. Name rules
+serve the fallback used when no example inputs exist, so nothing can run.
 """
 from __future__ import annotations
 
@@ -18,11 +23,19 @@ from typing import Callable
 import torch
 import torch.fx as fx
 
+from . import derivatives
 from .capture import GRAD_MODE_KEY
 from .flow import DIFF, NONE, ZERO, NodeFlow, data_inputs, resolve_attribute_of
+from .verdicts import EdgeKind
+
+# node.meta[NO_DERIVATIVE_KEY]: the inputs (and "param:<name>"s) that reach this node's result only
+# through an op with no derivative; set by the annotation, read by fxflow.explain for the reason.
+NO_DERIVATIVE_KEY = "fxflow_no_derivative"
 
 # Autograd nodes whose backward is identically zero, by exact class name -> which of their inputs
-# (positions in ``next_functions``) get the zero; ``None`` means all of them. Exact names matter:
+# (positions in ``next_functions``) get the zero; ``None`` means all of them. The fallback where
+# torch's derivative table cannot be read (fxflow.derivatives), and the same facts: tests/test_rules.py
+# checks each entry against real autograd and against that table. Exact names matter:
 # ``FillBackward1``/``FillBackward3`` (fill with a *tensor* value) pass ``grad.sum()`` to the value,
 # and ``CopysignBackward0`` is zero only for the sign source. Each entry is checked against real
 # autograd in tests/test_rules.py.
@@ -41,6 +54,10 @@ ZERO_DERIVATIVE_GRAD_FNS: dict[str, frozenset[int] | None] = {
     "FillBackward3": frozenset({0}), "ZeroBackward0": ALL,
     "CopysignBackward0": frozenset({1}),  # copysign(x, s): only s, the sign source, gets zero
 }
+
+# sgn of a real tensor is sign (zero derivative); of a complex one it is not. Torch's table has one
+# formula for both, so this is the one rule it cannot express: read the saved input's dtype.
+_ZERO_FOR_REAL_INPUT = frozenset({"SgnBackward0"})
 
 # Op names with a zero derivative, for the name-only fallback (same ops as above).
 ZERO_DERIVATIVE_OPS = frozenset({
@@ -62,17 +79,35 @@ NON_DIFFERENTIABLE_OPS = frozenset({
 _OPERATOR_NAMES = {getattr(operator, name): name for name in dir(operator) if not name.startswith("_")}
 
 
+def derivative_kinds(grad_fn: object) -> tuple[EdgeKind, ...]:
+    """Per ``next_functions`` entry of an autograd node: DIFF, ZERO (derivative identically zero)
+    or NONE (no derivative: the backward raises or returns nothing for that input)."""
+    count = len(grad_fn.next_functions)
+    name = type(grad_fn).__name__
+    kinds = list(derivatives.input_kinds(grad_fn) or (DIFF,) * count)
+    zero = ZERO_DERIVATIVE_GRAD_FNS.get(name, False) if not derivatives.table() else False
+    if name in _ZERO_FOR_REAL_INPUT and not getattr(grad_fn, "_saved_self").is_complex():
+        zero = ALL
+    if zero is not False:
+        kinds = [ZERO if kind == DIFF and (zero is ALL or index in zero) else kind for index, kind in enumerate(kinds)]
+    return tuple(kinds)
+
+
 def zero_derivative_edges(grad_fn: object) -> frozenset[int] | None | bool:
     """Which inputs of this autograd node get an identically zero gradient.
 
     ``False``: none of them; ``None``: all of them; a set: those positions in ``next_functions``.
     """
-    return ZERO_DERIVATIVE_GRAD_FNS.get(type(grad_fn).__name__, False)
+    kinds = derivative_kinds(grad_fn)
+    zero = frozenset(index for index, kind in enumerate(kinds) if kind == ZERO)
+    return False if not zero else ALL if len(zero) == len(kinds) else zero
 
 
-def is_zero_derivative_grad_fn(grad_fn: object) -> bool:
-    """True when this autograd node's backward is identically zero for every input."""
-    return zero_derivative_edges(grad_fn) is ALL
+def mark_no_derivative(node: fx.Node, reached: dict[str, str]) -> None:
+    """Record on ``node`` which inputs its walk reached only through an op with no derivative."""
+    blocked = sorted(name for name, kind in reached.items() if kind == NONE)
+    if blocked:
+        node.meta[NO_DERIVATIVE_KEY] = blocked
 
 
 def op_name(target: object) -> str:
