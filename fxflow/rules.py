@@ -55,28 +55,17 @@ ZERO_DERIVATIVE_GRAD_FNS: dict[str, frozenset[int] | None] = {
     "CopysignBackward0": frozenset({1}),  # copysign(x, s): only s, the sign source, gets zero
 }
 
-# sgn of a real tensor is sign (zero derivative); of a complex one it is not. Torch's table has one
-# formula for both, so this is the one rule it cannot express: read the saved input's dtype.
-_ZERO_FOR_REAL_INPUT = frozenset({"SgnBackward0"})
-
-# Op names with a zero derivative, for the name-only fallback (same ops as above).
-ZERO_DERIVATIVE_OPS = frozenset({
-    "round", "floor", "ceil", "trunc", "fix", "sign", "sgn", "bernoulli", "round_", "floor_",
-    "ceil_", "trunc_", "sign_", "uniform_", "normal_", "fill_", "zero_", "random_", "exponential_",
-})
-
-# Ops that return no gradient-carrying result, for the name-only fallback.
-NON_DIFFERENTIABLE_OPS = frozenset({
-    "detach", "detach_", "data", "item", "tolist", "numpy", "argmax", "argmin", "argsort",
-    "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not", "logical_xor",
-    "isnan", "isinf", "isfinite", "signbit", "nonzero", "bucketize", "searchsorted", "multinomial",
-    "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "randint_like",
-    "new_zeros", "new_ones", "new_empty", "new_full", "long", "int", "short", "bool", "byte", "char",
-    "floor_divide", "bitwise_and", "bitwise_or", "bitwise_not", "bitwise_xor", "heaviside",
-})
-
-
-_OPERATOR_NAMES = {getattr(operator, name): name for name in dir(operator) if not name.startswith("_")}
+# Where torch's table hides the answer inside a helper function (``_cdist_backward``,
+# ``pow_backward``), the node's saved arguments decide. Checked in tests/test_rules.py.
+# sgn and angle of a real tensor are piecewise constant; of a complex one they are not.
+_ZERO_FOR_REAL_INPUT = frozenset({"SgnBackward0", "AngleBackward0"})
+# node -> (saved argument, the value that decides, what every input then gets)
+_BY_SAVED_ARGUMENT: dict[str, tuple[str, float, EdgeKind]] = {
+    "PowBackward0": ("exponent", 0, ZERO),  # x ** 0 is constant
+    "CdistBackward0": ("p", 0, ZERO),  # the 0-"norm" counts nonzero entries: piecewise constant,
+    "DistBackward0": ("p", 0, NONE),  # and these two backwards return no gradient for it at all
+    "LinalgVectorNormBackward0": ("ord", 0, NONE),
+}
 
 
 def derivative_kinds(grad_fn: object) -> tuple[EdgeKind, ...]:
@@ -84,13 +73,17 @@ def derivative_kinds(grad_fn: object) -> tuple[EdgeKind, ...]:
     or NONE (no derivative: the backward raises or returns nothing for that input)."""
     count = len(grad_fn.next_functions)
     name = type(grad_fn).__name__
-    kinds = list(derivatives.input_kinds(grad_fn) or (DIFF,) * count)
-    zero = ZERO_DERIVATIVE_GRAD_FNS.get(name, False) if not derivatives.table() else False
+    if name in _BY_SAVED_ARGUMENT:
+        argument, value, kind = _BY_SAVED_ARGUMENT[name]
+        if getattr(grad_fn, f"_saved_{argument}", None) == value:
+            return (kind,) * count
     if name in _ZERO_FOR_REAL_INPUT and not getattr(grad_fn, "_saved_self").is_complex():
-        zero = ALL
-    if zero is not False:
-        kinds = [ZERO if kind == DIFF and (zero is ALL or index in zero) else kind for index, kind in enumerate(kinds)]
-    return tuple(kinds)
+        return (ZERO,) * count
+    kinds = derivatives.input_kinds(grad_fn) or (DIFF,) * count
+    zero = ZERO_DERIVATIVE_GRAD_FNS.get(name, False) if not derivatives.table() else False
+    if zero is False:
+        return kinds
+    return tuple(ZERO if kind == DIFF and (zero is ALL or index in zero) else kind for index, kind in enumerate(kinds))
 
 
 def zero_derivative_edges(grad_fn: object) -> frozenset[int] | None | bool:
