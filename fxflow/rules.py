@@ -67,6 +67,25 @@ _BY_SAVED_ARGUMENT: dict[str, tuple[str, float, EdgeKind]] = {
     "LinalgVectorNormBackward0": ("ord", 0, NONE),
 }
 
+# Op names with a zero derivative, for the name-only fallback (same ops as above).
+ZERO_DERIVATIVE_OPS = frozenset({
+    "round", "floor", "ceil", "trunc", "fix", "sign", "sgn", "bernoulli", "round_", "floor_",
+    "ceil_", "trunc_", "sign_", "uniform_", "normal_", "fill_", "zero_", "random_", "exponential_",
+})
+
+# Ops that return no gradient-carrying result, for the name-only fallback.
+NON_DIFFERENTIABLE_OPS = frozenset({
+    "detach", "detach_", "data", "item", "tolist", "numpy", "argmax", "argmin", "argsort",
+    "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not", "logical_xor",
+    "isnan", "isinf", "isfinite", "signbit", "nonzero", "bucketize", "searchsorted", "multinomial",
+    "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "randint_like",
+    "new_zeros", "new_ones", "new_empty", "new_full", "long", "int", "short", "bool", "byte", "char",
+    "floor_divide", "bitwise_and", "bitwise_or", "bitwise_not", "bitwise_xor", "heaviside",
+})
+
+
+_OPERATOR_NAMES = {getattr(operator, name): name for name in dir(operator) if not name.startswith("_")}
+
 
 def derivative_kinds(grad_fn: object) -> tuple[EdgeKind, ...]:
     """Per ``next_functions`` entry of an autograd node: DIFF, ZERO (derivative identically zero)
