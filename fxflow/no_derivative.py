@@ -85,14 +85,13 @@ class StopAtMissingDerivatives(TorchFunctionMode):
     def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         result = func(*args, **kwargs)
-        outputs = [t for t in tree_flatten(result)[0] if isinstance(t, torch.Tensor) and t.grad_fn is not None]
-        if not outputs:
-            return result
-        inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor) and t.requires_grad]
-        blocked, found = blocked_inputs(outputs, inputs)
-        if found:
-            with torch._C.DisableTorchFunction():  # the rebasing is ours: no outer mode records it
-                _rebase(func, args, kwargs, result, {id(inputs[i]) for i in blocked}, whole=not blocked)
+        with torch._C.DisableTorchFunction():  # what follows is ours: no outer mode sees or records it
+            outputs = [t for t in tree_flatten(result)[0] if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+            if outputs:
+                inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor) and t.requires_grad]
+                blocked, found = blocked_inputs(outputs, inputs)
+                if found:
+                    _rebase(func, args, kwargs, result, {id(inputs[i]) for i in blocked}, whole=not blocked)
         return result
 
 
