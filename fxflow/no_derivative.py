@@ -19,9 +19,9 @@ a view cannot be detached in place and keeps its raising history.
 """
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator, Sequence
-
 import contextlib
+import itertools
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -30,18 +30,18 @@ from torch.utils._pytree import tree_flatten, tree_map
 from . import rules
 from .verdicts import EdgeKind
 
+_ALL_DIFF = itertools.repeat(EdgeKind.DIFF)
+
 # How many autograd nodes one call's history may hold before the mode stops looking (a function
 # closing over an old activation would otherwise send every call's walk through all of forward).
 _WALK_LIMIT = 10_000
 
 
+_ACCUMULATE_GRAD = torch._C._functions.AccumulateGrad  # the node where a gradient lands in a leaf
+
+
 def _key(tensor: torch.Tensor) -> tuple:
     return ("leaf", id(tensor)) if tensor.grad_fn is None else (id(tensor.grad_fn), tensor.output_nr)
-
-
-def _edge_key(function: Any, output_nr: int) -> tuple:
-    variable = getattr(function, "variable", None)
-    return ("leaf", id(variable)) if variable is not None else (id(function), output_nr)
 
 
 def blocked_inputs(outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor]) -> tuple[set[int], bool]:
@@ -51,23 +51,23 @@ def blocked_inputs(outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tenso
     history back to the inputs at all (it can, with no input blocked: ``igamma(x, x)``).
     """
     stops = {_key(t): index for index, t in enumerate(inputs)}
-    roots = [(t.grad_fn, t.output_nr) for t in outputs if t.grad_fn is not None]
+    roots = [(t.grad_fn, t.output_nr) for t in outputs]
+    reached: dict[bool, set[int]] = {False: set(), True: set()}
     found_none = False
-    reached: dict[bool, set[int]] = {}
-    for cross_none in (False, True):
-        reached[cross_none] = set()
+    for cross_none in (False, True):  # the second pass only where the first skipped such an edge
         seen: set[tuple] = set()
         stack = list(roots)
         while stack and len(seen) < _WALK_LIMIT:
             function, output_nr = stack.pop()
-            key = _edge_key(function, output_nr)
-            if key in seen:
-                continue
-            seen.add(key)
+            key = ("leaf", id(function.variable)) if type(function) is _ACCUMULATE_GRAD else (id(function), output_nr)
             if key in stops:
                 reached[cross_none].add(stops[key])
                 continue
-            for kind, (next_function, number) in zip(rules.derivative_kinds(function), function.next_functions):
+            if key in seen or key[0] == "leaf":
+                continue
+            seen.add(key)
+            kinds = rules.derivative_kinds(function) if rules.may_lack_derivative(function) else _ALL_DIFF
+            for kind, (next_function, number) in zip(kinds, function.next_functions):
                 if next_function is None:
                     continue
                 if kind == EdgeKind.NONE and not cross_none:
@@ -86,13 +86,25 @@ class StopAtMissingDerivatives(TorchFunctionMode):
         kwargs = kwargs or {}
         result = func(*args, **kwargs)
         with torch._C.DisableTorchFunction():  # what follows is ours: no outer mode sees or records it
-            outputs = [t for t in tree_flatten(result)[0] if isinstance(t, torch.Tensor) and t.grad_fn is not None]
+            outputs = [t for t in _tensors(result) if t.grad_fn is not None]
             if outputs:
-                inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor) and t.requires_grad]
+                inputs = [t for t in _tensors((args, kwargs)) if t.requires_grad]
                 blocked, found = blocked_inputs(outputs, inputs)
                 if found:
                     _rebase(func, args, kwargs, result, {id(inputs[i]) for i in blocked}, whole=not blocked)
         return result
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    """The tensors in a call's arguments or result (tuples, lists, dicts): runs on every torch call,
+    so plain loops rather than pytree."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (tuple, list)):
+        return [t for item in value for t in _tensors(item)]
+    return []
 
 
 def _rebase(func: Callable, args: tuple, kwargs: dict, result: Any, blocked: set[int], whole: bool) -> None:

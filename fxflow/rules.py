@@ -17,6 +17,7 @@ serve the fallback used when no example inputs exist, so nothing can run.
 """
 from __future__ import annotations
 
+import functools
 import operator
 from typing import Callable
 
@@ -103,6 +104,19 @@ def derivative_kinds(grad_fn: object) -> tuple[EdgeKind, ...]:
     if zero is False:
         return kinds
     return tuple(ZERO if kind == DIFF and (zero is ALL or index in zero) else kind for index, kind in enumerate(kinds))
+
+
+def may_lack_derivative(grad_fn: object) -> bool:
+    """A cheap pre-check: False when no input of this node can be NONE in :func:`derivative_kinds`."""
+    return type(grad_fn).__name__ in _lacking_names()
+
+
+@functools.cache
+def _lacking_names() -> frozenset[str]:
+    table = derivatives.table()
+    names = {name for name, formulas in table.items() if any(i.kind == NONE for i in formulas.inputs)}
+    names |= {name for name, (_, _, kind) in _BY_SAVED_ARGUMENT.items() if kind == NONE}
+    return frozenset(names | {derivatives.NOT_IMPLEMENTED_NODE})
 
 
 def zero_derivative_edges(grad_fn: object) -> frozenset[int] | None | bool:
