@@ -14,8 +14,9 @@ again with the blocked inputs detached and the result takes that history. The ba
 treats the op as if the blocked inputs had no history: parameters upstream read ``missing``.
 
 Limits: an input fed to the op both through a no-derivative slot and a differentiable one
-(``igamma(x, x)``) cannot be split this way, so the whole result is detached; a result that is
-a view cannot be detached in place and keeps its raising history.
+(``igamma(x, x)``) cannot be split this way, nor can an in-place op be re-run, so there the
+whole result is detached (the other inputs lose their gradient through it too); a result that
+is a view (``h[:, 0] //= 2``) cannot be detached in place and keeps its raising history.
 """
 from __future__ import annotations
 
