@@ -59,7 +59,7 @@ def check(
 
     with untouched(model) as restore_notes:  # tracing runs forward's Python: it can change the model
         step("capturing the graph", phase="capture")
-        shared = GradientProbe(model, loss_fn=loss_fn, seed=seed) if backward and example is not None and not fake else None
+        shared = GradientProbe(model, loss_fn=loss_fn, seed=seed, vanishing=vanishing) if backward and example is not None and not fake else None
         captured = capture(model, example, probe=shared, methods=capture_methods)
 
         # The real backward goes first: a forward that raises is reported as the model's own
@@ -71,6 +71,7 @@ def check(
                 result = probe(model, example, loss_fn=loss_fn, seed=seed, fake=True)
             else:  # the run-time capture may have run the one real forward and backward already
                 result = shared.result or shared.run(example)
+            notes.extend(result.notes)
             if not result.measurable:
                 notes.append("meta run: the backward shows which parameters get a gradient, not its size, "
                              "so the zero, vanishing and nonfinite verdicts cannot be given")
@@ -207,7 +208,7 @@ def parameter_reports(model: torch.nn.Module, static: StaticAnalysis | None, res
             dynamic=dynamic.get(name),
             grad_norm=result.grads[name].norm if result is not None and name in result.grads else None,
             cut_by=list(verdict.cut_by) if verdict else [],
-            diagnosis=verdict.detail if verdict else None,
+            diagnosis=(verdict.detail if verdict else None) or _localized(result, name),
             allowed=matches(name, allow),
         )
         opaque = None
@@ -216,6 +217,12 @@ def parameter_reports(model: torch.nn.Module, static: StaticAnalysis | None, res
         reconcile(report, opaque)
         reports.append(report)
     return reports
+
+
+def _localized(result: ProbeResult | None, name: str) -> str | None:
+    """Where the real backward's zero or vanishing gradient of ``name`` died or shrank (fxflow.localize)."""
+    site = result.explanations.get(name) if result is not None else None
+    return site.reason if site is not None else None
 
 
 def _opaque_on_path(static: StaticAnalysis, name: str) -> str | None:

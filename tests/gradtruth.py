@@ -59,3 +59,39 @@ def line_of(path: str, marker: str) -> int:
             if marker in text:
                 return number
     raise AssertionError(f"{marker!r} not in {path}")
+
+
+def real_dynamic(model: torch.nn.Module, inputs: Sequence[Any], vanishing: float = 1e-3) -> dict[str, str]:
+    """{parameter name: missing / zero / vanishing / ok} from a real backward of ``model`` on ``inputs``.
+
+    Read straight from the ``.grad`` tensors (a sparse one over the rows it holds), independently of
+    fxflow's own statistics; the model is left as found.
+    """
+    snapshot = ModelSnapshot.save(model)
+    try:
+        for parameter in model.parameters():
+            parameter.grad = None
+        with torch.enable_grad():
+            loss = projection_loss(model(*inputs), 0)
+            if loss is not None and loss.requires_grad:
+                loss.backward()
+        grads = {name: _dense_values(p.grad) for name, p in model.named_parameters()}
+    finally:
+        snapshot.restore()
+    rms = {name: float(g.double().pow(2).mean().sqrt()) for name, g in grads.items() if g is not None}
+    largest = max(rms.values(), default=0.0)
+    verdicts = {}
+    for name, grad in grads.items():
+        if grad is None:
+            verdicts[name] = "missing"
+        elif not bool((grad != 0).any()):
+            verdicts[name] = "zero"
+        else:
+            verdicts[name] = "vanishing" if rms[name] < vanishing * largest else "ok"
+    return verdicts
+
+
+def _dense_values(grad: torch.Tensor | None) -> torch.Tensor | None:
+    if grad is None:
+        return None
+    return grad.coalesce().values().detach().clone() if grad.is_sparse else grad.detach().clone()
