@@ -222,14 +222,16 @@ def reconcile(parameter: ParameterReport, opaque_path: str | None = None) -> Non
         parameter.diagnosis = f"static verdict {static} does not match runtime verdict {dynamic}"
 
 
+# The fallback when the place was not located (fxflow.localize explains it from a replayed run;
+# fxflow.watch cannot replay the user's step, and a replay can fail): the usual causes.
 _AGREEING_DIAGNOSES = {
     (REACHABLE, ZERO): (
-        "a gradient arrives but it is exactly zero: dead ReLUs (every input negative), "
-        "multiplication by an all-zero mask, or a loss term weighted to nothing"
+        "a gradient arrives but it is exactly zero, and where it died was not located: usually dead ReLUs "
+        "(every input negative), multiplication by an all-zero mask, or a loss term weighted to nothing"
     ),
     (REACHABLE, NONFINITE): "the gradient contains NaN or inf: look for log(0), division by zero, or overflow",
     (REACHABLE, VANISHING): (
-        "the gradient is vanishingly small next to the largest in the model: normalisation, "
-        "residual connections or a gentler depth help"
+        "the gradient is vanishingly small next to the largest in the model, and where it shrank was not "
+        "located: normalisation, residual connections or a gentler depth help"
     ),
 }

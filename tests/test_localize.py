@@ -159,6 +159,9 @@ def test_round_inside_a_parametrization_is_named_not_the_linear() -> None:
     assert parameter.dynamic == "zero"
     assert parameter.diagnosis.startswith("`round` at ") and here("round") in parameter.diagnosis
     assert "Linear" not in parameter.diagnosis
+    # the static verdict sees the zero inside the module call and names the parametrization
+    [site] = parameter.cut_by
+    assert "its parametrization `RoundWeights` of `weight`" in site.reason
 
 
 def test_healthy_models_are_not_replayed() -> None:
