@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable
 
 import torch
 from torch.overrides import TorchFunctionMode
@@ -184,6 +184,10 @@ class Localizer:
                  final: dict[int, float]) -> None:
         self.graph, self.norms, self.origins = graph, norms, origins
         self.final = final  # id(parameter) -> norm of the gradient the replay gave it
+        self._main: dict[Node, Node | None] = {}
+        self._falls: dict[Node, tuple[Node, tuple[Node, Node, float]]] = {}
+        self._stretches: dict[tuple[Node, Node], _Stretch] = {}
+        self._borrowed: dict[Node, NodeOrigin] = {}
 
     def arriving(self, node: Node) -> float:
         if node is self.graph.root:
@@ -250,76 +254,92 @@ class Localizer:
     # -- vanishing --------------------------------------------------------------------------
     def explain_vanishing(self, leaf: Node) -> CutSite | None:
         """The stretch of the largest-gradient path from the loss to the parameter where it fell most."""
-        path = self._main_path(leaf)  # loss first, the parameter's leaf last
-        values = [self.arriving(node) for node in path]
-        start, end, factor = _largest_fall(values)
+        start, end, factor = self._fall(leaf)[1]
         if factor <= 1.0:
             return None
-        shrinking = [(path[i], values[i] / max(values[i + 1], _TINY)) for i in range(start, end)]
-        node, worst = max(shrinking, key=lambda item: item[1])
+        stretch = self._stretch(end, start)
+        worst, node = stretch.worst
         origin = self.origin(node)
-        if math.log(worst) >= 0.9 * math.log(factor):  # one op does (nearly) all of it
+        if worst >= 0.9 * math.log(factor):  # one op does (nearly) all of it
             reason = f"`{origin.op}`{_at(origin.source)} shrinks the gradient {_power(factor)}"
             return CutSite(node.name(), origin.op, origin.source, reason)
-        by_op: dict[str, float] = defaultdict(float)
-        for member, ratio in shrinking:
-            by_op[self.origin(member).op] += math.log(max(ratio, 1.0))
-        op = max(by_op, key=by_op.get)
-        # forward order (the parameter's side first): where the dominant op shrank it
-        members = [self.origin(member) for member, _ in reversed(shrinking) if self.origin(member).op == op]
-        span = _span([m.module for m in members if m.module])
-        where = f" across {span}" if span else ""
-        reason = f"the gradient shrinks {_power(factor)}{where} (`{op}`{_at(members[-1].source)})"
-        return CutSite(node.name(), op, members[-1].source, reason)
+        op = max(stretch.ops, key=lambda name: stretch.ops[name][0])
+        _, nearest, farthest = stretch.ops[op]  # forward order: the parameter's side runs first
+        span = _span([m for m in (nearest.module, farthest.module) if m])
+        reason = f"the gradient shrinks {_power(factor)}{f' across {span}' if span else ''} (`{op}`{_at(nearest.source)})"
+        return CutSite(node.name(), op, nearest.source, reason)
 
-    def _main_path(self, leaf: Node) -> list[Node]:
-        """From ``leaf`` towards the loss, always through the consumer that sent the most gradient."""
-        path, seen = [leaf], {leaf}
-        node = leaf
-        while self.graph.consumers.get(node):
-            node = max(self.graph.consumers[node], key=lambda edge: self.norms.passed.get(edge, 0.0))[0]
-            if node in seen:
-                break
-            path.append(node)
-            seen.add(node)
-        return path[::-1]
+    def _up(self, node: Node) -> Node | None:
+        """The consumer that sent ``node`` the most gradient: the next step of its main path to the loss."""
+        if node not in self._main:
+            edges = self.graph.consumers.get(node)
+            self._main[node] = max(edges, key=lambda e: self.norms.passed.get(e, 0.0))[0] if edges else None
+        return self._main[node]
+
+    def _fall(self, node: Node) -> tuple[Node, tuple[Node, Node, float]]:
+        """On the main path from the loss down to ``node``: (the node with the largest gradient so far,
+        (i, j, arriving(i) / arriving(j)) for the deepest fall). Memoized: paths share their top."""
+        chain = []
+        while node not in self._falls and self._up(node) is not None:
+            chain.append(node)
+            node = self._up(node)
+        state = self._falls.setdefault(node, (node, (node, node, 1.0)))
+        for member in reversed(chain):
+            peak, best = state
+            ratio = self.arriving(peak) / max(self.arriving(member), _TINY)
+            if ratio > best[2]:
+                best = (peak, member, ratio)
+            state = (member if self.arriving(member) > self.arriving(peak) else peak, best)
+            self._falls[member] = state
+        return state
+
+    def _stretch(self, node: Node, stop: Node) -> "_Stretch":
+        """What the main path from ``node`` up to ``stop`` did to the gradient (memoized per stop)."""
+        chain = []
+        while node is not stop and (node, stop) not in self._stretches:
+            chain.append(node)
+            node = self._up(node)
+        stretch = self._stretches.get((node, stop), _Stretch({}, (0.0, stop)))
+        for child in reversed(chain):
+            parent = self._up(child)
+            shrink = math.log(max(self.arriving(parent), _TINY) / max(self.arriving(child), _TINY))
+            stretch = stretch.plus(parent, self.origin(parent), shrink)
+            self._stretches[(child, stop)] = stretch
+        return stretch
 
     def origin(self, node: Node) -> NodeOrigin:
         """Where ``node`` came from; an unrecorded one (inside a composite call) borrows from a consumer."""
-        recorded = self.origins.origins.get(node)
-        if recorded is not None:
-            return recorded
-        op = _node_op(node)
-        for consumer in self._consumer_chain(node):
-            found = self.origins.origins.get(consumer)
-            if found is not None:
-                return NodeOrigin(op, found.source, found.module)
-        return NodeOrigin(op, None, None)
+        unresolved = []
+        found = self.origins.origins.get(node) or self._borrowed.get(node)
+        while found is None:
+            unresolved.append(node)
+            node = self._up(node)
+            found = NodeOrigin("", None, None) if node is None else (
+                self.origins.origins.get(node) or self._borrowed.get(node))
+        for member in unresolved:
+            self._borrowed[member] = NodeOrigin(_node_op(member), found.source, found.module)
+        return self._borrowed[unresolved[0]] if unresolved else found
 
-    def _consumer_chain(self, node: Node) -> Iterator[Node]:
-        seen = {node}
-        while self.graph.consumers.get(node):
-            node = self.graph.consumers[node][0][0]
-            if node in seen:
-                return
-            seen.add(node)
-            yield node
+
+@dataclass(frozen=True)
+class _Stretch:
+    """A stretch of a main path: log-shrink per op with its members nearest to and farthest from the
+    parameter, and the single node that shrank the gradient most."""
+
+    ops: dict[str, tuple[float, NodeOrigin, NodeOrigin]]
+    worst: tuple[float, Node]
+
+    def plus(self, node: Node, origin: NodeOrigin, shrink: float) -> "_Stretch":
+        """This stretch extended by ``node``, one step nearer the parameter."""
+        if shrink <= 0.0:
+            return self
+        ops = dict(self.ops)
+        total, _, farthest = ops.get(origin.op, (0.0, origin, origin))
+        ops[origin.op] = (total + shrink, origin, farthest)
+        return _Stretch(ops, max(self.worst, (shrink, node), key=lambda item: item[0]))
 
 
 _TINY = 1e-300
-
-
-def _largest_fall(values: list[float]) -> tuple[int, int, float]:
-    """(i, j, values[i] / values[j]) with i < j and the largest ratio: the deepest fall."""
-    best = (0, 0, 1.0)
-    peak = 0
-    for index, value in enumerate(values):
-        if value > values[peak]:
-            peak = index
-        ratio = values[peak] / max(value, _TINY)
-        if ratio > best[2]:
-            best = (peak, index, ratio)
-    return best
 
 
 def _node_op(node: Node) -> str:
@@ -375,6 +395,8 @@ def localize(model: torch.nn.Module, forward: Callable[[], Any], loss_of: Callab
         return {}
     graph = AutogradGraph(loss.grad_fn)
     targets = {name: p for name, p in {**zero, **vanishing}.items() if id(p) in graph.leaves}
+    if not targets:
+        return {}
     norms = GradientNorms()
     norms.watch(graph.towards_loss(graph.leaves[id(p)] for p in targets.values()))
     try:

@@ -20,6 +20,12 @@ WET = {"reachable", "zero"}
 
 def real_grads(model: torch.nn.Module, inputs: Sequence[Any]) -> dict[str, bool]:
     """{parameter name: a gradient arrived} from a real backward of ``model`` on ``inputs``."""
+    return {name: grad is not None for name, grad in real_gradients(model, inputs).items()}
+
+
+def real_gradients(model: torch.nn.Module, inputs: Sequence[Any]) -> dict[str, torch.Tensor | None]:
+    """{parameter name: a copy of its .grad (a sparse one coalesced to the rows it holds)} from a
+    real backward of ``model`` on ``inputs``; the model is left as found."""
     snapshot = ModelSnapshot.save(model)
     try:
         for parameter in model.parameters():
@@ -28,7 +34,7 @@ def real_grads(model: torch.nn.Module, inputs: Sequence[Any]) -> dict[str, bool]
             loss = projection_loss(model(*inputs), 0)
             if loss is not None and loss.requires_grad:
                 loss.backward()
-        return {name: p.grad is not None for name, p in model.named_parameters()}
+        return {name: _stored(p.grad) for name, p in model.named_parameters()}
     finally:
         snapshot.restore()
 
@@ -62,22 +68,9 @@ def line_of(path: str, marker: str) -> int:
 
 
 def real_dynamic(model: torch.nn.Module, inputs: Sequence[Any], vanishing: float = 1e-3) -> dict[str, str]:
-    """{parameter name: missing / zero / vanishing / ok} from a real backward of ``model`` on ``inputs``.
-
-    Read straight from the ``.grad`` tensors (a sparse one over the rows it holds), independently of
-    fxflow's own statistics; the model is left as found.
-    """
-    snapshot = ModelSnapshot.save(model)
-    try:
-        for parameter in model.parameters():
-            parameter.grad = None
-        with torch.enable_grad():
-            loss = projection_loss(model(*inputs), 0)
-            if loss is not None and loss.requires_grad:
-                loss.backward()
-        grads = {name: _dense_values(p.grad) for name, p in model.named_parameters()}
-    finally:
-        snapshot.restore()
+    """{parameter name: missing / zero / vanishing / ok} from a real backward of ``model`` on ``inputs``,
+    read straight from the ``.grad`` tensors, independently of fxflow's own statistics."""
+    grads = real_gradients(model, inputs)
     rms = {name: float(g.double().pow(2).mean().sqrt()) for name, g in grads.items() if g is not None}
     largest = max(rms.values(), default=0.0)
     verdicts = {}
@@ -91,7 +84,7 @@ def real_dynamic(model: torch.nn.Module, inputs: Sequence[Any], vanishing: float
     return verdicts
 
 
-def _dense_values(grad: torch.Tensor | None) -> torch.Tensor | None:
+def _stored(grad: torch.Tensor | None) -> torch.Tensor | None:
     if grad is None:
         return None
     return grad.coalesce().values().detach().clone() if grad.is_sparse else grad.detach().clone()
