@@ -208,7 +208,7 @@ def parameter_reports(model: torch.nn.Module, static: StaticAnalysis | None, res
             dynamic=dynamic.get(name),
             grad_norm=result.grads[name].norm if result is not None and name in result.grads else None,
             cut_by=list(verdict.cut_by) if verdict else [],
-            diagnosis=(verdict.detail if verdict else None) or _localized(result, name),
+            diagnosis=(verdict.detail if verdict else None) or _localized(result, name, verdict),
             allowed=matches(name, allow),
         )
         opaque = None
@@ -219,10 +219,13 @@ def parameter_reports(model: torch.nn.Module, static: StaticAnalysis | None, res
     return reports
 
 
-def _localized(result: ProbeResult | None, name: str) -> str | None:
-    """Where the real backward's zero or vanishing gradient of ``name`` died or shrank (fxflow.localize)."""
+def _localized(result: ProbeResult | None, name: str, verdict: Any) -> str | None:
+    """Where the real backward's zero or vanishing gradient of ``name`` died or shrank (fxflow.localize),
+    unless a static cut site already names that line."""
     site = result.explanations.get(name) if result is not None else None
-    return site.reason if site is not None else None
+    if site is None or (verdict is not None and any(s.source == site.source for s in verdict.cut_by)):
+        return None
+    return site.reason
 
 
 def _opaque_on_path(static: StaticAnalysis, name: str) -> str | None:
