@@ -185,6 +185,7 @@ class FlowInterpreter(fx.Interpreter):
             self._by_rules(node)
             return NOT_RUN
         node.meta[META_KEY] = self._flow(node, inputs, reached, result, region)
+        node.meta[META_KEY].on_stand_ins = True
         return result
 
     def _retwin(self, value: Any) -> Any:

@@ -35,6 +35,7 @@ class NodeFlow:
     shape: tuple[int, ...] | None = None
     grad_region: GradRegion | None = None
     evaluated: bool = True  # False: decided by name rules, not by running the node
+    on_stand_ins: bool = False  # run on stand-in values (ones, zeros), not on twins of the real ones
 
 
 def tensors_in(value: Any) -> list[torch.Tensor]:

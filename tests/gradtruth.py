@@ -18,20 +18,21 @@ from fxflow.state import ModelSnapshot
 WET = {"reachable", "zero"}
 
 
-def real_grads(model: torch.nn.Module, inputs: Sequence[Any]) -> dict[str, bool]:
-    """{parameter name: a gradient arrived} from a real backward of ``model`` on ``inputs``."""
-    return {name: grad is not None for name, grad in real_gradients(model, inputs).items()}
+def real_grads(model: torch.nn.Module, inputs: Sequence[Any], keywords: dict[str, Any] | None = None) -> dict[str, bool]:
+    """{parameter name: a gradient arrived} from a real backward of ``model(*inputs, **keywords)``."""
+    return {name: grad is not None for name, grad in real_gradients(model, inputs, keywords).items()}
 
 
-def real_gradients(model: torch.nn.Module, inputs: Sequence[Any]) -> dict[str, torch.Tensor | None]:
+def real_gradients(model: torch.nn.Module, inputs: Sequence[Any],
+                   keywords: dict[str, Any] | None = None) -> dict[str, torch.Tensor | None]:
     """{parameter name: a copy of its .grad (a sparse one coalesced to the rows it holds)} from a
-    real backward of ``model`` on ``inputs``; the model is left as found."""
+    real backward of ``model(*inputs, **keywords)``; the model is left as found."""
     snapshot = ModelSnapshot.save(model)
     try:
         for parameter in model.parameters():
             parameter.grad = None
         with torch.enable_grad():
-            loss = projection_loss(model(*inputs), 0)
+            loss = projection_loss(model(*inputs, **(keywords or {})), 0)
             if loss is not None and loss.requires_grad:
                 loss.backward()
         return {name: _stored(p.grad) for name, p in model.named_parameters()}

@@ -21,7 +21,8 @@ sys.path[:0] = [HERE, os.path.dirname(os.path.dirname(HERE))]
 import torch  # noqa: E402
 
 from fxflow.localize import localize  # noqa: E402
-from fxflow.probe import GradientProbe, dynamic_verdicts, projection_loss  # noqa: E402
+from fxflow.probe import GradientProbe, projection_loss  # noqa: E402
+from fxflow.reconcile import dynamic_verdicts  # noqa: E402
 from fxflow.state import untouched  # noqa: E402
 from models import MODELS  # noqa: E402
 
