@@ -73,8 +73,24 @@ def describe_cut(node: fx.Node) -> CutSite:
 def describe_zero(node: fx.Node) -> CutSite:
     """Why gradient through ``node`` arrives as an exact zero."""
     op = node_op(node)
-    reason = f"{op} has a derivative of exactly zero everywhere, so the gradient arrives as 0"
+    if node.op == "call_module":  # the zero is somewhere inside the call, not the module itself
+        inside = _parametrizations(node)
+        what = f"its parametrization {inside}" if inside else "an op inside it"
+        reason = f"inside `{node.target}` ({op}), {what} has a derivative of exactly zero everywhere, " \
+                 "so the gradient arrives as 0"
+    else:
+        reason = f"{op} has a derivative of exactly zero everywhere, so the gradient arrives as 0"
     return CutSite(node.name, op, node_source(node), reason)
+
+
+def _parametrizations(node: fx.Node) -> str | None:
+    """``RoundWeights of `weight``` for a module registered with torch.nn.utils.parametrize."""
+    owner = node.graph.owning_module
+    module = owner.get_submodule(node.target) if owner is not None else None
+    tables = getattr(module, "parametrizations", None)
+    if not isinstance(tables, torch.nn.ModuleDict):
+        return None
+    return ", ".join(f"{'+'.join(f'`{type(p).__name__}`' for p in chain)} of `{name}`" for name, chain in tables.items())
 
 
 _METHOD_DTYPES = {"long": "int64", "int": "int32", "short": "int16", "char": "int8", "byte": "uint8",

@@ -57,7 +57,7 @@ def check(
 
     with untouched(model) as restore_notes:  # tracing runs forward's Python: it can change the model
         step("capturing the graph", phase="capture")
-        shared = GradientProbe(runner, loss_fn=loss_fn, seed=seed) if backward and example is not None and not fake else None
+        shared = GradientProbe(runner, loss_fn=loss_fn, seed=seed, vanishing=vanishing) if backward and example is not None and not fake else None
         captured = capture(runner, example, probe=shared, methods=capture_methods)
 
         # The real backward goes first: a forward that raises is reported as the model's own error.
@@ -68,6 +68,7 @@ def check(
                 result = probe(runner, example, loss_fn=loss_fn, seed=seed, fake=True)
             else:  # the run-time capture may have run the one real forward and backward already
                 result = shared.result or shared.run(example)
+            notes.extend(result.notes)
             if not result.measurable:
                 notes.append("meta run: the backward shows which parameters get a gradient, not its size, "
                              "so the zero, vanishing and nonfinite verdicts cannot be given")
