@@ -15,7 +15,6 @@ from typing import Any, Callable
 
 from .errors import FxflowError
 from .present.findings import split_source
-from .present.text import verdict_of
 from .report import ParameterReport, Report, TraceInfo
 from .verdicts import CutSite
 
@@ -45,9 +44,10 @@ def load_report(spec: str, check_target: Callable[[str], Report]) -> Report:
                 data = json.load(handle)
         except (OSError, ValueError) as error:
             raise FxflowError(f"{spec} is not readable JSON: {error}") from error
-        if not isinstance(data, dict):
-            raise FxflowError(f"{spec} is not an fxflow JSON report")
-        return report_from_dict(data)
+        try:
+            return report_from_dict(data if isinstance(data, dict) else {})
+        except FxflowError as error:
+            raise FxflowError(f"{spec}: {error.message}") from error
     return check_target(spec)
 
 
