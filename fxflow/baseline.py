@@ -35,18 +35,23 @@ def _key(entry: dict[str, Any]) -> str:
     return json.dumps([entry.get("parameter"), entry.get("verdict"), sorted(entry.get("cut_by", []))])
 
 
-def read(path: str) -> dict[str, Any]:
-    """The baseline file's content; a missing or malformed file is a clear error."""
+def read_json(path: str, what: str, hint: str | None = None) -> Any:
+    """The JSON content of ``path``; a missing or unreadable file is one clear error naming ``what``."""
     if not os.path.isfile(path):
-        raise FxflowError(f"baseline {path} does not exist", hint="record one with --write-baseline")
+        raise FxflowError(f"{what} {path} does not exist", hint=hint)
     try:
         with open(path, encoding="utf-8") as handle:
-            data = json.load(handle)
+            return json.load(handle)
     except (OSError, ValueError) as error:
-        raise FxflowError(f"baseline {path} is not readable JSON: {error}") from error
+        raise FxflowError(f"{what} {path} is not readable JSON: {error}") from error
+
+
+def read(path: str) -> dict[str, Any]:
+    """The baseline file's content; a missing or malformed file is a clear error."""
+    hint = "record one with --write-baseline"
+    data = read_json(path, "baseline", hint)
     if not isinstance(data, dict) or data.get("fxflow_baseline") != FORMAT_VERSION or not isinstance(data.get("targets"), dict):
-        raise FxflowError(f"baseline {path} is not an fxflow baseline (version {FORMAT_VERSION})",
-                          hint="record one with --write-baseline")
+        raise FxflowError(f"baseline {path} is not an fxflow baseline (version {FORMAT_VERSION})", hint=hint)
     return data
 
 

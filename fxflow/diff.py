@@ -8,11 +8,11 @@ not (a parameter that stopped learning, or a new one that does not learn); 0 oth
 """
 from __future__ import annotations
 
-import json
 import os
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from .baseline import read_json
 from .errors import FxflowError
 from .present.findings import split_source
 from .report import ParameterReport, Report, TraceInfo
@@ -37,13 +37,7 @@ def report_from_dict(data: dict[str, Any]) -> Report:
 def load_report(spec: str, check_target: Callable[[str], Report]) -> Report:
     """A JSON report file, or a target to check now (with ``check_target``)."""
     if spec.endswith(".json") or (os.path.isfile(spec) and not spec.endswith(".py")):
-        if not os.path.isfile(spec):
-            raise FxflowError(f"report file not found: {spec}")
-        try:
-            with open(spec, encoding="utf-8") as handle:
-                data = json.load(handle)
-        except (OSError, ValueError) as error:
-            raise FxflowError(f"{spec} is not readable JSON: {error}") from error
+        data = read_json(spec, "report")
         try:
             return report_from_dict(data if isinstance(data, dict) else {})
         except FxflowError as error:
