@@ -101,3 +101,30 @@ def test_healthy_model_has_no_error(run_fxflow, fmt):
         assert out.splitlines() == ["ok: all 6 trainable parameters get a gradient"]
     else:
         assert json.loads(out)["runs"][0]["results"] == []
+
+
+def test_problems_without_a_line_are_annotated_at_the_class(run_fxflow, write_model, tmp_path):
+    write_model(tmp_path, """
+        import torch
+        from torch import nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.stack = nn.Sequential(*[m for _ in range(30) for m in (nn.Linear(4, 4), nn.Sigmoid())])
+                self.spare = nn.Linear(4, 4)
+
+            def forward(self, x):
+                return self.stack(x)
+
+        def example_inputs():
+            return torch.randn(3, 4)
+    """, name="deep.py")
+    code, out, err = run_fxflow("check", "deep:Net", "--format", "github", cwd=tmp_path)  # a dotted target
+    assert code == 1, err
+    lines = out.splitlines()
+    assert "::error file=deep.py,line=4,title=fxflow unused::spare.weight, spare.bias are unused: " \
+           "its module spare is never called in forward" in lines
+    (warning,) = [line for line in lines if line.startswith("::warning")]
+    assert warning.startswith("::warning file=deep.py,line=4,title=fxflow vanishing::")
+    assert "have vanishing gradients (smallest norm " in warning and "e-" in warning

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import os
+import sys
 from dataclasses import dataclass, field
 from typing import Iterable
 
@@ -62,6 +63,9 @@ def _display(path: str) -> str:
 def target_location(target: str) -> tuple[str | None, int | None]:
     """The file and line of ``class Name`` / ``def Name`` for a ``file.py:Name`` target, when readable."""
     location, _, name = target.rpartition(":")
+    if not location.endswith(".py"):  # package.module:Name, imported by the check that made the report
+        module = sys.modules.get(location)
+        location = getattr(module, "__file__", None) or ""
     if not location.endswith(".py") or not os.path.isfile(location):
         return None, None
     try:
