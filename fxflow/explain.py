@@ -58,9 +58,9 @@ def describe_cut(node: fx.Node) -> CutSite:
             op = f"to_{dtype}"
             reason = f"casts to {dtype}; integer and boolean tensors carry no gradient"
         elif op in _COMPARISONS:
-            reason = f"the comparison {op} returns a {dtype} tensor, which carries no gradient"
+            reason = f"the comparison {op} returns {with_article(dtype)} tensor, which carries no gradient"
         else:
-            reason = f"{op} returns a {dtype} tensor (indices or flags), which carries no gradient"
+            reason = f"{op} returns {with_article(dtype)} tensor (indices or flags), which carries no gradient"
     elif flow.requires_grad is False:
         reason = f"{op} produces a result that does not depend differentiably on its input"
     elif not flow.evaluated:
@@ -108,6 +108,12 @@ def _cast_dtype(node: fx.Node) -> str | None:
             if isinstance(value, torch.dtype):
                 return rules.dtype_name(value)
     return None
+
+
+def with_article(word: str) -> str:
+    """``"an int64"``, ``"a bool"``, ``"a uint8"``: "an" before a vowel sound; a leading "u" in a
+    dtype name sounds like "you" ("a uint8"), so only a, e, i, o take "an"."""
+    return f"{'an' if word[:1].lower() in 'aeio' else 'a'} {word}"
 
 
 def _is_floating(dtype: str) -> bool:
