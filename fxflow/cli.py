@@ -60,14 +60,37 @@ def build_parser() -> argparse.ArgumentParser:
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_common(check)
     check.add_argument("--json", action="store_true", help="print the JSON report")
-    render = commands.add_parser("render", help="draw the colored gradient-flow diagram", epilog=EXAMPLES,
+    _add_render(commands)
+    return parser
+
+
+RENDER_EXAMPLES = """examples:
+  fxflow render examples/seed.py:Net -o flow.svg && xdg-open flow.svg
+  fxflow render model.py:Net -o report.html         # interactive: search, zoom, table, expand modules
+  fxflow render model.py:Net -o flow.png --scale 3  # a sharper PNG (default --scale 2)
+  fxflow render model.py:Net -o flow.svg --focus    # only the cuts and the paths through them
+  fxflow render model.py:Net -o flow.svg --depth 1  # modules below the top level as one box each
+  fxflow render model.py:Net -o flow.svg --all      # also the int/bool/mask nodes hidden by default
+  fxflow render model.py:Net -o flow.svg --strict   # exit 1 when a parameter will not learn, as check
+
+render exits 0 once the picture is written; `fxflow check` (or --strict) is the gate.
+"""
+
+
+def _add_render(commands: Any) -> None:
+    """The ``render`` subcommand's arguments."""
+    render = commands.add_parser("render", help="draw the colored gradient-flow diagram", epilog=RENDER_EXAMPLES,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_common(render)
-    render.add_argument("-o", "--output", required=True, help="file to write (.svg .png .pdf .dot), or - for DOT on stdout")
-    render.add_argument("--format", choices=("svg", "png", "pdf", "dot"), help="overrides the extension")
+    render.add_argument("-o", "--output", required=True,
+                        help="file to write (.svg .png .pdf .dot .html), or - for DOT on stdout")
+    render.add_argument("--format", choices=("svg", "png", "pdf", "dot", "html"), help="overrides the extension")
     render.add_argument("--depth", type=int, default=None, help="collapse modules deeper than N")
     render.add_argument("--focus", action="store_true", help="only cuts, dry parameters and their paths")
-    return parser
+    render.add_argument("--all", action="store_true", dest="show_all",
+                        help="also draw the nodes that carry no gradient (ints, bools, masks, shapes)")
+    render.add_argument("--scale", type=float, default=None, help="PNG pixels per point (default 2)")
+    render.add_argument("--strict", action="store_true", help="exit codes as fxflow check (1: a parameter will not learn)")
 
 
 def _check_output_path(path: str) -> None:
@@ -136,6 +159,7 @@ def _run(options: argparse.Namespace) -> int:
         if dot is not None:
             _emit(dot)
         print(report.summary(), file=sys.stderr)
+        return _render_exit(options, report)
     elif options.json:
         _emit(report.to_json())
     else:
@@ -172,11 +196,22 @@ def _analyse(options: argparse.Namespace) -> tuple[Any, str | None]:
         report.notes[:0] = loaded.notes
         if options.command == "render":
             step("rendering")
-            if options.output == "-":
-                dot = report.to_dot(depth=options.depth, focus=options.focus)
-            else:
-                report.render(options.output, format=options.format, depth=options.depth, focus=options.focus)
+            dot = _render(options, report)
     return report, dot
+
+
+def _render(options: argparse.Namespace, report: Any) -> str | None:
+    """Draw the picture ``render`` asks for; returns the DOT when it goes to stdout."""
+    choices = dict(depth=options.depth, focus=options.focus, show_all=options.show_all)
+    if options.output == "-" and options.format in (None, "dot"):
+        return report.to_dot(**choices)
+    report.render(options.output, format=options.format, scale=options.scale, **choices)
+    return None
+
+
+def _render_exit(options: argparse.Namespace, report: Any) -> int:
+    """0 once the picture is written; with --strict, check's exit code."""
+    return (0 if report.ok else 1) if options.strict else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
