@@ -41,14 +41,15 @@ class PageView:
 
 
 def page_views(report: "Report", *, depth: int | None, focus: bool, show_all: bool, budget: int,
-               announce: bool) -> list[PageView]:
-    """The views the page can switch between, the asked-for one first, duplicates dropped."""
+               announce: bool) -> tuple[list[PageView], dict[str, str]]:
+    """The views the page can switch between, the asked-for one first, and for each view dropped
+    as a duplicate, the id of the view that draws the same."""
     from . import checked_view
 
     asked = checked_view(report, depth=depth, focus=focus, budget=budget, show_all=show_all, announce=announce)
     views = [PageView("main", "as asked" if depth is not None or focus else "default", asked)]
     if report.graph is None:
-        return views
+        return views, {}
     if not focus and report.problems:
         views.append(PageView("focus", "focus", build_view(report, focus=True, show_all=show_all)))
     whole = build_view(report, budget=10**9, show_all=show_all)
@@ -58,13 +59,16 @@ def page_views(report: "Report", *, depth: int | None, focus: bool, show_all: bo
     if whole.count() <= FULL_VIEW_LIMIT:
         views.append(PageView("full", "everything", whole))
     unique: list[PageView] = []
-    seen: set[tuple] = set()
+    seen: dict[tuple, str] = {}
+    aliases: dict[str, str] = {}
     for page in views:
         signature = (tuple(i.key for i in page.view.items), len(page.view.links))
-        if signature not in seen or page.id == "main":
-            seen.add(signature)
+        if signature in seen:
+            aliases[page.id] = seen[signature]
+        else:
+            seen[signature] = page.id
             unique.append(page)
-    return unique
+    return unique, aliases
 
 
 def _shape(shape: object) -> str | None:
@@ -148,12 +152,12 @@ def build_html(report: "Report", *, depth: int | None = None, focus: bool = Fals
     from .dot import _node_norms
     from .html_assets import CSS, SCRIPT
 
-    pages = page_views(report, depth=depth, focus=focus, show_all=show_all, budget=budget, announce=announce)
+    pages, aliases = page_views(report, depth=depth, focus=focus, show_all=show_all, budget=budget, announce=announce)
     norms = _node_norms(report)
     parameters = {p.name: p for p in report.parameters}
     data = {
         "target": report.target, "summary": report.summary(), "views": [_view_data(p, report, norms, parameters) for p in pages],
-        "parameters": _parameter_rows(report),
+        "parameters": _parameter_rows(report), "aliases": aliases,
         "colors": {state: {"fill": look.fill, "border": look.border, "font": look.font} for state, look in style.NODE_STYLES.items()},
     }
     svgs = "\n".join(f'<script type="text/x-fxflow-svg" id="fxflow-svg-{p.id}">{_svg(report, p.view)}</script>' for p in pages)

@@ -185,9 +185,11 @@ SCRIPT = r"""
     badge.style.background = look.fill; badge.style.borderColor = look.border; badge.style.color = look.font;
     return badge;
   }
+  function known(id) {  // a view id, or the id of the view that draws the same
+    return views[id] ? id : (data.aliases[id] || null);
+  }
   function target(level) {
-    var id = "depth" + level;
-    return views[id] ? id : (views.full ? "full" : null);
+    return known("depth" + level) || known("full");
   }
   function select_(key) {
     var info = current.nodes[key];
@@ -226,10 +228,10 @@ SCRIPT = r"""
     clusters[module].classList.add("fx-selected");
     panel.replaceChildren(el("h2", module), el("p", "module drawn open", "fx-hint"));
     var level = current.clusters[module];
-    if (level !== undefined && views["depth" + level]) {
+    if (level !== undefined && known("depth" + level)) {
       var collapse = el("button", "collapse " + module);
       collapse.type = "button";
-      collapse.addEventListener("click", function () { show("depth" + level, "module." + module); });
+      collapse.addEventListener("click", function () { show(known("depth" + level), "module." + module); });
       panel.appendChild(collapse);
     }
   }
