@@ -109,7 +109,7 @@ def synthetic_report(layers: int = LAYERS, cut_layer: int | None = 3, vanishing:
 def test_two_thousand_nodes_build_and_render_quickly(capsys):
     report = synthetic_report()
     started = time.perf_counter()
-    full = build_dot(report, budget=10**9)
+    full = build_dot(report, automatic=False)
     full_seconds = time.perf_counter() - started
     drawn = len(parse_dot(full)[0])
     assert drawn > 2000
@@ -141,7 +141,7 @@ def test_identical_layers_fold_into_one_box():
 
 def test_vanishing_stack_fades():
     report = synthetic_report(layers=12, cut_layer=None, vanishing=True)
-    _, edges, _ = parse_dot(build_dot(report, budget=10**9, announce=False))
+    _, edges, _ = parse_dot(build_dot(report, automatic=False, announce=False))
     edges = [e for e in edges if e.attrs.get("class", "").startswith("fxflow-edge")]
     width = {e.ids: float(e.attrs["penwidth"]) for e in edges}
     assert width[("l0_out", "l0_add2")] < width[("l11_out", "l11_add2")]
@@ -151,7 +151,7 @@ def test_vanishing_stack_fades():
 
 def test_png_of_a_big_graph_stays_small():
     report = synthetic_report(layers=24)
-    png = run(build_dot(report, budget=10**9, announce=False), "png")
+    png = run(build_dot(report, automatic=False, announce=False), "png")
     width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
     assert max(width, height) <= engine.PNG_MAX_PIXELS
 

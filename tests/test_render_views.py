@@ -67,19 +67,29 @@ def test_a_call_without_a_gradient_norm_draws_at_every_depth(tmp_path, write_mod
 # -- nodes that carry no gradient ------------------------------------------------------------
 def test_llama_hides_int_and_mask_nodes_and_marks_their_consumers():
     report = cached_report(LLAMA)
-    default, everything = build_view(report), build_view(report, show_all=True)
+    default, everything = build_view(report, automatic=False), build_view(report, show_all=True, automatic=False)
     assert default.hidden > 20 and everything.hidden == 0
     assert everything.count() - default.count() == default.hidden
     ops = {str(i.base.attrs.get("op")) for i in default.items if i.base is not None and i.kind != "param"}
     assert not ops & {"arange", "unsqueeze", "expand"}, ops
     assert {"arange"} <= {str(i.base.attrs.get("op")) for i in everything.items if i.base is not None}
-    source = build_dot(report, announce=False)
+    source = build_dot(report, announce=False, automatic=False)
     assert f"{default.hidden} nodes that carry no gradient" in graph_attrs(source)["label"]
     assert "--all shows them" in graph_attrs(source)["label"]
     assert "+ mask" in source  # the attention op says what hidden inputs it has
     nodes, _, _ = parse_dot(source)
     cut = [k for k, n in drawn(nodes).items() if "fxflow-cut" in n.attrs["class"]]
     assert cut  # the no_grad embedding stays drawn
+
+
+def test_a_tall_llama_collapses_its_healthy_layers_but_opens_the_cut(capsys):
+    report = cached_report(LLAMA)
+    view = build_view(report)  # under the node budget, but 70-odd nodes tall when drawn whole
+    assert view.auto_depth and ranks(view) <= 24
+    keys = {i.key for i in view.items}
+    assert {"module.model.layers.0", "module.model.layers.1"} <= keys  # a healthy model shows its blocks
+    assert "embedding" in keys and view.items[[i.key for i in view.items].index("embedding")].state == "cut"
+    assert "too tall to read" in " ".join(view.notes)
 
 
 class ArgmaxLookup(nn.Module):

@@ -27,7 +27,7 @@ _EXTENSIONS = {".svg": "svg", ".png": "png", ".pdf": "pdf", ".dot": "dot", ".gv"
 
 
 def build_dot(report: "Report", *, depth: int | None = None, focus: bool = False, budget: int = NODE_BUDGET,
-              fold: bool = True, announce: bool = True, show_all: bool = False, **_: Any) -> str:
+              fold: bool = True, announce: bool = True, show_all: bool = False, automatic: bool = True, **_: Any) -> str:
     """The DOT source of ``report``'s flow diagram.
 
     ``depth`` collapses modules nested deeper than it; ``focus`` keeps only cuts, dry parameters
@@ -38,15 +38,16 @@ def build_dot(report: "Report", *, depth: int | None = None, focus: bool = False
     from .dot import dot_source
 
     return dot_source(report, checked_view(report, depth=depth, focus=focus, budget=budget, fold=fold,
-                                           announce=announce, show_all=show_all))
+                                           announce=announce, show_all=show_all, automatic=automatic))
 
 
 def checked_view(report: "Report", *, depth: int | None = None, focus: bool = False, budget: int = NODE_BUDGET,
-                 fold: bool = True, announce: bool = True, show_all: bool = False) -> View:
+                 fold: bool = True, announce: bool = True, show_all: bool = False, automatic: bool = True) -> View:
     """:func:`build_view` after checking the options, announcing an automatic choice on stderr."""
     if depth is not None and depth < 0:
         raise FxflowError(f"--depth must be 0 or more, not {depth}")
-    view = build_view(report, depth=depth, focus=focus, budget=budget, fold=fold, show_all=show_all)
+    view = build_view(report, depth=depth, focus=focus, budget=budget, fold=fold, show_all=show_all,
+                      automatic=automatic)
     if announce:
         _announce(view)
     return view
@@ -87,21 +88,10 @@ def render_file(report: "Report", path: str, *, format: str | None = None, depth
     if chosen == "html":
         from .html import build_html
 
-        text = build_html(report, depth=depth, focus=focus, **options)
-        if path == "-":
-            sys.stdout.write(text)
-        else:
-            with open(path, "w", encoding="utf-8", newline="\n") as handle:
-                handle.write(text)
-        return path
+        return _write_text(path, build_html(report, depth=depth, focus=focus, **options))
     source = build_dot(report, depth=depth, focus=focus, **options)
     if chosen == "dot":
-        if path == "-":
-            sys.stdout.write(source)
-        else:
-            with open(path, "w", encoding="utf-8", newline="\n") as handle:
-                handle.write(source)
-        return path
+        return _write_text(path, source)
     from .engine import DEFAULT_SCALE, PNG_MAX_PIXELS, png_size, run
 
     data = run(source, chosen, scale=DEFAULT_SCALE if scale is None else scale)
@@ -114,6 +104,16 @@ def render_file(report: "Report", path: str, *, format: str | None = None, depth
         return path
     with open(path, "wb") as handle:
         handle.write(data)
+    return path
+
+
+def _write_text(path: str, text: str) -> str:
+    """Write ``text`` to ``path`` (``-``: stdout); returns the path."""
+    if path == "-":
+        sys.stdout.write(text)
+    else:
+        with open(path, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
     return path
 
 

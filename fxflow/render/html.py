@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..verdicts import PARAMETER_STATE, NodeState
 from . import style
+from .dot import _shape
 from .layout import NODE_BUDGET, STATE_WORDS, Item, View, box_summary, build_view
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -52,7 +53,7 @@ def page_views(report: "Report", *, depth: int | None, focus: bool, show_all: bo
         return views, {}
     if not focus and report.problems:
         views.append(PageView("focus", "focus", build_view(report, focus=True, show_all=show_all)))
-    whole = build_view(report, budget=10**9, show_all=show_all)
+    whole = build_view(report, show_all=show_all, automatic=False)
     deepest = max((len(m.owner) for i in whole.items for m in (i.members or [i.base]) if m is not None), default=0)
     for level in range(deepest):
         views.append(PageView(f"depth{level}", f"depth {level}", build_view(report, depth=level, show_all=show_all)))
@@ -69,14 +70,6 @@ def page_views(report: "Report", *, depth: int | None, focus: bool, show_all: bo
             seen[signature] = page.id
             unique.append(page)
     return unique, aliases
-
-
-def _shape(shape: object) -> str | None:
-    if shape is None:
-        return None
-    if isinstance(shape, (tuple, list)):
-        return "x".join(str(s) for s in shape) or "scalar"
-    return str(shape)
 
 
 def _item_info(item: Item, report: "Report", norms: dict[str, float], parameters: dict) -> dict[str, Any]:

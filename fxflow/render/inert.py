@@ -43,6 +43,8 @@ def hideable(data: dict) -> bool:
     """A node the default view hides: it carries no gradient and makes no cut."""
     if data.get("kind") in ALWAYS_SHOWN or data.get("reason") or data.get("state") == NodeState.CUT:
         return False
+    if data.get("kind") == "get_attr" and data.get("state") == NodeState.UNUSED:
+        return True  # a buffer read for nothing that reaches the output (parameters are drawn as themselves)
     return data.get("state") == NodeState.INERT or not differentiable(data.get("dtype"))
 
 

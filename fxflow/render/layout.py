@@ -232,6 +232,18 @@ def _healthy_modules(bases: list[Base]) -> set[str]:
     return every - sick
 
 
+def _open_healthy(view: View, collapse: set[str], healthy: set[str], bases: list[Base], budget: int, make) -> View:
+    """Open healthy modules one nesting level at a time while the picture still fits the screen:
+    a model with nothing wrong shows its blocks, not one box."""
+    nesting = {q: i for base in bases for i, q in enumerate(base.owner)}
+    for level in range(1, max(nesting.values(), default=0) + 2):
+        opened = make(None, (collapse - healthy) | {q for q in healthy if nesting[q] >= level})
+        if opened.count() > budget or ranks(opened) > SCREEN_RANKS:
+            break
+        view = opened
+    return view
+
+
 def _modules_without(bases: list[Base], *, problem_params: bool) -> set[str]:
     """Modules with no cutting node inside and, with ``problem_params``, no parameter that will
     not learn either: what the automatic view may collapse."""
@@ -324,6 +336,7 @@ def _fold(items: list[Item], where: dict[str, str]) -> list[Item]:
 
 
 SCREEN_RANKS = 24  # the automatic view aims at no more boxes than this from input to output
+TALL_RANKS = 2 * SCREEN_RANKS  # a whole graph taller than this is collapsed automatically
 
 
 def ranks(view: View) -> int:
@@ -427,8 +440,9 @@ def _never_called(report: "Report", graph: "nx.DiGraph | None", classes: dict[st
 
 
 def build_view(report: "Report", *, depth: int | None = None, focus: bool = False,
-               budget: int = NODE_BUDGET, fold: bool = True, show_all: bool = False) -> View:
-    """The drawing's contents for ``report`` (see the module docstring for every option)."""
+               budget: int = NODE_BUDGET, fold: bool = True, show_all: bool = False, automatic: bool = True) -> View:
+    """The drawing's contents for ``report`` (see the module docstring for every option;
+    ``automatic=False`` draws every module open, however big)."""
     graph = report.graph
     classes: dict[str, str] = {str(k): str(v) for k, v in (getattr(report, "module_classes", None) or {}).items()}
     module_norms = report.module_grad_norms or {}
@@ -469,12 +483,18 @@ def build_view(report: "Report", *, depth: int | None = None, focus: bool = Fals
     view = make(depth, _healthy_modules(bases) if focus else set())
     if depth is not None:
         view.notes.append(f"modules deeper than {depth} collapsed (--depth {depth})")
-    if focus or depth is not None or view.count() <= budget:
-        return view  # what was asked for, or small enough to draw whole
-    return _automatic(view.count(), budget, bases, make)
+    if focus or depth is not None or not automatic:
+        return view  # what was asked for
+    if view.count() > budget:
+        why = f"{view.count()} nodes, over the budget of {budget}"
+    elif ranks(view) > TALL_RANKS:
+        why = f"{ranks(view)} nodes from input to output, too tall to read"
+    else:
+        return view  # small enough to draw whole
+    return _automatic(why, budget, bases, make)
 
 
-def _automatic(full: int, budget: int, bases: list[Base], make) -> View:
+def _automatic(why: str, budget: int, bases: list[Base], make) -> View:
     """Over the budget: collapse healthy modules, then dry ones with no cut inside, then by depth,
     then runs of like ops, until the picture fits; the view says what was collapsed."""
     healthy = _healthy_modules(bases)
@@ -490,6 +510,7 @@ def _automatic(full: int, budget: int, bases: list[Base], make) -> View:
         if view.count() <= budget:
             fitting = fitting or view
             if ranks(view) <= SCREEN_RANKS:
+                view = _open_healthy(view, collapse, healthy, bases, budget, make) if level is None else view
                 break
     else:
         view = fitting
@@ -498,8 +519,8 @@ def _automatic(full: int, budget: int, bases: list[Base], make) -> View:
     view.auto_depth = True
     boxes = [i for i in view.items if i.kind in ("module", "fold", "run")]
     view.collapsed = [(i.module or i.key) + (f" x{i.count}" if i.count > 1 else "") for i in boxes]
-    view.notes.append(f"{full} nodes, over the budget of {budget}: {len(boxes)} boxes collapsed automatically "
-                      f"({view.count()} drawn); pass --depth or --focus to choose")
+    view.notes.append(f"{why}: {len(boxes)} boxes collapsed automatically ({view.count()} drawn); "
+                      "pass --depth or --focus to choose")
     if view.count() > DRAWABLE_LIMIT:
         return _too_big_to_draw(view)
     return view
