@@ -142,6 +142,17 @@ def test_gpt2_png_at_scale_one_fits_a_screen(tmp_path):
     assert abs(engine.png_size(two.read_bytes())[0] - 2 * width) <= 4
 
 
+def test_the_png_cap_bites_and_says_so(tmp_path, capsys):
+    path = tmp_path / "huge.png"
+    render_file(cached_report(SEED), str(path), scale=16, announce=False)  # about 12,000 pixels wide uncapped
+    width, height = engine.png_size(path.read_bytes())
+    assert max(width, height) == engine.PNG_MAX_PIXELS
+    err = capsys.readouterr().err
+    assert "scaled down" in err and str(engine.PNG_MAX_PIXELS) in err
+    render_file(cached_report(SEED), str(tmp_path / "small.png"), scale=1, announce=False)
+    assert "scaled down" not in capsys.readouterr().err
+
+
 # -- options are the user's ------------------------------------------------------------------
 def test_focus_and_depth_are_never_overridden(capsys):
     report = synthetic_report(layers=24)

@@ -28,7 +28,7 @@ from .layout import NODE_BUDGET, STATE_WORDS, Item, View, box_summary, build_vie
 if TYPE_CHECKING:  # pragma: no cover
     from ..report import Report
 
-FULL_VIEW_LIMIT = 1500  # the whole graph is pre-rendered only up to this many boxes
+FULL_VIEW_LIMIT = 1500  # views with more boxes than this are not pre-rendered
 NOTEBOOK_HEIGHT_PX = 640
 
 
@@ -57,8 +57,9 @@ def page_views(report: "Report", *, depth: int | None, focus: bool, show_all: bo
     deepest = max((len(m.owner) for i in whole.items for m in (i.members or [i.base]) if m is not None), default=0)
     for level in range(deepest):
         views.append(PageView(f"depth{level}", f"depth {level}", build_view(report, depth=level, show_all=show_all)))
-    if whole.count() <= FULL_VIEW_LIMIT:
-        views.append(PageView("full", "everything", whole))
+    views.append(PageView("full", "everything", whole))
+    # a view too big to lay out in seconds is left out (the asked-for one never is)
+    views = [page for page in views if page.id == "main" or page.view.count() <= FULL_VIEW_LIMIT]
     unique: list[PageView] = []
     seen: dict[tuple, str] = {}
     aliases: dict[str, str] = {}
@@ -72,7 +73,7 @@ def page_views(report: "Report", *, depth: int | None, focus: bool, show_all: bo
     return unique, aliases
 
 
-def _item_info(item: Item, report: "Report", norms: dict[str, float], parameters: dict) -> dict[str, Any]:
+def _item_info(item: Item, norms: dict[str, float], parameters: dict) -> dict[str, Any]:
     """What the side panel, the search box and the path highlighter know of one drawn node."""
     info: dict[str, Any] = {"kind": item.kind, "state": item.state}
     members = item.members or ([item.base] if item.base is not None else [])
@@ -103,9 +104,9 @@ def _item_info(item: Item, report: "Report", norms: dict[str, float], parameters
     return info
 
 
-def _view_data(page: PageView, report: "Report", norms: dict[str, float], parameters: dict) -> dict[str, Any]:
+def _view_data(page: PageView, norms: dict[str, float], parameters: dict) -> dict[str, Any]:
     view = page.view
-    nodes = {item.key: _item_info(item, report, norms, parameters) for item in view.items}
+    nodes = {item.key: _item_info(item, norms, parameters) for item in view.items}
     # cluster -> how many modules enclose it: the --depth at which it becomes one box
     clusters = {q: index for item in view.items for index, q in enumerate(item.cluster)}
     return {"id": page.id, "title": page.title, "nodes": nodes, "clusters": clusters,
@@ -149,7 +150,7 @@ def build_html(report: "Report", *, depth: int | None = None, focus: bool = Fals
     norms = _node_norms(report)
     parameters = {p.name: p for p in report.parameters}
     data = {
-        "target": report.target, "summary": report.summary(), "views": [_view_data(p, report, norms, parameters) for p in pages],
+        "target": report.target, "summary": report.summary(), "views": [_view_data(p, norms, parameters) for p in pages],
         "parameters": _parameter_rows(report), "aliases": aliases,
         "colors": {state: {"fill": look.fill, "border": look.border, "font": look.font} for state, look in style.NODE_STYLES.items()},
     }

@@ -29,6 +29,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable
 
 from ..verdicts import PARAM_PREFIX as PARAM, NodeState
+from .auto import TALL_RANKS, choose_automatically, healthy_modules, ranks
 from .inert import Hidden, hide_inert
 from .norms import call_norms
 from .style import EDGE_PRECEDENCE, worst
@@ -39,7 +40,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..report import Report
 
 NODE_BUDGET = 300  # above this many items the depth is chosen automatically
-DRAWABLE_LIMIT = 2500  # above this many boxes even after collapsing, layout takes minutes
 FOLD_MIN = 3  # fewest identical sibling boxes that fold into one
 
 # Static verdict -> the state a parameter is drawn with when no graph was captured.
@@ -218,45 +218,6 @@ def _reach(graph: "nx.DiGraph", starts: set[str], forward: bool) -> set[str]:
     return seen
 
 
-PROBLEM_STATES = frozenset({"dry", "cut", "zero", "unused"})
-
-
-def _healthy_modules(bases: list[Base]) -> set[str]:
-    """Modules with nothing dry, cut, zero or unused anywhere inside."""
-    sick: set[str] = set()
-    every: set[str] = set()
-    for base in bases:
-        every.update(base.owner)
-        if base.state in PROBLEM_STATES:
-            sick.update(base.owner)
-    return every - sick
-
-
-def _open_healthy(view: View, collapse: set[str], healthy: set[str], bases: list[Base], budget: int, make) -> View:
-    """Open healthy modules one nesting level at a time while the picture still fits the screen:
-    a model with nothing wrong shows its blocks, not one box."""
-    nesting = {q: i for base in bases for i, q in enumerate(base.owner)}
-    for level in range(1, max(nesting.values(), default=0) + 2):
-        opened = make(None, (collapse - healthy) | {q for q in healthy if nesting[q] >= level})
-        if opened.count() > budget or ranks(opened) > SCREEN_RANKS:
-            break
-        view = opened
-    return view
-
-
-def _modules_without(bases: list[Base], *, problem_params: bool) -> set[str]:
-    """Modules with no cutting node inside and, with ``problem_params``, no parameter that will
-    not learn either: what the automatic view may collapse."""
-    keep: set[str] = set()
-    every: set[str] = set()
-    for base in bases:
-        every.update(base.owner)
-        cutting = base.attrs.get("reason") or base.state == NodeState.CUT
-        if cutting or (problem_params and base.kind == "param" and base.state in PROBLEM_STATES):
-            keep.update(base.owner)
-    return every - keep
-
-
 def _collapse(bases: list[Base], depth: int | None, classes: dict[str, str], module_norms: dict[str, list[float | None]],
               collapse: set[str]) -> tuple[list[Item], dict[str, str]]:
     """Items at the given depth (None: nothing collapses) and graph node name -> item key.
@@ -333,28 +294,6 @@ def _fold(items: list[Item], where: dict[str, str]) -> list[Item]:
     result = {item.key: item for item in items if item.key not in replaced}
     result.update({fold.key: fold for fold in replaced.values()})
     return sorted(result.values(), key=lambda i: (i.order, i.key))
-
-
-SCREEN_RANKS = 24  # the automatic view aims at no more boxes than this from input to output
-TALL_RANKS = 2 * SCREEN_RANKS  # a whole graph taller than this is collapsed automatically
-
-
-def ranks(view: View) -> int:
-    """The most boxes on one path through the view (wires against graph order are ignored):
-    about how tall the drawing is."""
-    order = {item.key: _op_order(item) for item in view.items}
-    longest = {key: 1 for key in order}
-    for link in sorted(view.links, key=lambda l: (order[l.source], order[l.target])):
-        if order[link.source] < order[link.target]:
-            longest[link.target] = max(longest[link.target], longest[link.source] + 1)
-    return max(longest.values(), default=0)
-
-
-def _op_order(item: Item) -> int:
-    """An item's place in graph order, by its ops (a parameter's place is where it is first read,
-    which torch.export puts at the top of the graph)."""
-    ops = [m.order for m in item.members if m.kind != "param"]
-    return min(ops) if ops else item.order
 
 
 RUN_MIN = 3  # fewest like items in a row that become one run box
@@ -480,7 +419,7 @@ def build_view(report: "Report", *, depth: int | None = None, focus: bool = Fals
                     collapse_never=level is not None or bool(collapse), hidden=len(hidden.names),
                     markers=hidden.markers)
 
-    view = make(depth, _healthy_modules(bases) if focus else set())
+    view = make(depth, healthy_modules(bases) if focus else set())
     if depth is not None:
         view.notes.append(f"modules deeper than {depth} collapsed (--depth {depth})")
     if focus or depth is not None or not automatic:
@@ -491,47 +430,7 @@ def build_view(report: "Report", *, depth: int | None = None, focus: bool = Fals
         why = f"{ranks(view)} nodes from input to output, too tall to read"
     else:
         return view  # small enough to draw whole
-    return _automatic(why, budget, bases, make)
-
-
-def _automatic(why: str, budget: int, bases: list[Base], make) -> View:
-    """Over the budget: collapse healthy modules, then dry ones with no cut inside, then by depth,
-    then runs of like ops, until the picture fits; the view says what was collapsed."""
-    healthy = _healthy_modules(bases)
-    # modules that hold a parameter that will not learn, or the cut, keep their ops; then only the cut's
-    plain = healthy | _modules_without(bases, problem_params=True)
-    quiet = healthy | _modules_without(bases, problem_params=False)
-    deepest = max((len(b.owner) for b in bases), default=0)
-    stages = [(None, plain), (None, quiet)] + [(level, quiet) for level in range(deepest - 1, -1, -1)]
-    view = None
-    fitting: View | None = None  # the first that fits the budget, should none fit the screen
-    for level, collapse in stages:
-        view = make(level, collapse)
-        if view.count() <= budget:
-            fitting = fitting or view
-            if ranks(view) <= SCREEN_RANKS:
-                view = _open_healthy(view, collapse, healthy, bases, budget, make) if level is None else view
-                break
-    else:
-        view = fitting
-    if view is None or view.count() > budget:
-        view = make(0 if deepest else None, quiet, runs=True)
-    view.auto_depth = True
-    boxes = [i for i in view.items if i.kind in ("module", "fold", "run")]
-    view.collapsed = [(i.module or i.key) + (f" x{i.count}" if i.count > 1 else "") for i in boxes]
-    view.notes.append(f"{why}: {len(boxes)} boxes collapsed automatically ({view.count()} drawn); "
-                      "pass --depth or --focus to choose")
-    if view.count() > DRAWABLE_LIMIT:
-        return _too_big_to_draw(view)
-    return view
-
-
-def _too_big_to_draw(view: View) -> View:
-    """Refuse, in one line, a drawing that collapsing could not shrink: its layout would take minutes."""
-    from ..errors import FxflowError
-
-    raise FxflowError(f"the graph has {view.count()} boxes even collapsed (no modules group its ops), too many to draw",
-                      hint="use --focus, or fxflow check for the table")
+    return choose_automatically(why, budget, bases, make)
 
 
 def box_summary(members: Iterable[Base]) -> tuple[Counter, Counter, list[Base]]:
