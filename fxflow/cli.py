@@ -57,7 +57,7 @@ def _add_check_options(parser: argparse.ArgumentParser) -> None:
                         help="one per forward input, e.g. 16,10 or 2,7:long; repeatable")
     parser.add_argument("--allow", action="append", default=[], metavar="GLOB",
                         help="parameters allowed to be dry (e.g. 'target_net.*'); repeatable")
-    parser.add_argument("--strict", action="store_true", help="an --allow pattern that matches no parameter is an error")
+    parser.add_argument("--strict", action="store_true", help="an --allow pattern that matches no parameter is an error; render: exit codes as check")
     parser.add_argument("--seed", type=int, default=0, help="torch seed for the model and inputs (default 0)")
     parser.add_argument("--vanishing", type=float, default=1e-3, metavar="FACTOR",
                         help="gradient RMS below FACTOR x the largest is vanishing (default 1e-3)")
@@ -88,14 +88,36 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("new", help="a JSON report or a target")
     diff.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or json")
     _add_check_options(diff)
-    render = commands.add_parser("render", help="draw the colored gradient-flow diagram", epilog=EXAMPLES,
+    _add_render(commands)
+    return parser
+
+
+RENDER_EXAMPLES = """examples:
+  fxflow render examples/seed.py:Net -o flow.svg && xdg-open flow.svg
+  fxflow render model.py:Net -o report.html         # interactive: search, zoom, table, expand modules
+  fxflow render model.py:Net -o flow.png --scale 3  # a sharper PNG (default --scale 2)
+  fxflow render model.py:Net -o flow.svg --focus    # only the cuts and the paths through them
+  fxflow render model.py:Net -o flow.svg --depth 1  # modules below the top level as one box each
+  fxflow render model.py:Net -o flow.svg --all      # also the int/bool/mask nodes hidden by default
+  fxflow render model.py:Net -o flow.svg --strict   # exit 1 when a parameter will not learn, as check
+
+render exits 0 once the picture is written; `fxflow check` (or --strict) is the gate.
+"""
+
+
+def _add_render(commands: Any) -> None:
+    """The ``render`` subcommand's arguments."""
+    render = commands.add_parser("render", help="draw the colored gradient-flow diagram", epilog=RENDER_EXAMPLES,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_common(render)
-    render.add_argument("-o", "--output", required=True, help="file to write (.svg .png .pdf .dot), or - for DOT on stdout")
-    render.add_argument("--format", choices=("svg", "png", "pdf", "dot"), help="overrides the extension")
+    render.add_argument("-o", "--output", required=True,
+                        help="file to write (.svg .png .pdf .dot .html), or - for DOT on stdout")
+    render.add_argument("--format", choices=("svg", "png", "pdf", "dot", "html"), help="overrides the extension")
     render.add_argument("--depth", type=int, default=None, help="collapse modules deeper than N")
     render.add_argument("--focus", action="store_true", help="only cuts, dry parameters and their paths")
-    return parser
+    render.add_argument("--all", action="store_true", dest="show_all",
+                        help="also draw the nodes that carry no gradient (ints, bools, masks, shapes)")
+    render.add_argument("--scale", type=float, default=None, help="PNG pixels per point (default 2)")
 
 
 def _check_output_path(path: str) -> None:
@@ -167,7 +189,7 @@ def _run(options: argparse.Namespace) -> int:
         if dot is not None:
             _emit(dot)
         print(report.summary(), file=sys.stderr)
-        return 0 if report.ok else 1
+        return _render_exit(options, report)
     return _show_check(options, report)
 
 
@@ -215,7 +237,7 @@ def _show_check(options: argparse.Namespace, report: Any) -> int:
 def _check_allow_patterns(options: argparse.Namespace, report: Any) -> None:
     """An --allow pattern that matches no parameter is most likely a typo: say so (an error with --strict)."""
     from .errors import FxflowError
-    from .report import matches
+    from .reconcile import matches
 
     for pattern in options.allow:
         if any(matches(p.name, [pattern]) for p in report.parameters):
@@ -272,11 +294,22 @@ def _analyse(options: argparse.Namespace) -> tuple[Any, str | None]:
         report = _check_target(options.target, options, step)
         if options.command == "render":
             step("rendering")
-            if options.output == "-":
-                dot = report.to_dot(depth=options.depth, focus=options.focus)
-            else:
-                report.render(options.output, format=options.format, depth=options.depth, focus=options.focus)
+            dot = _render(options, report)
     return report, dot
+
+
+def _render(options: argparse.Namespace, report: Any) -> str | None:
+    """Draw the picture ``render`` asks for; returns the DOT when it goes to stdout."""
+    choices = dict(depth=options.depth, focus=options.focus, show_all=options.show_all)
+    if options.output == "-" and options.format in (None, "dot"):
+        return report.to_dot(**choices)
+    report.render(options.output, format=options.format, scale=options.scale, **choices)
+    return None
+
+
+def _render_exit(options: argparse.Namespace, report: Any) -> int:
+    """0 once the picture is written; with --strict, check's exit code."""
+    return (0 if report.ok else 1) if options.strict else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

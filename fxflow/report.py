@@ -163,6 +163,14 @@ class Report:
         except Exception:  # no renderer: the notebook falls back to the text repr
             return None
 
+    def _repr_html_(self) -> str | None:
+        from .render.html import notebook_html
+
+        try:
+            return notebook_html(self)
+        except Exception:  # no renderer: the notebook falls back to the SVG or text repr
+            return None
+
     def __str__(self) -> str:
         return self.table()
 
