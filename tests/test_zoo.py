@@ -17,6 +17,7 @@ import functools
 from typing import Any
 
 import pytest
+import torch
 
 pytest.importorskip("transformers")
 
@@ -64,3 +65,22 @@ def test_every_known_disagreement_names_a_model_a_path_and_a_class() -> None:
         assert name in SPECIMENS and path in {p.name for p in PATHS}, (name, path)
         assert reason.split(":")[0] in known.FAILURE_CLASSES, reason
 
+
+
+def test_experts_the_batch_never_routes_to_need_no_exception() -> None:
+    """Data-dependent routing: on a one-token batch Switch Transformers' top-1 router skips three
+    of its four experts, whose real gradient is None. The run-time capture sees the routing of
+    this batch, so those experts are dry there too and every verdict still agrees: the zoo needs
+    no exception for routing (the fused-expert MoEs, Mixtral and the like, keep one tensor for all
+    experts, which a skipped expert leaves with zeros in it, not None)."""
+    model, _, _ = built("switch_transformers")
+    inputs = {"input_ids": torch.tensor([[5]]), "decoder_input_ids": torch.tensor([[7]])}
+    truth = real_gradients(model, inputs)
+    skipped = {name for name, real in truth.items() if ".experts." in name and real is Truth.NONE}
+    assert len(skipped) == 2 * 2 * 3, sorted(skipped)  # wi and wo of 3 experts in 2 sparse layers
+    checked = 0
+    for path in PATHS:
+        result = check_path(model, inputs, truth, path)
+        assert not result.error and [str(d) for d in result.disagreements] == [], path.name
+        checked += result.available
+    assert checked >= 1
