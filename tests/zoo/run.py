@@ -17,7 +17,7 @@ import torch
 import fxflow
 from fxflow.errors import FxflowError
 
-from . import hf, torch_nn  # noqa: F401 (importing them registers their specimens)
+from . import hf, hf_media, torch_nn  # noqa: F401 (importing them registers their specimens)
 from .registry import PATHS, SPECIMENS, Path, Specimen
 from .truth import Disagreement, Truth, disagreements, real_gradients, seed_everything
 
