@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from .report import Report
+from .verdicts import StaticVerdict
 
 
 def assert_gradients_flow(model: Any, inputs: Any = None, *, allow: Iterable[str] = (), **options: Any) -> Report:
@@ -38,7 +39,7 @@ def failure_message(report: Report) -> str:
     lines = [f"gradients do not reach every parameter of {report.target}", summary_line(report), ""]
     width = max(len(p.name) for p in report.problems)
     for parameter in report.problems:
-        verdict = parameter.static if parameter.static != "reachable" else parameter.dynamic
+        verdict = parameter.static if parameter.static != StaticVerdict.REACHABLE else parameter.dynamic
         if parameter.dynamic and parameter.dynamic != verdict:
             verdict += f"/{parameter.dynamic}"
         where = "; ".join(f"{s.op} @ {s.source or s.node}" for s in parameter.cut_by)
