@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import textwrap
+from dataclasses import replace
 
 from ..report import ParameterReport, Report
 from ..verdicts import DynamicVerdict, StaticVerdict
@@ -137,9 +138,7 @@ def _tally(parameters: list[ParameterReport], words: dict[str, str] = _KIND_WORD
 
 def allowed_problems(report: Report) -> list[ParameterReport]:
     """Parameters that would fail the check but match an ``--allow`` pattern."""
-    return [p for p in report.parameters if p.allowed and p.static != StaticVerdict.FROZEN
-            and (p.static in (StaticVerdict.UNUSED, StaticVerdict.CUT, StaticVerdict.ZERO)
-                 or p.dynamic in (DynamicVerdict.MISSING, DynamicVerdict.ZERO, DynamicVerdict.NONFINITE))]
+    return [p for p in report.parameters if p.allowed and replace(p, allowed=False).problem]
 
 
 def summary_line(report: Report) -> str:
