@@ -144,8 +144,13 @@ def higher_order_ops(outputs: Any) -> list[str]:
 
 
 def gradient_norm(grad: torch.Tensor) -> float:
-    """The float64 L2 norm of ``grad``'s stored values (a sparse gradient: the rows it has)."""
-    return float(torch.linalg.vector_norm(stored_values(grad.detach()), dtype=torch.float64))
+    """The L2 norm of ``grad``'s stored values (a sparse gradient: the rows it has); 0.0 only when
+    every value is exactly 0."""
+    values = stored_values(grad.detach())
+    norm = float(torch.linalg.vector_norm(values))  # in the gradient's own dtype: no float64 copy
+    if norm == 0.0 or not math.isfinite(norm):  # the squares may have underflowed or overflowed: redo exactly
+        norm = float(torch.linalg.vector_norm(values, dtype=torch.float64))
+    return norm
 
 
 def stored_values(grad: torch.Tensor) -> torch.Tensor:
