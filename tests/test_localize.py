@@ -93,8 +93,12 @@ def checked(model: nn.Module, width: int, methods: tuple[str, ...] | None = None
     torch.manual_seed(0)
     inputs = (torch.randn(3, width),)
     truth = real_dynamic(model, inputs)
+    before = {name: value.clone() for name, value in model.state_dict().items()}
     report = fxflow.check(model, inputs, capture_methods=methods)
     assert {p.name: p.dynamic for p in report.parameters} == truth
+    # the replay that localizes leaves the model as found
+    assert all(torch.equal(before[name], value) for name, value in model.state_dict().items())
+    assert all(p.grad is None for p in model.parameters())
     return report
 
 
