@@ -18,6 +18,7 @@ from torch._subclasses.fake_tensor import is_fake
 from .errors import FxflowError, first_line
 from .flow import tensors_in
 from .fake import fake_inputs, fake_weights, new_fake_mode
+from .no_derivative import stop_at_missing_derivatives
 from .reconcile import dynamic_verdicts
 from .state import RandomState, untouched
 from .verdicts import CutSite, DynamicVerdict
@@ -270,7 +271,8 @@ def measure_gradients(model: torch.nn.Module, inputs: Sequence[Any], *,
 
 def _forward(call: Callable[[], Any]) -> Any:
     try:
-        outputs = call()
+        with stop_at_missing_derivatives():  # floor_divide & co.: the backward stops there, not raises
+            outputs = call()
     except Exception as error:
         raise FxflowError(f"forward raised {type(error).__name__}: {first_line(error)}",
                           hint="check --input-size (or example_inputs()) against what forward expects") from error
@@ -296,10 +298,10 @@ def _probe_fake(model: torch.nn.Module, inputs: Sequence[Any], *, loss_fn: Calla
     mode = new_fake_mode()
     random_state = RandomState.save()
     try:
-        with fake_weights(model, mode) as fake_names, mode, torch.enable_grad():
-            fakes = [p for p in model.parameters()]
-            _forward_backward(model, fake_inputs(mode, inputs), kwargs, loss_fn, seed=0)
-            grads = {fake_names[id(p)]: GradInfo(present=p.grad is not None) for p in fakes if id(p) in fake_names}
+        weights = fake_weights(model, mode)  # passed in per call: the model's own tensors stay in place
+        with mode, torch.enable_grad():
+            _forward_backward(weights, fake_inputs(mode, inputs), kwargs, loss_fn, seed=0)
+            grads = {name: GradInfo(present=fake.grad is not None) for name, fake in weights.parameters.items()}
     finally:
         random_state.restore()
     return ProbeResult(grads, measurable=False)

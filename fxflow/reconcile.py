@@ -115,9 +115,9 @@ def judge(parameter: ParameterReport, opaque_path: str | None = None) -> None:
         return
     if static == Static.REACHABLE and dynamic == Dynamic.MISSING:
         if opaque_path:
-            parameter.diagnosis = (
-                f"its only paths pass through {opaque_path}, whose backward returned no gradient for it: "
-                "the walk could not see inside, the real backward says none arrives"
+            parameter.diagnosis = (  # agree stays False: an opaque op explains the mismatch, it does not remove it
+                f"its paths pass through {opaque_path}, whose backward could not run during the analysis: "
+                "the real backward decides, and no gradient arrived"
             )
             return
         parameter.diagnosis = (

@@ -22,6 +22,7 @@ def assert_gradients_flow(model: Any, inputs: Any = None, *, allow: Iterable[str
     ``options`` go to :func:`fxflow.check` (``loss_fn``, ``backward``, ``vanishing``, ...). Returns the
     Report when the check passes, so a test can assert more.
     """
+    __tracebackhide__ = True  # pytest shows the caller's line, not this frame
     from .pipeline import check
 
     report = check(model, inputs, allow=tuple(allow), **options)

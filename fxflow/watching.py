@@ -209,10 +209,10 @@ class Watch:
                 inputs = distributed.to_meta(inputs)
                 keywords = dict(zip(keywords, distributed.to_meta(tuple(keywords.values()))))
             runner = KeywordsBound(plain, keywords) if keywords else plain
-            with untouched(plain) as notes:  # tracing and annotating run forward's ops: leave no trace
+            with untouched(plain) as notes:  # tracing runs forward's Python: leave no trace
                 captured = capture(runner, inputs)
-                static = analyze_capture(captured, runner, inputs)
-        return captured, static, notes
+                static, static_notes = analyze_capture(captured, runner, inputs)
+        return captured, static, static_notes + notes
 
     def _restore_grads(self) -> None:
         """Grads become what they would have been without fxflow: old + this step's."""
