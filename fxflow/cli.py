@@ -16,6 +16,7 @@ import warnings
 from typing import Any, Iterator, Sequence
 
 from . import __version__
+from .errors import first_line
 
 EXAMPLES = """examples:
   fxflow check examples/seed.py:Net
@@ -183,7 +184,7 @@ def _run(options: argparse.Namespace) -> int:
     with _quiet_torch(options.debug) as caught:
         report, dot = _analyse(options)
     for warning in caught:
-        print(f"fxflow: warning: {_first_line(warning.message)}", file=sys.stderr)
+        print(f"fxflow: warning: {first_line(warning.message)}", file=sys.stderr)
     _check_allow_patterns(options, report)
     if options.command == "render":
         if dot is not None:
@@ -256,7 +257,7 @@ def _diff(options: argparse.Namespace) -> int:
         with _quiet_torch(options.debug) as caught:
             report = _check_target(target, options, lambda message: None)
         for warning in caught:
-            print(f"fxflow: warning: {_first_line(warning.message)}", file=sys.stderr)
+            print(f"fxflow: warning: {first_line(warning.message)}", file=sys.stderr)
         return report
 
     result = diff_reports(load_report(options.old, check_target), load_report(options.new, check_target))
@@ -335,17 +336,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if isinstance(error, FxflowError):
             hint = f" ({error.hint})" if error.hint else ""
-            print(f"fxflow: error: {_first_line(error.message)}{hint}", file=sys.stderr)
+            print(f"fxflow: error: {first_line(error.message)}{hint}", file=sys.stderr)
         else:
-            print(f"fxflow: error: {type(error).__name__}: {_first_line(error)} (rerun with --debug for the traceback)",
+            print(f"fxflow: error: {type(error).__name__}: {first_line(error)} (rerun with --debug for the traceback)",
                   file=sys.stderr)
         return 2
 
-
-def _first_line(text: object) -> str:
-    """The first non-empty line: the error line must stay one line."""
-    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
-    return lines[0] if lines else ""
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -23,7 +23,8 @@ from typing import Any, Iterator
 import torch
 from torch import nn
 
-from .probe import GradInfo, stored_values
+from .flow import stored_values
+from .probe import GradInfo
 from .verdicts import DynamicVerdict as Dynamic, StaticVerdict as Static
 
 def is_ddp(model: nn.Module) -> bool:

@@ -27,6 +27,7 @@ from torch.utils._pytree import tree_flatten
 
 from . import rules
 from .capture.source import current_user_source
+from .flow import gradient_norm
 from .verdicts import CutSite
 
 Node = Any  # torch.autograd.graph.Node (C++ nodes have no common Python base class to annotate with)
@@ -144,7 +145,6 @@ class GradientNorms:
 
 
 def _norm(grads: Iterable[torch.Tensor | None]) -> float:
-    from .probe import gradient_norm
 
     return math.sqrt(sum(gradient_norm(g) ** 2 for g in grads if g is not None))
 

@@ -16,10 +16,9 @@ import torch
 from torch._subclasses.fake_tensor import is_fake
 
 from .errors import FxflowError, first_line
-from .flow import tensors_in
+from .flow import gradient_norm, stored_values, tensors_in
 from .fake import fake_inputs, fake_weights, new_fake_mode
 from .no_derivative import stop_at_missing_derivatives
-from .reconcile import dynamic_verdicts
 from .state import RandomState, untouched
 from .verdicts import CutSite, DynamicVerdict
 
@@ -144,29 +143,6 @@ def higher_order_ops(outputs: Any) -> list[str]:
     return sorted({name.split("AutogradOp")[0].lower() for name in names if "AutogradOp" in name})
 
 
-def gradient_norm(grad: torch.Tensor) -> float:
-    """The L2 norm of ``grad``'s stored values (a sparse gradient: the rows it has); 0.0 only when
-    every value is exactly 0."""
-    values = stored_values(grad.detach())
-    norm = float(torch.linalg.vector_norm(values))  # in the gradient's own dtype: no float64 copy
-    if norm == 0.0 or not math.isfinite(norm):  # the squares may have underflowed or overflowed: redo exactly
-        norm = float(torch.linalg.vector_norm(values, dtype=torch.float64))
-    return norm
-
-
-def stored_values(grad: torch.Tensor) -> torch.Tensor:
-    """The values a gradient holds: all of a dense one; a sparse one's, duplicates summed.
-
-    ``nn.Embedding(sparse=True)`` gives a COO gradient with one (possibly repeated) row per
-    lookup: rows never looked up are not part of it, and repeated ones add up when coalesced.
-    """
-    if grad.layout == torch.sparse_coo:
-        return grad.coalesce().values()
-    if grad.layout != torch.strided:  # CSR, CSC, BSR, BSC: values() holds the stored entries
-        return grad.values()
-    return grad
-
-
 def probe(model: torch.nn.Module, inputs: Sequence[Any], *, loss_fn: Callable[[Any], torch.Tensor] | None = None,
           seed: int = 0, kwargs: dict[str, Any] | None = None, fake: bool = False) -> ProbeResult:
     """Run one forward and backward on ``model`` and read every parameter's gradient.
@@ -192,11 +168,11 @@ class GradientProbe:
     """
 
     def __init__(self, model: torch.nn.Module, *, loss_fn: Callable[[Any], torch.Tensor] | None = None,
-                 seed: int = 0, vanishing: float = 1e-3) -> None:
+                 seed: int = 0, verdicts: Callable[[ProbeResult], dict[str, DynamicVerdict]] | None = None) -> None:
         self.model = model
         self.loss_fn = loss_fn
         self.seed = seed
-        self.vanishing = vanishing
+        self.verdicts = verdicts  # how the caller judges gradients: zero and vanishing ones get localized
         self.result: ProbeResult | None = None
         self.forward_seconds: float | None = None
 
@@ -234,7 +210,9 @@ class GradientProbe:
 
     def _localize(self, result: ProbeResult) -> None:
         """Name where each zero or vanishing gradient died or shrank, from one replayed run."""
-        verdicts = dynamic_verdicts(result, self.vanishing)
+        if self.verdicts is None:
+            return
+        verdicts = self.verdicts(result)
         named = dict(self.model.named_parameters())
         zero = {name: named[name] for name, verdict in verdicts.items() if verdict == DynamicVerdict.ZERO}
         vanishing = {name: named[name] for name, verdict in verdicts.items() if verdict == DynamicVerdict.VANISHING}

@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from . import distributed
-from .capture.unwrap import unwrap
+from .unwrap import unwrap
 from .errors import FxflowError
 from .prepare import device_of
 from .report import Report, TraceInfo

@@ -15,14 +15,12 @@ import shutil
 import sys
 from typing import TYPE_CHECKING, Callable, Iterator, TextIO
 
-from .text import cut_paragraphs, render_text, summary_line, table_rows
+from .text import COLUMNS, cut_paragraphs, render_text, summary_line, table_rows
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
 
     from ..report import Report
-
-_COLUMNS = ("parameter", "shape", "static", "dynamic", "grad norm", "cut by")
 
 # Verdict -> rich style. Wet is green, dry red, zero orange, frozen/unused dim, disagreement magenta.
 STYLES = {
@@ -54,7 +52,7 @@ def rich_report(report: "Report", console: "Console") -> None:
                                 f"  [trace: {report.trace.method}, {report.trace.nodes} nodes]"))
     console.print()
     table = Table(box=None, pad_edge=False, header_style="bold", show_edge=False)
-    for index, column in enumerate(_COLUMNS):
+    for index, column in enumerate(COLUMNS):
         table.add_column(column, justify="right" if index == 4 else "left", no_wrap=index < 5)
     for row in table_rows(report):
         name, shape, static, dynamic, norm, cut = row

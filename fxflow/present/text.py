@@ -9,11 +9,12 @@ from __future__ import annotations
 
 import math
 import textwrap
+from dataclasses import replace
 
 from ..report import ParameterReport, Report
 from ..verdicts import DynamicVerdict, StaticVerdict
 
-_COLUMNS = ("parameter", "shape", "static", "dynamic", "grad norm", "cut by")
+COLUMNS = ("parameter", "shape", "static", "dynamic", "grad norm", "cut by")  # the table, in any presenter
 _GAP = "  "
 _MIN_LAST_COLUMN = 16  # narrower than this, wrapping the last column would be unreadable
 
@@ -54,8 +55,8 @@ def table_rows(report: Report) -> list[tuple[str, ...]]:
 
 def plain_table(report: Report, width: int | None = None) -> str:
     """The aligned table; at ``width``, the last column wraps inside itself (at ``, `` and spaces)."""
-    rows = [_COLUMNS] + table_rows(report)
-    widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS) - 1)]
+    rows = [COLUMNS] + table_rows(report)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS) - 1)]
     indent = sum(widths) + len(_GAP) * len(widths)
     room = None if width is None else max(width - indent, _MIN_LAST_COLUMN)
     lines = []
@@ -137,9 +138,7 @@ def _tally(parameters: list[ParameterReport], words: dict[str, str] = _KIND_WORD
 
 def allowed_problems(report: Report) -> list[ParameterReport]:
     """Parameters that would fail the check but match an ``--allow`` pattern."""
-    return [p for p in report.parameters if p.allowed and p.static != StaticVerdict.FROZEN
-            and (p.static in (StaticVerdict.UNUSED, StaticVerdict.CUT, StaticVerdict.ZERO)
-                 or p.dynamic in (DynamicVerdict.MISSING, DynamicVerdict.ZERO, DynamicVerdict.NONFINITE))]
+    return [p for p in report.parameters if p.allowed and replace(p, allowed=False).problem]
 
 
 def summary_line(report: Report) -> str:

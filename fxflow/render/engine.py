@@ -22,7 +22,7 @@ import sys
 import sysconfig
 from dataclasses import dataclass
 
-from ..errors import FxflowError
+from ..errors import FxflowError, first_line
 
 ENV_VAR = "FXFLOW_DOT"
 TIMEOUT_ENV_VAR = "FXFLOW_RENDER_TIMEOUT"
@@ -140,15 +140,9 @@ def run(dot_source: str, format: str, engine: Engine | None = None, scale: float
     except OSError as error:
         raise FxflowError(f"cannot run {engine.path}: {error.strerror or error}") from error
     if completed.returncode != 0:
-        message = _first_line(completed.stderr.decode("utf-8", "replace"))
+        message = first_line(completed.stderr.decode("utf-8", "replace"))
         raise FxflowError(f"{engine.name} failed (exit {completed.returncode}) drawing {format}: {message or 'no message'}")
     if not completed.stdout:
         raise FxflowError(f"{engine.name} produced no {format} output")
     return completed.stdout
 
-
-def _first_line(text: str) -> str:
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()
-    return ""

@@ -198,8 +198,10 @@ def _parameter_bases(report: "Report") -> list[Base]:
 
 def _focus(graph: "nx.DiGraph") -> set[str]:
     """Cut nodes, dry parameters, the paths from those parameters to the cuts and from the cuts to the output."""
-    cuts = {n for n, d in graph.nodes(data=True) if d.get("state") == "cut" or (d.get("state") == "zero" and d.get("reason"))}
-    dry = {n for n, d in graph.nodes(data=True) if d.get("kind") == "param" and d.get("state") in ("dry", "zero")}
+    cuts = {n for n, d in graph.nodes(data=True)
+            if d.get("state") == NodeState.CUT or (d.get("state") == NodeState.ZERO and d.get("reason"))}
+    dry = {n for n, d in graph.nodes(data=True)
+           if d.get("kind") == "param" and d.get("state") in (NodeState.DRY, NodeState.ZERO)}
     outputs = {n for n, d in graph.nodes(data=True) if d.get("kind") == "output"}
     down_dry, up_cut = _reach(graph, dry, forward=True), _reach(graph, cuts, forward=False)
     down_cut, up_out = _reach(graph, cuts, forward=True), _reach(graph, outputs, forward=False)
@@ -207,15 +209,13 @@ def _focus(graph: "nx.DiGraph") -> set[str]:
 
 
 def _reach(graph: "nx.DiGraph", starts: set[str], forward: bool) -> set[str]:
-    seen = set(starts)
-    stack = list(starts)
-    step = graph.successors if forward else graph.predecessors
-    while stack:
-        for other in step(stack.pop()):
-            if other not in seen:
-                seen.add(other)
-                stack.append(other)
-    return seen
+    """``starts`` and every node reachable from them (forward) or reaching them (backward)."""
+    import networkx as nx
+
+    if not starts:
+        return set()
+    view = graph if forward else graph.reverse(copy=False)
+    return {node for layer in nx.bfs_layers(view, sorted(starts)) for node in layer}
 
 
 def _collapse(bases: list[Base], depth: int | None, classes: dict[str, str], module_norms: dict[str, list[float | None]],

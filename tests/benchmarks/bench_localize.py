@@ -11,6 +11,7 @@ parameters a default check would actually replay for. Not collected by pytest.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import sys
 import time
@@ -43,7 +44,7 @@ def measure(name: str, repeats: int) -> dict[str, float]:
 
     def plain() -> None:
         with untouched(model):
-            probe = GradientProbe(model, vanishing=0.0)
+            probe = GradientProbe(model, verdicts=functools.partial(dynamic_verdicts, vanishing=0.0))
             probe._localize = lambda result: None  # the probe alone, no replay
             probe.run(inputs)
 
