@@ -176,6 +176,7 @@ def run_audit() -> Audit:
 
 @pytest.fixture(scope="module")
 def audit() -> Audit:
+    pytest.importorskip("expecttest", reason="torch.testing's op_db needs expecttest (a test dependency)")
     # On a thread of its own: op_db's sample iterators call inspect.stack() per sample, which reads
     # the source of every frame; under pytest's deep stack that alone costs minutes.
     with concurrent.futures.ThreadPoolExecutor(1) as pool:
