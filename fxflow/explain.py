@@ -42,8 +42,9 @@ def describe_cut(node: fx.Node) -> CutSite:
         where = f" (entered at {region.source})" if region.source else ""
         reason = f"it runs inside torch.{kind}(){where}, so autograd records nothing for it"
         return CutSite(node.name, kind, source, reason)
-    if OPAQUE_KEY in node.meta:
-        return CutSite(node.name, op, source, f"{node.meta[OPAQUE_KEY]} returns no gradient for this input")
+    if OPAQUE_KEY in node.meta:  # its own backward ran on twins and returned None for this input
+        reason = f"the backward of {node.meta[OPAQUE_KEY]} returns None for this input, so the gradient stops here"
+        return CutSite(node.name, f"{op}.apply", source, reason)
     if node.meta.get(rules.NO_DERIVATIVE_KEY):
         reason = f"{op} has no derivative for this input, so the gradient stops here"
     elif op in ("detach", "detach_"):

@@ -14,9 +14,8 @@ from typing import Any, Callable, Sequence
 import torch
 from torch._subclasses.fake_tensor import is_fake
 
-from .errors import FxflowError
+from .errors import FxflowError, first_line
 from .flow import tensors_in
-from .report import MISSING, NONFINITE, OK, PRESENT, VANISHING, ZERO
 from .fake import fake_inputs, fake_weights, new_fake_mode
 from .no_derivative import stop_at_missing_derivatives
 from .state import RandomState, untouched
@@ -172,7 +171,7 @@ def _forward(call: Callable[[], Any]) -> Any:
         with stop_at_missing_derivatives():  # floor_divide & co.: the backward stops there, not raises
             outputs = call()
     except Exception as error:
-        raise FxflowError(f"forward raised {type(error).__name__}: {_first_line(error)}",
+        raise FxflowError(f"forward raised {type(error).__name__}: {first_line(error)}",
                           hint="check --input-size (or example_inputs()) against what forward expects") from error
     if not floating_outputs(outputs):
         raise FxflowError("the model's output contains no floating-point tensor, so nothing can be differentiated")
@@ -196,18 +195,13 @@ def _probe_fake(model: torch.nn.Module, inputs: Sequence[Any], *, loss_fn: Calla
     mode = new_fake_mode()
     random_state = RandomState.save()
     try:
-        with fake_weights(model, mode) as fake_names, mode, torch.enable_grad():
-            fakes = [p for p in model.parameters()]
-            _forward_backward(model, fake_inputs(mode, inputs), kwargs, loss_fn, seed=0)
-            grads = {fake_names[id(p)]: GradInfo(present=p.grad is not None) for p in fakes if id(p) in fake_names}
+        weights = fake_weights(model, mode)  # passed in per call: the model's own tensors stay in place
+        with mode, torch.enable_grad():
+            _forward_backward(weights, fake_inputs(mode, inputs), kwargs, loss_fn, seed=0)
+            grads = {name: GradInfo(present=fake.grad is not None) for name, fake in weights.parameters.items()}
     finally:
         random_state.restore()
     return ProbeResult(grads, measurable=False)
-
-
-def _first_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else ""
 
 
 def _grad_info(grad: torch.Tensor | None, measurable: bool) -> GradInfo:
@@ -221,24 +215,3 @@ def _grad_info(grad: torch.Tensor | None, measurable: bool) -> GradInfo:
     count = max(grad.numel(), 1)
     finite = math.isfinite(norm)
     return GradInfo(True, norm if finite else None, norm / math.sqrt(count) if finite else None, finite, norm == 0.0)
-
-
-def dynamic_verdicts(result: ProbeResult, vanishing: float) -> dict[str, str]:
-    """missing / zero / vanishing / nonfinite / ok (present on meta) for every parameter."""
-    rms_values = [g.rms for g in result.grads.values() if g.present and g.finite and g.rms is not None]
-    largest = max(rms_values, default=0.0)
-    verdicts = {}
-    for name, info in result.grads.items():
-        if not info.present:
-            verdicts[name] = MISSING
-        elif not result.measurable:
-            verdicts[name] = PRESENT
-        elif not info.finite:
-            verdicts[name] = NONFINITE
-        elif info.all_zero:
-            verdicts[name] = ZERO
-        elif info.rms is not None and info.rms < vanishing * largest:
-            verdicts[name] = VANISHING
-        else:
-            verdicts[name] = OK
-    return verdicts
