@@ -18,7 +18,7 @@ from __future__ import annotations
 import inspect
 import operator
 import sys
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.fx as fx
@@ -28,8 +28,6 @@ from torch.utils._pytree import tree_flatten, tree_map
 from ..flow import tensors_in
 from ..state import ModelSnapshot
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ..probe import GradientProbe
 from .functions import (OPAQUE_KEY, CheckpointGate, Constant, OpaqueFunction, checkpoint_inputs, checkpointed_call,
                         intercepted_apply, is_checkpoint, is_user_function, opaque_reason)
 from .grad_mode import META_KEY as GRAD_MODE_KEY, GradModeRecorder
@@ -259,11 +257,13 @@ def _input_names(model: torch.nn.Module, count: int) -> list[str]:
 
 
 def runtime_capture(model: torch.nn.Module, inputs: Sequence[Any] | None,
-                    probe: "GradientProbe | None" = None) -> fx.GraphModule:
+                    run_forward: Callable[[Callable[[], Any]], Any] | None = None,
+                    on_outputs: Callable[[Any], None] | None = None) -> fx.GraphModule:
     """Run ``model`` once on ``inputs`` and return the graph of what it did; the model is left as found.
 
-    With a :class:`~fxflow.probe.GradientProbe`, that one real forward is also the probe's: its
-    outputs are differentiated (outside the recording) before the model is put back.
+    ``run_forward(call)`` runs that one real forward (default: ``call()``), and ``on_outputs``
+    receives its outputs outside the recording, before the model is put back: the pipeline's
+    real backward rides along this way, so forward runs once.
     """
     if inputs is None:
         raise RuntimeError("run-time capture needs example inputs")
@@ -277,13 +277,17 @@ def runtime_capture(model: torch.nn.Module, inputs: Sequence[Any] | None,
     handles = recorder.hook_modules(model)
     try:
         with torch.enable_grad(), grad_modes.recording(), intercepted_apply(recorder.apply_function), recorder:
-            outputs = probe.forward(lambda: model(*inputs)) if probe is not None else model(*inputs)
+            outputs = (run_forward or _call)(lambda: model(*inputs))
         result = tuple(recorder.node_of(t) for t in tensors_in(outputs))
-        if probe is not None:
-            probe.backward(outputs)
+        if on_outputs is not None:
+            on_outputs(outputs)
     finally:
         for handle in handles:
             handle.remove()
         snapshot.restore()
     recorder.graph.output(result)
     return fx.GraphModule(model, recorder.graph, model.__class__.__name__)
+
+
+def _call(call: Callable[[], Any]) -> Any:
+    return call()
