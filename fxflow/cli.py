@@ -277,7 +277,7 @@ def _check_target(target: str, options: argparse.Namespace, step: Any) -> Any:
     step("loading the target")
     loaded = load_target(target, args=options.arg, input_sizes=options.input_size,
                          device=options.device, seed=options.seed)
-    if loaded.inputs is not None:
+    if isinstance(loaded.inputs, tuple):
         check_input_count(loaded.model, loaded.inputs)
     report = check(loaded.model, loaded.inputs, backward=not options.no_backward, allow=options.allow,
                    vanishing=options.vanishing, seed=options.seed, target=loaded.target or target,

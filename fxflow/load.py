@@ -23,7 +23,7 @@ from .errors import FxflowError
 @dataclass
 class Loaded:
     model: Any  # torch.nn.Module
-    inputs: tuple[Any, ...] | None
+    inputs: tuple[Any, ...] | dict[str, Any] | None  # a dict: keyword inputs, as model(**inputs)
     notes: list[str] = field(default_factory=list)
     target: str = ""  # the target with its name, also when the user left ``:Name`` out
 
@@ -230,11 +230,14 @@ def load_target(target: str, *, args: Sequence[str] = (), input_sizes: Sequence[
         inputs = make_inputs(model, input_sizes, device)
     elif callable(getattr(module, "example_inputs", None)):
         try:
-            inputs = as_input_tuple(module.example_inputs(), model)
+            inputs = module.example_inputs()
+            if not isinstance(inputs, dict):  # a dict stays one: check binds it as model(**inputs) would
+                inputs = as_input_tuple(inputs, model)
         except Exception as error:
             raise FxflowError(f"example_inputs() raised {type(error).__name__}: {error}") from error
         if device is not None and inputs is not None:
-            inputs = tuple(x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs)
+            move = lambda x: x.to(device) if isinstance(x, torch.Tensor) else x  # noqa: E731
+            inputs = {k: move(v) for k, v in inputs.items()} if isinstance(inputs, dict) else tuple(map(move, inputs))
         notes.append("inputs from example_inputs()")
     else:
         inputs = infer_inputs(model, seed=seed)

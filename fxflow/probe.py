@@ -223,12 +223,16 @@ class GradientProbe:
         after = RandomState.save()
         self._random_state.restore()  # the replay draws the same dropout masks as the real run
         try:
-            result.explanations = localize(self.model, self._call, self._loss, zero, vanishing)
+            result.explanations = localize(self.model, self._replay, self._loss, zero, vanishing)
         except Exception as error:  # the replay is an extra: its failure must not fail the check
             result.notes.append(f"could not localize the zero or vanishing gradients: {type(error).__name__}: "
                                 f"{first_line(error)}")
         finally:
             after.restore()
+
+    def _replay(self) -> Any:
+        with stop_at_missing_derivatives():  # the same history as the real run: it stops where that one did
+            return self._call()
 
     def _loss(self, outputs: Any) -> torch.Tensor | None:
         return self.loss_fn(outputs) if self.loss_fn is not None else projection_loss(outputs, self.seed)

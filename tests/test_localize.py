@@ -93,8 +93,12 @@ def checked(model: nn.Module, width: int, methods: tuple[str, ...] | None = None
     torch.manual_seed(0)
     inputs = (torch.randn(3, width),)
     truth = real_dynamic(model, inputs)
+    before = {name: value.clone() for name, value in model.state_dict().items()}
     report = fxflow.check(model, inputs, capture_methods=methods)
     assert {p.name: p.dynamic for p in report.parameters} == truth
+    # the replay that localizes leaves the model as found
+    assert all(torch.equal(before[name], value) for name, value in model.state_dict().items())
+    assert all(p.grad is None for p in model.parameters())
     return report
 
 
@@ -180,3 +184,32 @@ def test_healthy_models_are_not_replayed() -> None:
     torch.manual_seed(0)
     report = fxflow.check(Counting(), torch.randn(3, 4), capture_methods=("symbolic_trace",))
     assert report.ok and len(calls) == 2  # the trace and the real run, no replay
+
+
+class FloorDivided(nn.Module):
+    """``a`` feeds an op with no derivative (floor_divide) and a dead relu: its gradient is exactly 0."""
+
+    def __init__(self, stop: bool = False) -> None:
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.c = nn.Linear(4, 2)
+        self.stop = stop  # detach what floor_divide returns: the reference for "the backward stops there"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = self.a(x)
+        divided = torch.floor_divide(hidden, 2.0)
+        return self.c((divided.detach() if self.stop else divided) + torch.relu(hidden - 100.0))  # marker: two paths
+
+
+def test_the_replay_stops_where_the_real_backward_stopped() -> None:
+    """A plain backward raises at floor_divide; fxflow's stops there, and so must its replay."""
+    torch.manual_seed(0)
+    model, x = FloorDivided(), torch.randn(3, 4)
+    reference = FloorDivided(stop=True)
+    reference.load_state_dict(model.state_dict())
+    truth = real_dynamic(reference, (x,))
+    assert truth["a.weight"] == "zero"
+    report = fxflow.check(model, x)
+    assert {p.name: p.dynamic for p in report.parameters} == truth
+    diagnosis = report.parameter("a.weight").diagnosis
+    assert diagnosis.startswith("exactly 0 after `relu` at ") and here("two paths") in diagnosis

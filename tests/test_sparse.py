@@ -67,3 +67,15 @@ def test_sparse_norm_is_over_the_rows_looked_up(tmp_path, write_model) -> None:
     assert grad.values().shape[0] == 3  # rows 3, 7 and 9; the other 47 are not part of the norm
     assert math.isclose(report.parameter("users.weight").grad_norm, float(grad.values().norm()), rel_tol=1e-5)
     assert report.parameter("users.weight").dynamic == "ok"
+
+
+def test_watch_reads_sparse_gradients(tmp_path, write_model) -> None:
+    module = _load(write_model(tmp_path, DLRM))
+    torch.manual_seed(0)
+    model, inputs = module.DLRM(), module.example_inputs()
+    with fxflow.watch(model, static=False) as watched:
+        model(*inputs).sum().backward()
+    grad = model.users.weight.grad.coalesce()
+    parameter = watched.report.parameter("users.weight")
+    assert parameter.dynamic == "ok"
+    assert math.isclose(parameter.grad_norm, float(grad.values().norm()), rel_tol=1e-5)

@@ -24,7 +24,6 @@ branches, NumPy round trips, inference_mode, custom autograd.Functions). Wrapper
 """
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -34,6 +33,7 @@ import torch.fx as fx
 from torch.utils._pytree import tree_flatten
 
 from ..errors import describe
+from ..signature import defaulted_arguments
 from ..state import preserved_module_attributes
 from .functions import (OPAQUE_KEY, CheckpointGate, OpaqueFunction, checkpoint_inputs, checkpointed_call,
                         intercepted_apply, is_checkpoint, is_user_function, opaque_reason)
@@ -62,20 +62,8 @@ def _symbolic_apply(cls: type, call: Callable[..., object], args: tuple, kwargs:
     return proxy
 
 
-def _defaulted_arguments(model: torch.nn.Module, inputs: Sequence[object] | None) -> list[str]:
-    """Forward's arguments that the inputs leave at their defaults (keyword arguments, mostly)."""
-    try:
-        parameters = list(inspect.signature(model.forward).parameters.values())
-    except (TypeError, ValueError):
-        return []
-    given = len(inputs) if inputs is not None else 0
-    return [p.name for i, p in enumerate(parameters)
-            if p.default is not p.empty and (i >= given or p.kind == p.KEYWORD_ONLY)
-            and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-
-
 def _symbolic(model: torch.nn.Module, inputs: Sequence[object] | None) -> fx.GraphModule:
-    defaulted = _defaulted_arguments(model, inputs)
+    defaulted = defaulted_arguments(model, len(inputs) if inputs is not None else 0)
     if defaulted and inputs is not None:  # fx would trace them as inputs, not as their defaults
         shown = ", ".join(defaulted[:3]) + (f" and {len(defaulted) - 3} more" if len(defaulted) > 3 else "")
         raise TypeError(f"forward's arguments {shown} keep their defaults, which symbolic tracing would treat as inputs")

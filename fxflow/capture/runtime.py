@@ -15,9 +15,7 @@ single opaque nodes (see :mod:`fxflow.capture.functions`).
 """
 from __future__ import annotations
 
-import inspect
 import operator
-import sys
 from typing import Any, Callable, Sequence
 
 import torch
@@ -26,6 +24,8 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from ..flow import tensors_in
+from ..signature import positional_names
+from .source import python_stack_trace
 from ..state import ModelSnapshot
 
 from .functions import (OPAQUE_KEY, CheckpointGate, Constant, OpaqueFunction, checkpoint_inputs, checkpointed_call,
@@ -71,16 +71,6 @@ class SetItem:
         return tensor
 
 
-def _stack_trace() -> str:
-    """The live Python stack in fx's ``stack_trace`` format (outermost first, no code lines)."""
-    frame = sys._getframe(2)
-    lines = []
-    while frame is not None:
-        lines.append(f'  File "{frame.f_code.co_filename}", line {frame.f_lineno}, in {frame.f_code.co_name}\n')
-        frame = frame.f_back
-    return "".join(reversed(lines))
-
-
 class RunRecorder(TorchFunctionMode):
     """Builds an fx graph of one real forward; see the module docstring."""
 
@@ -112,7 +102,7 @@ class RunRecorder(TorchFunctionMode):
 
     def add(self, op: str, target: Any, args: tuple, kwargs: dict) -> fx.Node:
         node = self.graph.create_node(op, target, args, kwargs)
-        node.meta["stack_trace"] = _stack_trace()
+        node.meta["stack_trace"] = python_stack_trace()
         if self.module_stack:
             node.meta["nn_module_stack"] = {name: (name, cls) for name, cls in self.module_stack}
         region = self.grad_modes.current()
@@ -248,11 +238,7 @@ def _same_data(escaped: Any, data: Any) -> bool:
 
 def _input_names(model: torch.nn.Module, count: int) -> list[str]:
     """Forward's own argument names for the placeholders (``input_<i>`` where it has none)."""
-    try:
-        parameters = list(inspect.signature(model.forward).parameters.values())
-    except (TypeError, ValueError):
-        parameters = []
-    names = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names = positional_names(model)
     return [names[i] if i < len(names) else f"input_{i}" for i in range(count)]
 
 

@@ -94,7 +94,7 @@ def cut_paragraphs(report: Report) -> list[str]:
         paragraphs.append(f"{site.op}{where} (node {site.node}) {effect}: {site.reason}.")
     unused: dict[str, list[str]] = {}  # one line per reason, not per parameter
     diagnosed: dict[tuple[str, str | None, str | None], list[str]] = {}
-    dry_dynamic = (DynamicVerdict.ZERO, DynamicVerdict.NONFINITE, DynamicVerdict.MISSING)
+    dry_dynamic = (DynamicVerdict.ZERO, DynamicVerdict.NONFINITE, DynamicVerdict.MISSING, DynamicVerdict.VANISHING)
     for parameter in report.parameters:
         if parameter.static == StaticVerdict.UNUSED and parameter.diagnosis:
             unused.setdefault(parameter.diagnosis, []).append(parameter.name)
@@ -103,8 +103,16 @@ def cut_paragraphs(report: Report) -> list[str]:
                                           and parameter.dynamic in dry_dynamic):
             key = (parameter.static, parameter.dynamic, parameter.diagnosis)
             diagnosed.setdefault(key, []).append(parameter.name)
+    shown_vanishing = 0
     for (static, dynamic, diagnosis), names in diagnosed.items():
+        if dynamic == DynamicVerdict.VANISHING:  # one shrink factor per parameter: show the first few places
+            shown_vanishing += 1
+            if shown_vanishing > _VANISHING_PARAGRAPHS:
+                continue
         paragraphs.append(f"{_names(names)} ({static} / {dynamic}): {diagnosis}.")
+    if shown_vanishing > _VANISHING_PARAGRAPHS:
+        hidden = shown_vanishing - _VANISHING_PARAGRAPHS
+        paragraphs.append(f"{hidden} more place{'s' if hidden != 1 else ''} where a gradient vanishes: see --json.")
     for diagnosis, names in unused.items():
         verb = "is" if len(names) == 1 else "are"
         paragraphs.append(f"{_names(names)} {verb} unused: {diagnosis}.")
@@ -118,6 +126,7 @@ def _names(names: list[str], limit: int = 6) -> str:
 
 
 _KIND_WORDS = {"zero": "with an exactly zero gradient"}
+_VANISHING_PARAGRAPHS = 3  # vanishing explanations shown in the text; the JSON has all
 
 
 def verdict_of(parameter: ParameterReport) -> str:
