@@ -23,6 +23,7 @@ edge  ``kind`` (diff, zero, none), ``state`` (wet, dry, cut, zero)
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 
 import networkx as nx
@@ -33,16 +34,16 @@ from .annotate import BACKWARD_RAN_KEY
 from .flow import DIFF, META_KEY, NONE, ZERO
 from .verdicts import OPAQUE_KEY, PARAM_PREFIX
 from .explain import describe_cut, describe_zero, node_op, node_source
-from .report import CUT, FROZEN, REACHABLE, UNUSED, ZERO as ZERO_VERDICT, CutSite
+from .verdicts import PARAMETER_STATE, CutSite, NodeState, StaticVerdict as Static
 
 PARAM = PARAM_PREFIX
 
 
 @dataclass
-class StaticVerdict:
+class ParameterFinding:
     """The graph walk's answer for one parameter."""
 
-    static: str
+    static: Static
     cut_by: list[CutSite] = field(default_factory=list)
     detail: str | None = None
 
@@ -50,28 +51,91 @@ class StaticVerdict:
 @dataclass
 class StaticAnalysis:
     graph: nx.DiGraph
-    verdicts: dict[str, StaticVerdict]
+    verdicts: dict[str, ParameterFinding]
+    # How nodes were decided when not by running them on twins ("name rules", "stand-ins"):
+    # kind -> (how many nodes, the parameters upstream of them, sorted).
+    uncertain: dict[str, tuple[int, list[str]]] = field(default_factory=dict)
 
 
 def build_graph(graph_module: fx.GraphModule) -> tuple[nx.DiGraph, str]:
-    """The flow graph of an annotated GraphModule, and the name of its output node."""
+    """The flow graph of an annotated GraphModule, and the name of its output node.
+
+    A node whose result elements reach different inputs or parameters (``NodeFlow.outputs``: an
+    ``nn.MultiheadAttention`` call's output and weights) gets one extra *part* node per element,
+    with that element's edges; a consumer that takes one element (``getitem``) is fed by its part
+    alone, so a parameter only the unused element needs stays unused. :func:`analyze` folds the
+    parts back into their node once the verdicts are decided.
+    """
     graph = nx.DiGraph()
     output = ""
-    for order, node in enumerate(graph_module.graph.nodes):
+    nodes = list(graph_module.graph.nodes)
+    split = {node.name: node.meta[META_KEY].outputs for node in nodes if node.meta[META_KEY].outputs}
+    for order, node in enumerate(nodes):
         flow = node.meta[META_KEY]
-        graph.add_node(
-            node.name, kind=node.op, op=node_op(node), label=_label(node), source=node_source(node),
+        attributes = dict(
+            kind=node.op, op=node_op(node), label=_label(node), source=node_source(node),
             module_stack=_module_stack(node), shape=flow.shape, dtype=flow.dtype, state="",
             requires_grad=flow.requires_grad, order=order, opaque=_undecided_opaque(node),
         )
+        graph.add_node(node.name, **attributes)
         for source, kind in flow.inputs.items():
-            _add_edge(graph, source, node.name, kind)
+            for origin in _origins(split, source, node):
+                _add_edge(graph, origin, node.name, kind)
         for name, kind in flow.params.items():
             graph.add_node(PARAM + name, kind="param", label=name, order=order)
             _add_edge(graph, PARAM + name, node.name, kind)
+        for key, part in flow.outputs.items():
+            graph.add_node(_part(node.name, key), **attributes, part_of=node.name)
+            for source, kind in part.inputs.items():
+                for origin in _origins(split, source, node):
+                    _add_edge(graph, origin, _part(node.name, key), kind)
+            for name, kind in part.params.items():
+                _add_edge(graph, PARAM + name, _part(node.name, key), kind)
         if node.op == "output":
             output = node.name
     return graph, output
+
+
+def _part(name: str, key: object) -> str:
+    return f"{name}[{key!r}]"  # fx names never hold brackets
+
+
+def _origins(split: dict[str, dict], source: str, consumer: fx.Node) -> list[str]:
+    """The graph nodes a read of ``source`` by ``consumer`` comes from: the one element it takes, if
+    ``source`` is split and ``consumer`` takes one element (``x[1]``, ``x.attn``), else all of them."""
+    parts = split.get(source)
+    if not parts:
+        return [source]
+    key: object = None
+    if consumer.op == "call_function" and consumer.target in (operator.getitem, getattr) and len(consumer.args) > 1:
+        key = consumer.args[1]
+    if isinstance(key, (int, str)) and key in parts:
+        return [_part(source, key)]
+    return [_part(source, k) for k in parts]
+
+
+def _fold_parts(graph: nx.DiGraph, sets: list[set[str]]) -> None:
+    """After the walk: each node is in a set when one of its parts is, and takes over the parts' consumers."""
+    parts = [(name, data["part_of"]) for name, data in graph.nodes(data=True) if "part_of" in data]
+    for name, whole in parts:
+        for members in sets:
+            if name in members:
+                members.add(whole)
+
+
+def _whole_sites(graph: nx.DiGraph, sites: dict[str, frozenset[str]]) -> dict[str, frozenset[str]]:
+    """Cut (or zero) sites with each part named by its node: a cut at a part is a cut at the node."""
+    return {name: frozenset(graph.nodes[s].get("part_of", s) for s in found) for name, found in sites.items()}
+
+
+def _remove_parts(graph: nx.DiGraph) -> None:
+    """Fold each part node into its node: the part's outgoing edges leave from the node itself."""
+    parts = [(name, data["part_of"]) for name, data in graph.nodes(data=True) if "part_of" in data]
+    for name, whole in parts:
+        for _, target, data in list(graph.out_edges(name, data=True)):
+            if not graph.has_edge(whole, target) or _STRENGTH[graph[whole][target]["kind"]] < _STRENGTH[data["kind"]]:
+                graph.add_edge(whole, target, **data)
+        graph.remove_node(name)
 
 
 _STRENGTH = {NONE: 0, ZERO: 1, DIFF: 2}
@@ -105,15 +169,8 @@ def _module_stack(node: fx.Node) -> list[tuple[str, str]]:
 
 def _ancestors_over(graph: nx.DiGraph, target: str, kinds: set[str]) -> set[str]:
     """Nodes with a path to ``target`` using only edges of the given kinds (``target`` included)."""
-    seen = {target}
-    stack = [target]
-    while stack:
-        node = stack.pop()
-        for source in graph.predecessors(node):
-            if source not in seen and graph[source][node]["kind"] in kinds:
-                seen.add(source)
-                stack.append(source)
-    return seen
+    view = nx.subgraph_view(graph, filter_edge=lambda source, node: graph[source][node]["kind"] in kinds)
+    return nx.ancestors(view, target) | {target}
 
 
 def _attribute(graph: nx.DiGraph, region: set[str], stop_kind: str, targets: set[str]) -> dict[str, frozenset[str]]:
@@ -140,31 +197,51 @@ def analyze(graph_module: fx.GraphModule, model: torch.nn.Module) -> StaticAnaly
     connected = nx.ancestors(graph, output) | {output}
     wet_any = _ancestors_over(graph, output, {DIFF, ZERO})
     wet = _ancestors_over(graph, output, {DIFF})
+    _fold_parts(graph, [connected, wet_any, wet])
     cut_sites = _attribute(graph, connected - wet_any, NONE, connected)
     zero_sites = _attribute(graph, wet_any - wet, ZERO, wet_any)
+    cut_sites, zero_sites = _whole_sites(graph, cut_sites), _whole_sites(graph, zero_sites)
     nodes = {node.name: node for node in graph_module.graph.nodes}
 
-    verdicts: dict[str, StaticVerdict] = {}
+    verdicts: dict[str, ParameterFinding] = {}
     for name, parameter in model.named_parameters():
         key = PARAM + name
         if not parameter.requires_grad:
-            verdict = StaticVerdict(FROZEN, detail="requires_grad is False")
+            verdict = ParameterFinding(Static.FROZEN, detail="requires_grad is False")
         elif key not in graph:
             owner = name.rpartition(".")[0]
             detail = f"its module {owner} is never called in forward" if owner else "forward never reads it"
-            verdict = StaticVerdict(UNUSED, detail=detail)
+            verdict = ParameterFinding(Static.UNUSED, detail=detail)
         elif key not in connected:
-            verdict = StaticVerdict(UNUSED, detail="used in forward, but nothing it feeds reaches an output")
+            verdict = ParameterFinding(Static.UNUSED, detail="used in forward, but nothing it feeds reaches an output")
         elif key in wet:
-            verdict = StaticVerdict(REACHABLE)
+            verdict = ParameterFinding(Static.REACHABLE)
         elif key in wet_any:
-            verdict = StaticVerdict(ZERO_VERDICT, [describe_zero(nodes[s]) for s in sorted(zero_sites[key], key=_order(graph))])
+            verdict = ParameterFinding(Static.ZERO, [describe_zero(nodes[s]) for s in sorted(zero_sites[key], key=_order(graph))])
         else:
-            verdict = StaticVerdict(CUT, [describe_cut(nodes[s]) for s in sorted(cut_sites[key], key=_order(graph))])
+            verdict = ParameterFinding(Static.CUT, [describe_cut(nodes[s]) for s in sorted(cut_sites[key], key=_order(graph))])
         verdicts[name] = verdict
 
     _paint(graph, connected, wet_any, wet, verdicts)
-    return StaticAnalysis(graph, verdicts)
+    uncertain = _uncertain(graph_module, graph)
+    _remove_parts(graph)
+    return StaticAnalysis(graph, verdicts, uncertain)
+
+
+def _uncertain(graph_module: fx.GraphModule, graph: nx.DiGraph) -> dict[str, tuple[int, list[str]]]:
+    """Nodes decided other than by running them on twins, and the parameters upstream of them."""
+    kinds: dict[str, list[str]] = {}
+    for node in graph_module.graph.nodes:
+        flow = node.meta[META_KEY]
+        if not flow.evaluated:
+            kinds.setdefault("name rules", []).append(node.name)
+        elif flow.on_stand_ins:
+            kinds.setdefault("stand-ins", []).append(node.name)
+    found = {}
+    for kind, nodes in sorted(kinds.items()):
+        upstream = {n for layer in nx.bfs_layers(graph.reverse(copy=False), nodes) for n in layer}
+        found[kind] = (len(nodes), sorted(n[len(PARAM):] for n in upstream if n.startswith(PARAM)))
+    return found
 
 
 def _order(graph: nx.DiGraph):
@@ -172,36 +249,34 @@ def _order(graph: nx.DiGraph):
 
 
 def _paint(graph: nx.DiGraph, connected: set[str], wet_any: set[str], wet: set[str],
-           verdicts: dict[str, StaticVerdict]) -> None:
+           verdicts: dict[str, ParameterFinding]) -> None:
     """Give every node and edge the state the diagram colours it by."""
-    cutting = {site.node: site for v in verdicts.values() if v.static == CUT for site in v.cut_by}
-    zeroing = {site.node: site for v in verdicts.values() if v.static == ZERO_VERDICT for site in v.cut_by}
+    cutting = {site.node: site for v in verdicts.values() if v.static == Static.CUT for site in v.cut_by}
+    zeroing = {site.node: site for v in verdicts.values() if v.static == Static.ZERO for site in v.cut_by}
     for name, data in graph.nodes(data=True):
         if data["kind"] == "param":
-            data["state"] = _PARAM_STATE[verdicts[name[len(PARAM):]].static]
+            data["state"] = PARAMETER_STATE[verdicts[name[len(PARAM):]].static]
         elif name in cutting or name in zeroing:
-            data["state"] = "cut" if name in cutting else "zero"
+            data["state"] = NodeState.CUT if name in cutting else NodeState.ZERO
             data["reason"] = (cutting.get(name) or zeroing[name]).reason
         elif name not in connected:
-            data["state"] = "unused"
+            data["state"] = NodeState.UNUSED
         elif name in wet and data.get("requires_grad") is not False:
-            data["state"] = "wet"
+            data["state"] = NodeState.WET
         elif name in wet_any and data.get("requires_grad") is not False:
-            data["state"] = "zero"
+            data["state"] = NodeState.ZERO
         elif data.get("requires_grad"):
-            data["state"] = "dry"
+            data["state"] = NodeState.DRY
         else:
-            data["state"] = "inert"
+            data["state"] = NodeState.INERT
     for source, target, data in graph.edges(data=True):
         source_state = graph.nodes[source]["state"]
-        if data["kind"] == NONE and graph.nodes[target]["state"] == "cut" and source_state in ("dry", "frozen"):
-            data["state"] = "cut"
-        elif data["kind"] == DIFF and source_state in ("wet", "reachable") and target in wet:
-            data["state"] = "wet"
-        elif data["kind"] == ZERO or source_state == "zero":
-            data["state"] = "zero"
+        if data["kind"] == NONE and graph.nodes[target]["state"] == NodeState.CUT and source_state in (NodeState.DRY, NodeState.FROZEN):
+            data["state"] = NodeState.CUT
+        elif data["kind"] == DIFF and source_state == NodeState.WET and target in wet:
+            data["state"] = NodeState.WET
+        elif data["kind"] == ZERO or source_state == NodeState.ZERO:
+            data["state"] = NodeState.ZERO
         else:
-            data["state"] = "dry"
+            data["state"] = NodeState.DRY
 
-
-_PARAM_STATE = {REACHABLE: "wet", CUT: "dry", ZERO_VERDICT: "zero", FROZEN: "frozen", UNUSED: "unused"}

@@ -37,9 +37,10 @@ import torch.fx as fx
 from torch.utils._pytree import tree_map
 
 from . import rules
+from .aliasing import StorageMap, state, storage_key, written_members
 from .capture import GRAD_MODE_KEY, OPAQUE_KEY, GradRegion
-from .flow import (DIFF, META_KEY, NONE, ZERO, NodeFlow, data_inputs, parameter_names, resolve_attribute_of,
-                   tensors_in)
+from .flow import (DIFF, META_KEY, NONE, ZERO, NodeFlow, OutputFlow, data_inputs, parameter_names,
+                   resolve_attribute_of, result_elements, tensors_in)
 from .rules import annotate_by_rules, in_place
 from .state import call_with_weights, weights_of
 from .twins import StandIn, choose_twins, make_twin, random_stand_in_maker, real_copy, stand_in
@@ -86,8 +87,9 @@ class FlowInterpreter(fx.Interpreter):
         self.twin_of: dict[int, torch.Tensor] = {}  # id(real tensor) -> its twin
         self.twin_ids: set[int] = set()
         self.twin_names: dict[int, str] = {}  # id(twin of a parameter) -> parameter name
-        self.aliases: dict[str, str] = {}  # node mutated in place -> the node that mutated it
         self.by_name = {n.name: n for n in graph_module.graph.nodes}
+        self.storages = StorageMap(self.by_name)  # bases and views: a write through one reaches all
+        self.aliases = self.storages.aliases  # node written in place -> the node that wrote it last
         self.known: set[tuple] = set()  # keys of every result so far: walks stop there
         self.keep_alive: list[Any] = []  # grad_fns whose ids are keys
         self.weight_twin = self.twin  # what a module call gets for its weights (see _stand_in_weights)
@@ -125,64 +127,127 @@ class FlowInterpreter(fx.Interpreter):
         if any(self.env[self._read(i)] is NOT_RUN for i in inputs):
             self._by_rules(node)
             return NOT_RUN
-        entries = self._entry_points(inputs)
-        states = {id(t): _state(t) for i in inputs for t in tensors_in(self.env[self._read(i)])}
+        # A write through any view of an input changes every value in its storage: watch them all.
+        members = self.storages.sharing([self.env[i] for i in inputs]) if node.op != "output" else []
+        entries = self._entry_points(inputs, members)
+        states = {id(t): state(t) for _, t in members}
         region = node.meta.get(GRAD_MODE_KEY)
         try:
             with torch.no_grad() if region else contextlib.nullcontext():
                 args, kwargs = self.fetch_args_kwargs_from_env(node)
                 result = getattr(self, node.op)(node.target, args, kwargs)
         except Exception:  # a data-dependent op (.item(), a boolean mask): retry on real stand-ins
-            return self._run_on_stand_ins(node, inputs, region)
-        reached = _walk(tensors_in(result), entries, self.known, self.leaf_names) if node.op != "output" else {}
-        node.meta[META_KEY] = self._flow(node, inputs, reached, result, region)
+            return self._run_on_stand_ins(node, inputs, members, region)
+        written = written_members(members, states)
+        outputs = tensors_in(result) + [t for _, t in written]
+        reached = _walk(outputs, entries, self.known, self.leaf_names) if node.op != "output" else {}
+        self.storages.spread(reached, self._readers(inputs), written)
+        elements = {key: _walk(tensors, entries, self.known, self.leaf_names)
+                    for key, tensors in result_elements(result).items()}
+        node.meta[META_KEY] = self._flow(node, inputs, reached, result, region, written, elements)
         if OPAQUE_KEY in node.meta and region is None:
             self._run_custom_backward(node, inputs, result)
-        if isinstance(result, torch.Tensor) and id(result) in states and _state(result) != states[id(result)]:
-            self._note_in_place(node, inputs, result)
+        self.storages.wrote(node, written)
+        self.storages.register(node.name, result)
         return result
 
     def _by_rules(self, node: fx.Node) -> None:
-        node.meta[META_KEY] = annotate_by_rules(node, self.model, self.names, lambda n: self._read(n).name)
         self.by_rules.append(node)
+        node.meta[META_KEY] = annotate_by_rules(node, self.model, self.names, lambda n: self._read(n).name)
         if in_place(node):
             self.aliases[self._read(node.args[0]).name] = node.name
             self.aliases[node.args[0].name] = node.name
 
     def _read(self, node: fx.Node) -> fx.Node:
-        """The node whose value a read of ``node`` sees: the last in-place op on it, if any."""
-        name = self.aliases.get(node.name)
-        return self.by_name[name] if name else node
+        """The node whose value a read of ``node`` sees: the last in-place write into it, if any."""
+        return self.storages.read(node)
 
-    def _entry_points(self, inputs: list[fx.Node]) -> dict[tuple, list[str]]:
-        """Where each input tensor's gradient would enter autograd, keyed as in the walk."""
+    def _readers(self, inputs: list[fx.Node]) -> list[tuple[str, torch.Tensor]]:
+        """(name read, tensor) for every tensor the node is called with."""
+        return [(self._read(i).name, t) for i in inputs for t in tensors_in(self.env[i])]
+
+    def _entry_points(self, inputs: list[fx.Node],
+                      members: Sequence[tuple[str, torch.Tensor]] = ()) -> dict[tuple, list[str]]:
+        """Where each input tensor's gradient would enter autograd, keyed as in the walk.
+
+        The tensors are the ones the node is called with (``env[input]``); the name is the node a
+        read of that input sees (the last write into its storage). ``members`` (values sharing
+        storage with an input) are entries too: a write through a view reads its base.
+        """
         entries: dict[tuple, list[str]] = {}
+
+        def add(key: tuple, name: str) -> None:
+            names = entries.setdefault(key, [])
+            if name not in names:
+                names.append(name)
+
         for input_node in inputs:
-            source = self._read(input_node)
-            for tensor in tensors_in(self.env[source]):
+            name = self._read(input_node).name
+            for tensor in tensors_in(self.env[input_node]):
                 if tensor.requires_grad:
-                    entries.setdefault(_key(tensor), []).append(source.name)
+                    add(_key(tensor), name)
+        for name, tensor in members:
+            if tensor.requires_grad:
+                add(_key(tensor), self.storages.read_name(name))
         return entries
 
-    def _run_on_stand_ins(self, node: fx.Node, inputs: list[fx.Node], region: GradRegion | None) -> Any:
+    def _run_on_stand_ins(self, node: fx.Node, inputs: list[fx.Node], members: list[tuple[str, torch.Tensor]],
+                          region: GradRegion | None) -> Any:
         """Run a node meta twins cannot (its result depends on values) on real stand-in tensors.
 
-        Each twin input becomes a real leaf of the same shape and dtype; the result's history
-        back to those leaves gives the edges, as on twins. The result goes back to twins (leaves
-        that keep ``requires_grad``) so later nodes run as usual. Only if this fails too is the
-        node decided by name rules.
+        Each twin input becomes a real tensor of the same shape and dtype; the result's history
+        back to those stand-ins gives the edges, as on twins. The result goes back to twins (leaves
+        that keep ``requires_grad``) so later nodes run as usual; so does an input the node wrote
+        into (``h[mask] = v``), which later reads then see. Only if this fails too is the node
+        decided by name rules.
         """
+        stand_ins: dict[int, tuple[torch.Tensor, torch.Tensor, tuple]] = {}  # id(twin) -> twin, stand-in, state
+        entries: dict[tuple, list[str]] = {}
+
+        def real(value: Any) -> Any:
+            if not self.is_twin(value):
+                return value
+            if id(value) not in stand_ins:
+                stand_in = stand_in(value, self.device, self.keep_alive)
+                stand_ins[id(value)] = (value, stand_in, state(stand_in))
+            return stand_ins[id(value)][1]
+
         try:
             with self._stand_in_weights() as weight_names, self.device, \
                     torch.no_grad() if region else contextlib.nullcontext():
-                args, kwargs, entries = self._stand_in_arguments(node, inputs)
+                names = ChainMap(weight_names, self.leaf_names)
+                args, kwargs = self.fetch_args_kwargs_from_env(node)
+                args, kwargs = tree_map(real, (args, kwargs))
+                for input_node in inputs:  # real tensors among the inputs (factories) are used as they are
+                    for tensor in tensors_in(self.env[input_node]):
+                        if tensor.requires_grad:
+                            entries.setdefault(_key(real(tensor)), []).append(self._read(input_node).name)
+                real_members = [(name, t) for name, t in members if not self.is_twin(t)]  # written in place
+                states = {id(t): state(t) for _, t in real_members}
                 result = getattr(self, node.op)(node.target, args, kwargs)
-                reached = _walk(tensors_in(result), entries, set(), ChainMap(weight_names, self.leaf_names))
+                changed = {id(twin): stand_in for twin, stand_in, before in stand_ins.values()
+                           if state(stand_in) != before}
+                written_twins = {storage_key(stand_ins[i][0]) for i in changed}  # written in their stand-ins
+                written = [(name, t) for name, t in members if storage_key(t) in written_twins]
+                written += written_members(real_members, states)
+                outputs = tensors_in(result) + list(changed.values()) + [t for _, t in written if not self.is_twin(t)]
+                reached = _walk(outputs, entries, set(), names)
+                self.storages.spread(reached, self._readers(inputs), written)
+                elements = {key: _walk(tensors, entries, set(), names)
+                            for key, tensors in result_elements(result).items()}
                 result = tree_map(self._retwin, result)
         except Exception:  # not even real values help (.numpy() of a tensor that needs grad, ...)
             self._by_rules(node)
             return NOT_RUN
-        node.meta[META_KEY] = self._flow(node, inputs, reached, result, region)
+        node.meta[META_KEY] = self._flow(node, inputs, reached, result, region, written, elements)
+        for input_node in inputs:  # the written twins are replaced: later reads see the write
+            value = self.env[input_node]
+            if isinstance(value, torch.Tensor) and id(value) in changed:
+                self.env[input_node] = self._retwin(changed[id(value)])
+                self._flow_keys(tensors_in(self.env[input_node]))
+        node.meta[META_KEY].on_stand_ins = True
+        self.storages.wrote(node, written)
+        self.storages.register(node.name, result)
         if OPAQUE_KEY in node.meta and region is None:
             self._run_custom_backward(node, inputs, None)
         return result
@@ -192,7 +257,7 @@ class FlowInterpreter(fx.Interpreter):
         """The node's arguments with every twin replaced by a real stand-in (one per twin, made by
         ``make``), and the entry points of those stand-ins keyed as in the walk."""
         stand_ins: dict[int, torch.Tensor] = {}
-        make = make or stand_in
+        make = make or (lambda twin, device: stand_in(twin, device, self.keep_alive))
 
         def real(value: Any) -> Any:
             if not self.is_twin(value):
@@ -259,34 +324,52 @@ class FlowInterpreter(fx.Interpreter):
             return value
         return make_twin(value, self.twins)
 
-    def _flow(self, node: fx.Node, inputs: list[fx.Node], reached: dict[str, str],
-              result: Any, region: GradRegion | None) -> NodeFlow:
+    def _flow(self, node: fx.Node, inputs: list[fx.Node], reached: dict[str, str], result: Any,
+              region: GradRegion | None, written: Sequence[tuple[str, torch.Tensor]] = (),
+              elements: dict[Any, dict[str, str]] | None = None) -> NodeFlow:
+        """The node's edges. ``written``: values in storages the node wrote into, which it read too;
+        ``elements``: what each element of a tuple/dict result reached on its own."""
         outputs = tensors_in(result)
         flow = NodeFlow(grad_region=region)
-        for input_node in inputs:
-            source = self._read(input_node)
-            if node.op == "output":
-                floating = any(t.is_floating_point() or t.is_complex() for t in tensors_in(self.env[source]))
-                flow.inputs[source.name] = DIFF if floating else NONE
-            else:
-                flow.inputs[source.name] = reached.get(source.name, NONE)
-        for key, kind in reached.items():
-            if key.startswith("param:"):
-                flow.params[key[len("param:"):]] = kind
-        for name in self._owned_parameters(node):
-            flow.params.setdefault(name, NONE)
-        if node.op == "get_attr" and node.target in self._own_names():
-            flow.params[self._own_names()[node.target]] = DIFF
+        if node.op == "output":
+            for input_node in inputs:
+                floating = any(t.is_floating_point() or t.is_complex() for t in tensors_in(self.env[input_node]))
+                flow.inputs[self._read(input_node).name] = DIFF if floating else NONE
+        else:
+            sources = [self._read(i).name for i in inputs] + [self.storages.read_name(n) for n, _ in written]
+            union = self._edges(node, sources, reached)
+            flow.inputs, flow.params = union.inputs, union.params
+            parts = {key: self._edges(node, sources, part).within(union) for key, part in (elements or {}).items()}
+            if any(part != union for part in parts.values()):  # the elements reach different things
+                flow.outputs = parts
         flow.is_tensor = bool(outputs)
         flow.requires_grad = any(t.requires_grad for t in outputs)
         if outputs:
             flow.dtype = rules.dtype_name(outputs[0].dtype)
             flow.shape = tuple(int(s) for s in outputs[0].shape) if _static_shape(outputs[0]) else None
-        for tensor in outputs:
+        self._flow_keys(outputs + [t for _, t in written])
+        return flow
+
+    def _edges(self, node: fx.Node, sources: list[str], reached: dict[str, str]) -> OutputFlow:
+        """Edges from the node's inputs (read under these names) and parameters, given what a walk reached."""
+        edges = OutputFlow()
+        for source in sources:
+            edges.inputs.setdefault(source, reached.get(source, NONE))
+        for key, kind in reached.items():
+            if key.startswith("param:"):
+                edges.params[key[len("param:"):]] = kind
+        for name in self._owned_parameters(node):
+            edges.params.setdefault(name, NONE)
+        if node.op == "get_attr" and node.target in self._own_names():
+            edges.params[self._own_names()[node.target]] = DIFF
+        return edges
+
+    def _flow_keys(self, tensors: list[torch.Tensor]) -> None:
+        """Walks of later nodes stop at these tensors: they are results of this node."""
+        for tensor in tensors:
             if tensor.requires_grad:
                 self.known.add(_key(tensor))
                 self.keep_alive.append(tensor.grad_fn)
-        return flow
 
     def _own_names(self) -> dict[str, str]:
         """Attribute path -> canonical name, for every path a parameter can be read through."""
@@ -304,15 +387,6 @@ class FlowInterpreter(fx.Interpreter):
             return []
         module = self.model.get_submodule(node.target)
         return [self.names[id(p)] for p in module.parameters() if id(p) in self.names]
-
-    def _note_in_place(self, node: fx.Node, inputs: list[fx.Node], result: torch.Tensor) -> None:
-        """An op that changed one of its inputs in place: later reads of that input see this node."""
-        for input_node in inputs:
-            source = self._read(input_node)
-            value = self.env[source]
-            if isinstance(value, torch.Tensor) and result is value:
-                self.aliases[input_node.name] = node.name
-                self.aliases[source.name] = node.name
 
 
 _STRENGTH = {NONE: 0, ZERO: 1, DIFF: 2}
@@ -333,11 +407,6 @@ def _backward_kinds(result: Any, arguments: list[torch.Tensor], entries: dict[tu
             if _STRENGTH[kind] >= _STRENGTH[kinds.get(name, NONE)]:
                 kinds[name] = kind
     return kinds
-
-
-def _state(tensor: torch.Tensor) -> tuple:
-    """What an in-place op changes: data version, autograd history, requires_grad."""
-    return (tensor._version, id(tensor.grad_fn), tensor.requires_grad)
 
 
 def _static_shape(tensor: torch.Tensor) -> bool:

@@ -14,9 +14,8 @@ from typing import Any, Callable, Sequence
 import torch
 from torch._subclasses.fake_tensor import is_fake
 
-from .errors import FxflowError
+from .errors import FxflowError, first_line
 from .flow import tensors_in
-from .report import MISSING, NONFINITE, OK, PRESENT, VANISHING, ZERO
 from .fake import fake_inputs, fake_weights, new_fake_mode
 from .state import RandomState, untouched
 
@@ -170,7 +169,7 @@ def _forward(call: Callable[[], Any]) -> Any:
     try:
         outputs = call()
     except Exception as error:
-        raise FxflowError(f"forward raised {type(error).__name__}: {_first_line(error)}",
+        raise FxflowError(f"forward raised {type(error).__name__}: {first_line(error)}",
                           hint="check --input-size (or example_inputs()) against what forward expects") from error
     if not floating_outputs(outputs):
         raise FxflowError("the model's output contains no floating-point tensor, so nothing can be differentiated")
@@ -203,11 +202,6 @@ def _probe_fake(model: torch.nn.Module, inputs: Sequence[Any], *, loss_fn: Calla
     return ProbeResult(grads, measurable=False)
 
 
-def _first_line(error: BaseException) -> str:
-    lines = str(error).strip().splitlines()
-    return lines[0] if lines else ""
-
-
 def _grad_info(grad: torch.Tensor | None, measurable: bool) -> GradInfo:
     if grad is None:
         return GradInfo(present=False)
@@ -219,24 +213,3 @@ def _grad_info(grad: torch.Tensor | None, measurable: bool) -> GradInfo:
     count = max(grad.numel(), 1)
     finite = math.isfinite(norm)
     return GradInfo(True, norm if finite else None, norm / math.sqrt(count) if finite else None, finite, norm == 0.0)
-
-
-def dynamic_verdicts(result: ProbeResult, vanishing: float) -> dict[str, str]:
-    """missing / zero / vanishing / nonfinite / ok (present on meta) for every parameter."""
-    rms_values = [g.rms for g in result.grads.values() if g.present and g.finite and g.rms is not None]
-    largest = max(rms_values, default=0.0)
-    verdicts = {}
-    for name, info in result.grads.items():
-        if not info.present:
-            verdicts[name] = MISSING
-        elif not result.measurable:
-            verdicts[name] = PRESENT
-        elif not info.finite:
-            verdicts[name] = NONFINITE
-        elif info.all_zero:
-            verdicts[name] = ZERO
-        elif info.rms is not None and info.rms < vanishing * largest:
-            verdicts[name] = VANISHING
-        else:
-            verdicts[name] = OK
-    return verdicts

@@ -21,13 +21,18 @@ def make_twin(tensor: torch.Tensor, kind: str) -> torch.Tensor:
     return twin.requires_grad_(tensor.requires_grad) if twin.is_floating_point() or twin.is_complex() else twin
 
 
-def stand_in(twin: torch.Tensor, device: torch.device) -> torch.Tensor:
+def stand_in(twin: torch.Tensor, device: torch.device, keep_alive: list[Any]) -> torch.Tensor:
     """A real tensor shaped like ``twin``: ones (every mask entry True), zeros for integers
-    (always a valid index); a leaf that requires grad when the twin does."""
+    (always a valid index). Where the twin requires grad, a copy of a leaf that does (autograd
+    refuses in-place writes into the leaf itself, and ``h[mask] = v`` is such a write)."""
     integer = not (twin.dtype.is_floating_point or twin.dtype.is_complex or twin.dtype == torch.bool)
     make = torch.zeros if integer else torch.ones
     tensor = make(tuple(twin.shape), dtype=twin.dtype, device=device)
-    return tensor.requires_grad_(twin.requires_grad)
+    if not twin.requires_grad:
+        return tensor
+    leaf = tensor.requires_grad_(True)
+    keep_alive.append(leaf)
+    return leaf.clone()
 
 
 def random_stand_in_maker(seed: int = 0) -> StandIn:
@@ -36,7 +41,7 @@ def random_stand_in_maker(seed: int = 0) -> StandIn:
 
     def make(twin: torch.Tensor, device: torch.device) -> torch.Tensor:
         if not (twin.dtype.is_floating_point or twin.dtype.is_complex):
-            return stand_in(twin, device)
+            return stand_in(twin, device, [])
         generator = generators.setdefault(device, torch.Generator(device).manual_seed(seed))
         tensor = torch.randn(tuple(twin.shape), dtype=twin.dtype, device=device, generator=generator)
         return tensor.requires_grad_(twin.requires_grad)
@@ -46,7 +51,7 @@ def random_stand_in_maker(seed: int = 0) -> StandIn:
 
 def real_copy(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
     """A real leaf with ``tensor``'s values (a stand-in when it lives on meta), same requires_grad."""
-    copy = stand_in(tensor, device) if tensor.is_meta else tensor.detach().clone()
+    copy = stand_in(tensor, device, []).detach() if tensor.is_meta else tensor.detach().clone()
     return copy.requires_grad_(tensor.requires_grad) if copy.is_floating_point() or copy.is_complex() else copy
 
 

@@ -18,14 +18,14 @@ from fxflow.state import ModelSnapshot
 WET = {"reachable", "zero"}
 
 
-def real_grads(model: torch.nn.Module, inputs: Sequence[Any]) -> dict[str, bool]:
-    """{parameter name: a gradient arrived} from a real backward of ``model`` on ``inputs``."""
+def real_grads(model: torch.nn.Module, inputs: Sequence[Any], keywords: dict[str, Any] | None = None) -> dict[str, bool]:
+    """{parameter name: a gradient arrived} from a real backward of ``model(*inputs, **keywords)``."""
     snapshot = ModelSnapshot.save(model)
     try:
         for parameter in model.parameters():
             parameter.grad = None
         with torch.enable_grad():
-            loss = projection_loss(model(*inputs), 0)
+            loss = projection_loss(model(*inputs, **(keywords or {})), 0)
             if loss is not None and loss.requires_grad:
                 loss.backward()
         return {name: p.grad is not None for name, p in model.named_parameters()}

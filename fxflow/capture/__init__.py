@@ -33,6 +33,7 @@ import torch.fx as fx
 
 from torch.utils._pytree import tree_flatten
 
+from ..errors import describe
 from ..state import preserved_module_attributes
 from .functions import (OPAQUE_KEY, CheckpointGate, OpaqueFunction, checkpoint_inputs, checkpointed_call,
                         intercepted_apply, is_checkpoint, is_user_function, opaque_reason)
@@ -111,12 +112,6 @@ def _methods() -> list[tuple[str, CaptureMethod]]:
     return [("symbolic_trace", _symbolic), ("torch.export", _export), ("runtime", _runtime)]
 
 
-def _first_line(error: BaseException, limit: int = 200) -> str:
-    text = str(error).strip().splitlines()
-    line = f"{type(error).__name__}: {text[0] if text else ''}".rstrip(": ")
-    return line if len(line) <= limit else line[: limit - 3] + "..."
-
-
 METHODS = ("symbolic_trace", "torch.export", "runtime")
 
 
@@ -143,8 +138,8 @@ def capture(model: torch.nn.Module, inputs: Sequence[object] | None = None, prob
                 graph_module = _runtime(inner, inputs, probe) if method is _runtime else method(inner, inputs)
             graph_module = rebase(graph_module, model, prefix)
         except Exception as error:  # any failure means: try the next capture
-            notes.append(f"{name} failed: {_first_line(error)}")
+            notes.append(f"{name} failed: {describe(error, limit=200)}")
             continue
         return Capture(graph_module, name, notes)
-    notes.append("no capture worked: only the real backward was run")
+    notes.append("no capture worked")
     return Capture(None, "none", notes)

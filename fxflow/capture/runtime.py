@@ -97,6 +97,7 @@ class RunRecorder(TorchFunctionMode):
             self.attributes.setdefault(id(tensor), name)
         self.module_stack: list[tuple[str, str]] = []
         self.escapes: list[tuple[fx.Node, Any]] = []
+        self.scalars: dict[int, tuple[fx.Node, Any]] = {}  # id(float an escape returned) -> (escape, float)
         self.linked: set[fx.Node] = set()
         self.paused = 0
 
@@ -143,7 +144,17 @@ class RunRecorder(TorchFunctionMode):
         return self.add("call_function", Reentry(name, result), tuple(sources), {})
 
     def _convert(self, value: Any) -> Any:
-        return tree_map(lambda v: self.node_of(v) if isinstance(v, torch.Tensor) else v, value)
+        return tree_map(self._argument, value)
+
+    def _argument(self, value: Any) -> Any:
+        """A torch call's argument as graph data: a tensor's node; a float that an escape returned
+        (``x * h.mean().item()``) becomes a re-entry node linked to that escape; else the value."""
+        if isinstance(value, torch.Tensor):
+            return self.node_of(value)
+        escaped = self.scalars.get(id(value)) if isinstance(value, (float, complex)) else None
+        if escaped is not None and escaped[1] is value:
+            return self.add("call_function", Reentry("scalar", value), (escaped[0],), {})
+        return value
 
     # -- interception -----------------------------------------------------------------------
     def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
@@ -157,6 +168,9 @@ class RunRecorder(TorchFunctionMode):
         if name in _ESCAPES and args and isinstance(args[0], torch.Tensor):
             node = self.add("call_function", Escape(name), (self.node_of(args[0]),), {})
             self.escapes.append((node, result))
+            for scalar in (result if isinstance(result, list) else [result]):  # floats, not (cached) ints
+                if isinstance(scalar, (float, complex)):
+                    self.scalars[id(scalar)] = (node, scalar)
             return result
         if not _has_tensor(result) and name != "__setitem__":
             return result  # metadata reads and Python data: used as constants later
