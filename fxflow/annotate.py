@@ -331,6 +331,7 @@ class FlowInterpreter(fx.Interpreter):
         ``elements``: what each element of a tuple/dict result reached on its own."""
         outputs = tensors_in(result)
         flow = NodeFlow(grad_region=region)
+        rules.mark_no_derivative(node, reached)
         if node.op == "output":
             for input_node in inputs:
                 floating = any(t.is_floating_point() or t.is_complex() for t in tensors_in(self.env[input_node]))
@@ -417,18 +418,25 @@ def _walk(outputs: list[torch.Tensor], entries: dict[tuple, list[str]], known: s
           parameter_names: dict[int, str]) -> dict[str, str]:
     """Which inputs (and parameters) the outputs' history reaches, and whether only through zeros.
 
-    Returns ``{input node name: DIFF|ZERO}`` plus ``{"param:<name>": DIFF|ZERO}`` entries for leaves
-    that are parameters (a module call's own weights).
+    Returns ``{input node name: DIFF|ZERO|NONE}`` plus ``{"param:<name>": ...}`` entries for leaves
+    that are parameters (a module call's own weights). NONE: reached only through an op with no
+    derivative for it (``floor_divide``): its backward raises, so no gradient gets there. Each pass
+    crosses one more kind of edge (see :func:`fxflow.rules.derivative_kinds`); a pass runs only
+    if the one before skipped such an edge.
     """
     roots = [(t.grad_fn, t.output_nr) for t in outputs if t.grad_fn is not None]
     leaves = [("leaf", id(t)) for t in outputs if t.requires_grad and t.grad_fn is None]
     reached: dict[str, str] = {}
-    for crossing_zero in (False, True):
+    for key in leaves:
+        for name in entries.get(key, ()):
+            reached[name] = DIFF
+    skipped: set[str] = {DIFF}
+    for crossing in (DIFF, ZERO, NONE):  # edges of this kind and the ones before it are crossed
+        if crossing not in skipped:
+            continue
+        crossable = _CROSSABLE[crossing]
         seen: set[tuple] = set()
         stack = list(roots)
-        for key in leaves:
-            for name in entries.get(key, ()):
-                reached[name] = DIFF
         while stack and len(seen) < _WALK_LIMIT:
             function, output_nr = stack.pop()
             key = _next_key(function, output_nr)
@@ -437,24 +445,27 @@ def _walk(outputs: list[torch.Tensor], entries: dict[tuple, list[str]], known: s
             seen.add(key)
             if key in entries:
                 for name in entries[key]:
-                    reached.setdefault(name, ZERO if crossing_zero else DIFF)
+                    reached.setdefault(name, crossing)
                 continue
             variable = getattr(function, "variable", None)
             if variable is not None:
                 name = parameter_names.get(id(variable))
                 if name:
-                    reached.setdefault("param:" + name, ZERO if crossing_zero else DIFF)
+                    reached.setdefault("param:" + name, crossing)
                 continue
             if key in known:  # the result of an earlier node that is not an input here
                 continue
-            zero_edges = rules.zero_derivative_edges(function)
-            for index, (next_function, number) in enumerate(function.next_functions):
+            for kind, (next_function, number) in zip(rules.derivative_kinds(function), function.next_functions):
                 if next_function is None:
                     continue
-                if not crossing_zero and zero_edges is not False and (zero_edges is None or index in zero_edges):
-                    continue  # gradient arrives here as an exact zero: only the second pass crosses
+                if kind not in crossable:  # gradient arrives as an exact zero, or not at all: a later pass
+                    skipped.add(kind)
+                    continue
                 stack.append((next_function, number))
     return reached
+
+
+_CROSSABLE = {DIFF: {DIFF}, ZERO: {DIFF, ZERO}, NONE: {DIFF, ZERO, NONE}}
 
 
 def annotate(graph_module: fx.GraphModule, model: torch.nn.Module,

@@ -45,7 +45,9 @@ def describe_cut(node: fx.Node) -> CutSite:
     if OPAQUE_KEY in node.meta:  # its own backward ran on twins and returned None for this input
         reason = f"the backward of {node.meta[OPAQUE_KEY]} returns None for this input, so the gradient stops here"
         return CutSite(node.name, f"{op}.apply", source, reason)
-    if op in ("detach", "detach_"):
+    if node.meta.get(rules.NO_DERIVATIVE_KEY):
+        reason = f"{op} has no derivative for this input, so the gradient stops here"
+    elif op in ("detach", "detach_"):
         reason = f"{op}() returns a tensor with no autograd history, so the gradient stops here"
     elif op == "data":
         reason = ".data reads the values without autograd history, so the gradient stops here"

@@ -17,6 +17,7 @@ from torch._subclasses.fake_tensor import is_fake
 from .errors import FxflowError, first_line
 from .flow import tensors_in
 from .fake import fake_inputs, fake_weights, new_fake_mode
+from .no_derivative import stop_at_missing_derivatives
 from .state import RandomState, untouched
 
 
@@ -167,7 +168,8 @@ def measure_gradients(model: torch.nn.Module, inputs: Sequence[Any], *,
 
 def _forward(call: Callable[[], Any]) -> Any:
     try:
-        outputs = call()
+        with stop_at_missing_derivatives():  # floor_divide & co.: the backward stops there, not raises
+            outputs = call()
     except Exception as error:
         raise FxflowError(f"forward raised {type(error).__name__}: {first_line(error)}",
                           hint="check --input-size (or example_inputs()) against what forward expects") from error
