@@ -208,8 +208,8 @@ class FlowInterpreter(fx.Interpreter):
             if not self.is_twin(value):
                 return value
             if id(value) not in stand_ins:
-                stand_in = stand_in(value, self.device, self.keep_alive)
-                stand_ins[id(value)] = (value, stand_in, state(stand_in))
+                made = stand_in(value, self.device, self.keep_alive)
+                stand_ins[id(value)] = (value, made, state(made))
             return stand_ins[id(value)][1]
 
         try:
@@ -225,8 +225,7 @@ class FlowInterpreter(fx.Interpreter):
                 real_members = [(name, t) for name, t in members if not self.is_twin(t)]  # written in place
                 states = {id(t): state(t) for _, t in real_members}
                 result = getattr(self, node.op)(node.target, args, kwargs)
-                changed = {id(twin): stand_in for twin, stand_in, before in stand_ins.values()
-                           if state(stand_in) != before}
+                changed = {id(twin): made for twin, made, before in stand_ins.values() if state(made) != before}
                 written_twins = {storage_key(stand_ins[i][0]) for i in changed}  # written in their stand-ins
                 written = [(name, t) for name, t in members if storage_key(t) in written_twins]
                 written += written_members(real_members, states)
