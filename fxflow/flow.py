@@ -120,3 +120,21 @@ def is_metadata_read(node: fx.Node) -> bool:
 def data_inputs(node: fx.Node) -> list[fx.Node]:
     """The nodes whose values flow into this node's result."""
     return [] if is_metadata_read(node) else list(node.all_input_nodes)
+
+
+def gradient_norm(grad: torch.Tensor) -> float:
+    """The float64 L2 norm of ``grad``'s stored values (a sparse gradient: the rows it has)."""
+    return float(torch.linalg.vector_norm(stored_values(grad.detach()), dtype=torch.float64))
+
+
+def stored_values(grad: torch.Tensor) -> torch.Tensor:
+    """The values a gradient holds: all of a dense one; a sparse one's, duplicates summed.
+
+    ``nn.Embedding(sparse=True)`` gives a COO gradient with one (possibly repeated) row per
+    lookup: rows never looked up are not part of it, and repeated ones add up when coalesced.
+    """
+    if grad.layout == torch.sparse_coo:
+        return grad.coalesce().values()
+    if grad.layout != torch.strided:  # CSR, CSC, BSR, BSC: values() holds the stored entries
+        return grad.values()
+    return grad

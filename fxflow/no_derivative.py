@@ -86,6 +86,8 @@ class StopAtMissingDerivatives(TorchFunctionMode):
     def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         result = func(*args, **kwargs)
+        if torch.compiler.is_compiling():  # dynamo traces (torch.cond, a compiled submodule): reading grad_fn would break it
+            return result
         with torch._C.DisableTorchFunction():  # what follows is ours: no outer mode sees or records it
             outputs = [t for t in _tensors(result) if t.grad_fn is not None]
             if outputs:

@@ -7,6 +7,7 @@ passes that run its code, and times the phases (``Report.timings``). :func:`anal
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import time
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -19,7 +20,7 @@ from .capture import Capture, capture
 from .errors import FxflowError
 from .prepare import device_of, prepare
 from .probe import GradientProbe, ProbeResult, probe
-from .reconcile import parameter_reports
+from .reconcile import dynamic_verdicts, parameter_reports
 from .report import Report, TraceInfo
 from .state import untouched
 
@@ -57,8 +58,11 @@ def check(
 
     with untouched(model) as restore_notes:  # tracing runs forward's Python: it can change the model
         step("capturing the graph", phase="capture")
-        shared = GradientProbe(runner, loss_fn=loss_fn, seed=seed) if backward and example is not None and not fake else None
-        captured = capture(runner, example, probe=shared, methods=capture_methods)
+        judge = functools.partial(dynamic_verdicts, vanishing=vanishing)
+        shared = (GradientProbe(runner, loss_fn=loss_fn, seed=seed, verdicts=judge)
+                  if backward and example is not None and not fake else None)
+        captured = capture(runner, example, methods=capture_methods,
+                           run_forward=shared.forward if shared else None, on_outputs=shared.backward if shared else None)
 
         # The real backward goes first: a forward that raises is reported as the model's own error.
         result: ProbeResult | None = None
@@ -68,6 +72,7 @@ def check(
                 result = probe(runner, example, loss_fn=loss_fn, seed=seed, fake=True)
             else:  # the run-time capture may have run the one real forward and backward already
                 result = shared.result or shared.run(example)
+            notes.extend(result.notes)
             if not result.measurable:
                 notes.append("meta run: the backward shows which parameters get a gradient, not its size, "
                              "so the zero, vanishing and nonfinite verdicts cannot be given")

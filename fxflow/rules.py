@@ -25,7 +25,7 @@ import torch
 import torch.fx as fx
 
 from . import derivatives
-from .capture import GRAD_MODE_KEY
+from .verdicts import GRAD_MODE_KEY
 from .flow import DIFF, NONE, ZERO, NodeFlow, data_inputs, resolve_attribute_of
 from .verdicts import EdgeKind
 
