@@ -45,8 +45,6 @@ KNOWN_DISAGREEMENTS: dict[tuple[str, str], str] = {
     **{("groupvit", path): f"{VIEW_WRITES}: assign q_proj/k_proj called cut by zeros_like, detach, add_ "
                            "(hard_softmax's straight-through estimator and `new_image_tokens += ...`)"
        for path in _RUNTIME_BOTH_TWINS},
-    ("nn_transformer", "symbolic_trace"): f"{TWINS}: on meta twins the nn.Transformer call is never evaluated, "
-                                          "every transformer.* parameter reads unused",
     # only the attention weights of nn.MultiheadAttention are used: out_proj gets no gradient
     **{("nn_mha_weights_only", path): f"{MULTI_OUTPUT}: attention.out_proj called reachable, real grad None"
        for path in ("symbolic_trace", *_RUNTIME_BOTH_TWINS)},
