@@ -80,7 +80,7 @@ def test_generator_plants_every_kind_at_the_line_it_reports() -> None:
                "tolist": ".tolist()", "compare": "> 0).float()", "argmax": ".argmax(", "argmin": ".argmin(",
                "argsort": ".argsort(", "cast_long": ".long()", "cast_bool": "to(torch.bool)", "cast_int": ".int()",
                "where": "torch.where(", "ste": "(torch.round(", "masked_fill": ".masked_fill(", "bool_index": " > 0].sum()",
-               "masked_set": "[:, 0] > 0] = self.p",
+               "masked_set": "[:, 0] > 0] = self.p", "zeros_buffer": "zeros",
                **{kind: "" for kind in ("no_grad", "inference_mode", "set_grad_enabled")},
                **{kind: f"torch.{kind}(" for kind in ZERO_KINDS}}
     for seed in range(300):
@@ -91,12 +91,12 @@ def test_generator_plants_every_kind_at_the_line_it_reports() -> None:
             assert needles[kind] in lines[line - 1], (seed, kind, lines[line - 1])
             if kind in ("no_grad", "inference_mode", "set_grad_enabled"):
                 assert lines[line - 2].strip().startswith("with torch."), (seed, kind)
-    assert seen == set(CUT_KINDS) | set(ZERO_KINDS) | {"ste", "masked_set"}
+    assert seen == set(CUT_KINDS) | set(ZERO_KINDS) | {"ste", "masked_set", "zeros_buffer"}
 
 
 def test_generator_plants_every_view_write_and_multi_output_call() -> None:
     needles = {"slice_set": "[:, :D // 2] = self.", "narrow_add": ".narrow(1, 0, D // 2).add_(",
-               "masked_set": "[:, 0] > 0] = self.p", "index_put": ".index_put_((torch.arange(0, N, 2),)",
+               "masked_set": "[:, 0] > 0] = self.p", "zeros_buffer": "zeros", "index_put": ".index_put_((torch.arange(0, N, 2),)",
                "copy_into": ".copy_(self.", "inplace_act": "[:, 1:]", "mha_weights": ")[1].squeeze(0)",
                "lstm_hidden": ")[1][0].squeeze(0)"}
     seen = set()
