@@ -139,8 +139,9 @@ class FlowInterpreter(fx.Interpreter):
         reached = _walk(outputs, entries, self.known, self.twin_names) if node.op != "output" else {}
         self.storages.spread(reached, self._readers(inputs), written)
         elements = {key: _walk(tensors, entries, self.known, self.twin_names)
-                    for key, tensors in result_elements(result).items()}
-        depends = self._element_dependencies(node, inputs, reached) if elements and not written and not region else None
+                    for key, tensors in result_elements(result).items()} if node.op != "output" else {}
+        rerun = elements and not written and not region  # a second run must not write twice
+        depends = self._element_dependencies(node, inputs, reached) if rerun else None
         node.meta[META_KEY] = self._flow(node, inputs, reached, result, region, written, elements, depends)
         self.storages.wrote(node, written)
         self.storages.register(node.name, result)
