@@ -5,6 +5,23 @@ Public API (torch is imported lazily, so ``fxflow --help`` stays instant)::
     fxflow.check(model, inputs=None, *, loss_fn=None, backward=True, allow=(), vanishing=1e-3) -> Report
     fxflow.assert_gradients_flow(model, inputs=None, *, allow=(), **options) -> Report
     with fxflow.watch(model) as w: ...; loss.backward()      # then w.report, w.show()
+
+The pipeline (:mod:`fxflow.pipeline` wires it; each stage is one module, visited once, in order)::
+
+    check(model, inputs)
+      prepare.prepare          unwrap DDP/compile, bind inputs (keywords too), copy to --device
+      capture.capture          fx GraphModule: symbolic_trace -> torch.export -> run-time recording
+      probe.GradientProbe      one real forward + backward of the user's module: per-parameter grads
+      pipeline.analyze_capture the static part, shared with watch:
+        annotate.annotate        node.meta["fxflow"]: how gradient crosses each node (twin tensors)
+        analyze.analyze          one backward walk: static verdicts, cut sites, node states
+      reconcile.parameter_reports  dynamic verdicts, static vs dynamic, agreement, diagnosis
+      -> report.Report         the one data model
+    present.text / present.terminal / render   table, JSON, DOT/SVG/PNG/HTML, notebook
+
+    watch(model): the user's own step replaces probe; capture -> analyze_capture -> reconcile as above.
+
+Shared vocabulary (verdicts, edge kinds, node states, keys): :mod:`fxflow.verdicts`, a leaf module.
 """
 from __future__ import annotations
 

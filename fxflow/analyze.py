@@ -30,19 +30,20 @@ import networkx as nx
 import torch
 import torch.fx as fx
 
+from .annotate import BACKWARD_RAN_KEY
 from .flow import DIFF, META_KEY, NONE, ZERO
 from .verdicts import OPAQUE_KEY, PARAM_PREFIX
 from .explain import describe_cut, describe_zero, node_op, node_source
-from .report import CUT, FROZEN, REACHABLE, UNUSED, ZERO as ZERO_VERDICT, CutSite
+from .verdicts import PARAMETER_STATE, CutSite, NodeState, StaticVerdict as Static
 
 PARAM = PARAM_PREFIX
 
 
 @dataclass
-class StaticVerdict:
+class ParameterFinding:
     """The graph walk's answer for one parameter."""
 
-    static: str
+    static: Static
     cut_by: list[CutSite] = field(default_factory=list)
     detail: str | None = None
 
@@ -50,7 +51,10 @@ class StaticVerdict:
 @dataclass
 class StaticAnalysis:
     graph: nx.DiGraph
-    verdicts: dict[str, StaticVerdict]
+    verdicts: dict[str, ParameterFinding]
+    # How nodes were decided when not by running them on twins ("name rules", "stand-ins"):
+    # kind -> (how many nodes, the parameters upstream of them, sorted).
+    uncertain: dict[str, tuple[int, list[str]]] = field(default_factory=dict)
 
 
 def build_graph(graph_module: fx.GraphModule) -> tuple[nx.DiGraph, str]:
@@ -71,7 +75,7 @@ def build_graph(graph_module: fx.GraphModule) -> tuple[nx.DiGraph, str]:
         attributes = dict(
             kind=node.op, op=node_op(node), label=_label(node), source=node_source(node),
             module_stack=_module_stack(node), shape=flow.shape, dtype=flow.dtype, state="",
-            requires_grad=flow.requires_grad, order=order, opaque=node.meta.get(OPAQUE_KEY),
+            requires_grad=flow.requires_grad, order=order, opaque=_undecided_opaque(node),
         )
         graph.add_node(node.name, **attributes)
         for source, kind in flow.inputs.items():
@@ -137,6 +141,11 @@ def _remove_parts(graph: nx.DiGraph) -> None:
 _STRENGTH = {NONE: 0, ZERO: 1, DIFF: 2}
 
 
+def _undecided_opaque(node: fx.Node) -> str | None:
+    """Why only the real backward can decide the node; None once its own backward ran on twins."""
+    return None if node.meta.get(BACKWARD_RAN_KEY) else node.meta.get(OPAQUE_KEY)
+
+
 def _add_edge(graph: nx.DiGraph, source: str, target: str, kind: str) -> None:
     if graph.has_edge(source, target) and _STRENGTH[graph[source][target]["kind"]] >= _STRENGTH[kind]:
         return
@@ -160,15 +169,8 @@ def _module_stack(node: fx.Node) -> list[tuple[str, str]]:
 
 def _ancestors_over(graph: nx.DiGraph, target: str, kinds: set[str]) -> set[str]:
     """Nodes with a path to ``target`` using only edges of the given kinds (``target`` included)."""
-    seen = {target}
-    stack = [target]
-    while stack:
-        node = stack.pop()
-        for source in graph.predecessors(node):
-            if source not in seen and graph[source][node]["kind"] in kinds:
-                seen.add(source)
-                stack.append(source)
-    return seen
+    view = nx.subgraph_view(graph, filter_edge=lambda source, node: graph[source][node]["kind"] in kinds)
+    return nx.ancestors(view, target) | {target}
 
 
 def _attribute(graph: nx.DiGraph, region: set[str], stop_kind: str, targets: set[str]) -> dict[str, frozenset[str]]:
@@ -201,28 +203,45 @@ def analyze(graph_module: fx.GraphModule, model: torch.nn.Module) -> StaticAnaly
     cut_sites, zero_sites = _whole_sites(graph, cut_sites), _whole_sites(graph, zero_sites)
     nodes = {node.name: node for node in graph_module.graph.nodes}
 
-    verdicts: dict[str, StaticVerdict] = {}
+    verdicts: dict[str, ParameterFinding] = {}
     for name, parameter in model.named_parameters():
         key = PARAM + name
         if not parameter.requires_grad:
-            verdict = StaticVerdict(FROZEN, detail="requires_grad is False")
+            verdict = ParameterFinding(Static.FROZEN, detail="requires_grad is False")
         elif key not in graph:
             owner = name.rpartition(".")[0]
             detail = f"its module {owner} is never called in forward" if owner else "forward never reads it"
-            verdict = StaticVerdict(UNUSED, detail=detail)
+            verdict = ParameterFinding(Static.UNUSED, detail=detail)
         elif key not in connected:
-            verdict = StaticVerdict(UNUSED, detail="used in forward, but nothing it feeds reaches an output")
+            verdict = ParameterFinding(Static.UNUSED, detail="used in forward, but nothing it feeds reaches an output")
         elif key in wet:
-            verdict = StaticVerdict(REACHABLE)
+            verdict = ParameterFinding(Static.REACHABLE)
         elif key in wet_any:
-            verdict = StaticVerdict(ZERO_VERDICT, [describe_zero(nodes[s]) for s in sorted(zero_sites[key], key=_order(graph))])
+            verdict = ParameterFinding(Static.ZERO, [describe_zero(nodes[s]) for s in sorted(zero_sites[key], key=_order(graph))])
         else:
-            verdict = StaticVerdict(CUT, [describe_cut(nodes[s]) for s in sorted(cut_sites[key], key=_order(graph))])
+            verdict = ParameterFinding(Static.CUT, [describe_cut(nodes[s]) for s in sorted(cut_sites[key], key=_order(graph))])
         verdicts[name] = verdict
 
     _paint(graph, connected, wet_any, wet, verdicts)
+    uncertain = _uncertain(graph_module, graph)
     _remove_parts(graph)
-    return StaticAnalysis(graph, verdicts)
+    return StaticAnalysis(graph, verdicts, uncertain)
+
+
+def _uncertain(graph_module: fx.GraphModule, graph: nx.DiGraph) -> dict[str, tuple[int, list[str]]]:
+    """Nodes decided other than by running them on twins, and the parameters upstream of them."""
+    kinds: dict[str, list[str]] = {}
+    for node in graph_module.graph.nodes:
+        flow = node.meta[META_KEY]
+        if not flow.evaluated:
+            kinds.setdefault("name rules", []).append(node.name)
+        elif flow.on_stand_ins:
+            kinds.setdefault("stand-ins", []).append(node.name)
+    found = {}
+    for kind, nodes in sorted(kinds.items()):
+        upstream = {n for layer in nx.bfs_layers(graph.reverse(copy=False), nodes) for n in layer}
+        found[kind] = (len(nodes), sorted(n[len(PARAM):] for n in upstream if n.startswith(PARAM)))
+    return found
 
 
 def _order(graph: nx.DiGraph):
@@ -230,36 +249,34 @@ def _order(graph: nx.DiGraph):
 
 
 def _paint(graph: nx.DiGraph, connected: set[str], wet_any: set[str], wet: set[str],
-           verdicts: dict[str, StaticVerdict]) -> None:
+           verdicts: dict[str, ParameterFinding]) -> None:
     """Give every node and edge the state the diagram colours it by."""
-    cutting = {site.node: site for v in verdicts.values() if v.static == CUT for site in v.cut_by}
-    zeroing = {site.node: site for v in verdicts.values() if v.static == ZERO_VERDICT for site in v.cut_by}
+    cutting = {site.node: site for v in verdicts.values() if v.static == Static.CUT for site in v.cut_by}
+    zeroing = {site.node: site for v in verdicts.values() if v.static == Static.ZERO for site in v.cut_by}
     for name, data in graph.nodes(data=True):
         if data["kind"] == "param":
-            data["state"] = _PARAM_STATE[verdicts[name[len(PARAM):]].static]
+            data["state"] = PARAMETER_STATE[verdicts[name[len(PARAM):]].static]
         elif name in cutting or name in zeroing:
-            data["state"] = "cut" if name in cutting else "zero"
+            data["state"] = NodeState.CUT if name in cutting else NodeState.ZERO
             data["reason"] = (cutting.get(name) or zeroing[name]).reason
         elif name not in connected:
-            data["state"] = "unused"
+            data["state"] = NodeState.UNUSED
         elif name in wet and data.get("requires_grad") is not False:
-            data["state"] = "wet"
+            data["state"] = NodeState.WET
         elif name in wet_any and data.get("requires_grad") is not False:
-            data["state"] = "zero"
+            data["state"] = NodeState.ZERO
         elif data.get("requires_grad"):
-            data["state"] = "dry"
+            data["state"] = NodeState.DRY
         else:
-            data["state"] = "inert"
+            data["state"] = NodeState.INERT
     for source, target, data in graph.edges(data=True):
         source_state = graph.nodes[source]["state"]
-        if data["kind"] == NONE and graph.nodes[target]["state"] == "cut" and source_state in ("dry", "frozen"):
-            data["state"] = "cut"
-        elif data["kind"] == DIFF and source_state in ("wet", "reachable") and target in wet:
-            data["state"] = "wet"
-        elif data["kind"] == ZERO or source_state == "zero":
-            data["state"] = "zero"
+        if data["kind"] == NONE and graph.nodes[target]["state"] == NodeState.CUT and source_state in (NodeState.DRY, NodeState.FROZEN):
+            data["state"] = NodeState.CUT
+        elif data["kind"] == DIFF and source_state == NodeState.WET and target in wet:
+            data["state"] = NodeState.WET
+        elif data["kind"] == ZERO or source_state == NodeState.ZERO:
+            data["state"] = NodeState.ZERO
         else:
-            data["state"] = "dry"
+            data["state"] = NodeState.DRY
 
-
-_PARAM_STATE = {REACHABLE: "wet", CUT: "dry", ZERO_VERDICT: "zero", FROZEN: "frozen", UNUSED: "unused"}

@@ -23,30 +23,13 @@ from typing import Any, Iterator
 import torch
 from torch import nn
 
+from .flow import stored_values
 from .probe import GradInfo
-
-_WRAPPER_ATTRIBUTES = ("module", "_orig_mod")  # DDP / DataParallel, torch.compile
-
+from .verdicts import DynamicVerdict as Dynamic, StaticVerdict as Static
 
 def is_ddp(model: nn.Module) -> bool:
     """True for ``DistributedDataParallel`` (and ``DataParallel``, which has the same ``module.`` prefix)."""
     return isinstance(model, (nn.parallel.DistributedDataParallel, nn.DataParallel))
-
-
-def unwrap(model: nn.Module) -> nn.Module:
-    """The user's own module inside DDP, DataParallel and ``torch.compile`` wrappers."""
-    seen = 0
-    while seen < 8:
-        seen += 1
-        if is_ddp(model):
-            model = model.module
-            continue
-        inner = model.__dict__.get("_modules", {}).get("_orig_mod")
-        if inner is not None and type(model).__name__ == "OptimizedModule":
-            model = inner
-            continue
-        break
-    return model
 
 
 def find_ddp(model: nn.Module) -> "nn.parallel.DistributedDataParallel | None":
@@ -191,6 +174,9 @@ def local_grad(grad: torch.Tensor | None) -> LocalGrad:
         grad = grad.to_local()
     if grad.is_meta:
         return LocalGrad(True, math.nan, numel, True, False, sharded)
+    if grad.layout != torch.strided:  # sparse (Embedding(sparse=True)): over the rows it holds
+        grad = stored_values(grad.detach())
+        numel = grad.numel()
     values = grad.detach().double()
     return LocalGrad(True, float((values * values).sum()), numel, bool(torch.isfinite(values).all()),
                      bool((values == 0).all()), sharded)
@@ -276,7 +262,8 @@ def ddp_guidance(report: Any, ddp: nn.Module | None = None) -> DDPGuidance:
     """
     dry = sorted(
         p.name for p in report.parameters
-        if p.static != "frozen" and (p.dynamic == "missing" if p.dynamic is not None else p.static in ("cut", "unused"))
+        if p.static != Static.FROZEN
+        and (p.dynamic == Dynamic.MISSING if p.dynamic is not None else p.static in (Static.CUT, Static.UNUSED))
     )
     configured = bool(getattr(ddp, "find_unused_parameters")) if ddp is not None else None
     return DDPGuidance(bool(dry), dry, configured)

@@ -54,6 +54,7 @@ class NodeFlow:
     shape: tuple[int, ...] | None = None
     grad_region: GradRegion | None = None
     evaluated: bool = True  # False: decided by name rules, not by running the node
+    on_stand_ins: bool = False  # run on stand-in values (ones, zeros), not on twins of the real ones
     # Per element of a tuple/dict result (``nn.MultiheadAttention`` -> (output, weights)), only where
     # the elements reach different inputs or parameters; ``inputs``/``params`` are their union.
     outputs: dict[Any, OutputFlow] = field(default_factory=dict)
@@ -123,3 +124,21 @@ def is_metadata_read(node: fx.Node) -> bool:
 def data_inputs(node: fx.Node) -> list[fx.Node]:
     """The nodes whose values flow into this node's result."""
     return [] if is_metadata_read(node) else list(node.all_input_nodes)
+
+
+def gradient_norm(grad: torch.Tensor) -> float:
+    """The float64 L2 norm of ``grad``'s stored values (a sparse gradient: the rows it has)."""
+    return float(torch.linalg.vector_norm(stored_values(grad.detach()), dtype=torch.float64))
+
+
+def stored_values(grad: torch.Tensor) -> torch.Tensor:
+    """The values a gradient holds: all of a dense one; a sparse one's, duplicates summed.
+
+    ``nn.Embedding(sparse=True)`` gives a COO gradient with one (possibly repeated) row per
+    lookup: rows never looked up are not part of it, and repeated ones add up when coalesced.
+    """
+    if grad.layout == torch.sparse_coo:
+        return grad.coalesce().values()
+    if grad.layout != torch.strided:  # CSR, CSC, BSR, BSC: values() holds the stored entries
+        return grad.values()
+    return grad

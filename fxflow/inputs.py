@@ -1,6 +1,7 @@
 """Example inputs: parse ``--input-size``, or infer them from the model's first layer."""
 from __future__ import annotations
 
+import os
 import re
 from typing import Any, Sequence
 
@@ -8,6 +9,7 @@ import torch
 from torch import nn
 
 from .errors import FxflowError
+from .signature import bind_keywords, check_input_count, required_inputs  # noqa: F401 (check_input_count: re-exported for the CLI)
 
 _DTYPES = {
     "float": torch.float32, "float32": torch.float32, "float64": torch.float64, "double": torch.float64,
@@ -27,7 +29,52 @@ def parse_input_size(spec: str) -> tuple[tuple[int, ...], torch.dtype]:
     if dtype_name not in _DTYPES:
         raise FxflowError(f"--input-size {spec!r}: unknown dtype {dtype_name!r}",
                           hint="use one of " + ", ".join(sorted(_DTYPES)))
-    return tuple(int(s) for s in sizes.split(",")), _DTYPES[dtype_name]
+    shape = tuple(int(s) for s in sizes.split(","))
+    if 0 in shape:
+        raise FxflowError(f"--input-size {spec!r} has a size of 0: an empty input carries no gradient to check",
+                          hint="every size must be at least 1, e.g. 16,10")
+    return shape, _DTYPES[dtype_name]
+
+
+def input_bytes(shapes: Sequence[tuple[tuple[int, ...], torch.dtype]]) -> int:
+    """Bytes the inputs of these shapes and dtypes occupy."""
+    total = 0
+    for shape, dtype in shapes:
+        count = 1
+        for size in shape:
+            count *= size
+        total += count * (torch.empty((), dtype=dtype).element_size())
+    return total
+
+
+def _gib(count: int) -> str:
+    gib = count / 2**30
+    return f"{gib:.0f} GiB" if gib >= 10 else f"{gib:.1f} GiB"
+
+
+def _free_bytes(device: torch.device) -> int | None:
+    """Memory free on ``device`` now, or None when unknown (meta needs none)."""
+    if device.type == "meta":
+        return None
+    if device.type == "cuda" and torch.cuda.is_available():
+        return torch.cuda.mem_get_info(device)[0]
+    if device.type != "cpu":
+        return None
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _describe(shapes: Sequence[tuple[tuple[int, ...], torch.dtype]]) -> str:
+    return ", ".join("(" + ", ".join(str(s) for s in shape) + ")" for shape, _ in shapes)
 
 
 def integer_bound(model: nn.Module) -> int:
@@ -38,17 +85,29 @@ def integer_bound(model: nn.Module) -> int:
 
 def make_inputs(model: nn.Module, specs: Sequence[str], device: torch.device | str | None = None) -> tuple[torch.Tensor, ...]:
     """Random inputs from ``--input-size`` specs; integer inputs are valid token ids for the model."""
-    device = device if device is not None else _model_device(model)
+    device = torch.device(device if device is not None else _model_device(model))
+    shapes = [parse_input_size(spec) for spec in specs]
+    needed, free = input_bytes(shapes), _free_bytes(device)
+    too_big = f"inputs of shape {_describe(shapes)} need {_gib(needed)}"
+    # The inputs are drawn on the CPU first: refuse before allocating what cannot fit.
+    cpu_free = free if device.type == "cpu" else _free_bytes(torch.device("cpu"))
+    for available in (free, cpu_free):
+        if available is not None and needed > available:
+            raise FxflowError(too_big, hint=f"{_gib(available)} is free; give smaller --input-size values")
     tensors = []
-    for spec in specs:
-        shape, dtype = parse_input_size(spec)
-        if dtype == torch.bool:
-            tensors.append(torch.rand(shape, device="cpu") > 0.5)
-        elif not dtype.is_floating_point:
-            tensors.append(torch.randint(0, integer_bound(model), shape, dtype=dtype))
-        else:
-            tensors.append(torch.randn(shape, dtype=dtype))
-    return tuple(t.to(device) for t in tensors)
+    try:
+        for shape, dtype in shapes:
+            if dtype == torch.bool:
+                tensors.append(torch.rand(shape, device="cpu") > 0.5)
+            elif not dtype.is_floating_point:
+                tensors.append(torch.randint(0, integer_bound(model), shape, dtype=dtype))
+            else:
+                tensors.append(torch.randn(shape, dtype=dtype))
+        return tuple(t.to(device) for t in tensors)
+    except (RuntimeError, MemoryError) as error:  # the allocator's own words are not for users
+        if isinstance(error, MemoryError) or "alloc" in str(error) or "out of memory" in str(error):
+            raise FxflowError(too_big, hint="give smaller --input-size values") from error
+        raise
 
 
 def _model_device(model: nn.Module) -> torch.device:
@@ -72,7 +131,7 @@ def infer_inputs(model: nn.Module, batch: int = 2, seed: int = 0) -> tuple[torch
     or Embedding. Values come from a private generator seeded with ``seed``, so inferring inputs
     leaves the global random state alone.
     """
-    if _required_inputs(model) not in (None, 1):
+    if required_inputs(model) not in (None, 1):
         return None
     layer = first_layer(model)
     device = _model_device(model)
@@ -94,71 +153,26 @@ def infer_inputs(model: nn.Module, batch: int = 2, seed: int = 0) -> tuple[torch
     return (torch.randn(shape, generator=generator).to(device=device, dtype=dtype),)
 
 
-def _required_inputs(model: nn.Module) -> int | None:
-    """How many positional inputs forward requires (None when its signature cannot be read)."""
-    import inspect
+def as_call_inputs(inputs: Any, model: nn.Module) -> tuple[tuple[Any, ...] | None, dict[str, Any]]:
+    """Normalise what a user passes as inputs into forward's positional inputs and keyword-only rest.
 
-    try:
-        parameters = inspect.signature(model.forward).parameters.values()
-    except (TypeError, ValueError):
-        return None
-    if any(p.kind == p.VAR_POSITIONAL for p in parameters):
-        return None
-    return sum(1 for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD) and p.default is p.empty)
-
-
-def as_input_tuple(inputs: Any, model: nn.Module | None = None) -> tuple[Any, ...] | None:
-    """Normalise what a user passes as inputs: one tensor, a tuple/list, a dict of keyword
-    arguments (bound to forward's positions, skipped ones at their defaults), or None."""
+    One tensor, a tuple/list, None, or a dict of keyword arguments: those naming positional
+    arguments are bound to their positions (skipped ones at their defaults), the others are
+    passed on as keywords when forward takes ``**kwargs``, as ``model(**inputs)`` would.
+    """
     if inputs is None:
-        return None
+        return None, {}
     if isinstance(inputs, dict):
-        return _bind_keywords(model, inputs)
+        return bind_keywords(model, inputs)
     if isinstance(inputs, (tuple, list)):
-        return tuple(inputs)
-    return (inputs,)
+        return tuple(inputs), {}
+    return (inputs,), {}
 
 
-def _bind_keywords(model: nn.Module | None, keywords: dict[str, Any]) -> tuple[Any, ...]:
-    """Keyword inputs as forward's positional arguments, e.g. a Hugging Face model's
-    ``{"input_ids": ..., "attention_mask": ...}``: every capture then sees one calling convention."""
-    import inspect
-
-    if model is None:
-        raise FxflowError("keyword inputs need the model to bind them to forward's arguments")
-    parameters = list(inspect.signature(model.forward).parameters.values())
-    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    names = [p.name for p in positional]
-    unknown = [k for k in keywords if k not in names]
-    if unknown:
-        raise FxflowError(f"forward has no positional argument {unknown[0]!r} to bind that input to",
-                          hint="its arguments are " + (", ".join(names) or "none"))
-    last = max(names.index(k) for k in keywords)
-    bound = []
-    for parameter in positional[: last + 1]:
-        if parameter.name in keywords:
-            bound.append(keywords[parameter.name])
-        elif parameter.default is not parameter.empty:
-            bound.append(parameter.default)
-        else:
-            raise FxflowError(f"forward's argument {parameter.name!r} has no default and no input was given for it")
-    return tuple(bound)
-
-
-def check_input_count(model: nn.Module, inputs: Sequence[Any]) -> None:
-    """Fail clearly when forward cannot take this many positional inputs."""
-    import inspect
-
-    try:
-        parameters = list(inspect.signature(model.forward).parameters.values())
-    except (TypeError, ValueError):
-        return
-    if any(p.kind == p.VAR_POSITIONAL for p in parameters):
-        return
-    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    required = [p for p in positional if p.default is p.empty]
-    if not len(required) <= len(inputs) <= len(positional):
-        names = ", ".join(p.name for p in positional)
-        expected = str(len(required)) if len(required) == len(positional) else f"{len(required)} to {len(positional)}"
-        raise FxflowError(f"forward takes {expected} input(s) ({names}) but {len(inputs)} were given",
-                          hint="pass one --input-size per forward input")
+def as_input_tuple(inputs: Any, model: nn.Module) -> tuple[Any, ...] | None:
+    """Positional inputs only: like :func:`as_call_inputs`, for callers that cannot pass keywords."""
+    args, keywords = as_call_inputs(inputs, model)
+    if keywords:
+        raise FxflowError(f"input {next(iter(keywords))!r} can only be passed to forward as a keyword",
+                          hint="pass the inputs as a dict to fxflow.check")
+    return args

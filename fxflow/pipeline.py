@@ -1,30 +1,28 @@
-"""The pipeline: capture -> probe -> annotate -> analyze -> reconcile, returning a Report.
+"""The pipeline: prepare -> capture -> probe -> annotate -> analyze -> reconcile, returning a Report.
 
 Each arrow is one module; this one only wires them, keeps the model untouched around the
-passes that run its code, and times the phases (``Report.timings``).
+passes that run its code, and times the phases (``Report.timings``). :func:`analyze_capture`
+(annotate -> analyze) is the static part that ``fxflow.check`` and ``fxflow.watch`` share.
 """
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import time
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import torch
 
-from .analyze import PARAM, StaticAnalysis, analyze
+from .analyze import StaticAnalysis, analyze
 from .annotate import annotate, choose_twins
-from .capture import capture
-from .capture.unwrap import meta_inputs, unwrap
-from .inputs import as_input_tuple, infer_inputs
-from .probe import GradientProbe, ProbeResult, dynamic_verdicts, probe
-from .report import CUT, ParameterReport, Report, TraceInfo, matches, reconcile
+from .capture import Capture, capture
+from .errors import FxflowError
+from .prepare import device_of, prepare
+from .probe import GradientProbe, ProbeResult, probe
+from .reconcile import dynamic_verdicts, parameter_reports
+from .report import Report, TraceInfo
 from .state import untouched
-
-NO_INPUTS_NOTE = (
-    "no example inputs: static analysis used name rules only and no backward ran; "
-    "pass --input-size (e.g. --input-size 16,10) or define example_inputs() in the model's file"
-)
 
 
 def check(
@@ -54,40 +52,41 @@ def check(
     """
     clock = _PhaseClock(progress)
     step = clock.step
-    notes: list[str] = []
-    model, example, fake = _prepare(model, inputs, device, infer, notes)
+    prepared = prepare(model, inputs, device, infer)
+    model, runner, example, fake, notes = (prepared.module, prepared.runner, prepared.example, prepared.fake,
+                                           prepared.notes)
 
     with untouched(model) as restore_notes:  # tracing runs forward's Python: it can change the model
         step("capturing the graph", phase="capture")
-        shared = GradientProbe(model, loss_fn=loss_fn, seed=seed) if backward and example is not None and not fake else None
-        captured = capture(model, example, probe=shared, methods=capture_methods)
+        judge = functools.partial(dynamic_verdicts, vanishing=vanishing)
+        shared = (GradientProbe(runner, loss_fn=loss_fn, seed=seed, verdicts=judge)
+                  if backward and example is not None and not fake else None)
+        captured = capture(runner, example, methods=capture_methods,
+                           run_forward=shared.forward if shared else None, on_outputs=shared.backward if shared else None)
 
-        # The real backward goes first: a forward that raises is reported as the model's own
-        # error, and its duration tells the analysis whether real twin tensors are cheap.
+        # The real backward goes first: a forward that raises is reported as the model's own error.
         result: ProbeResult | None = None
         if backward and example is not None:
             step("running forward and backward", phase="backward")
             if fake:
-                result = probe(model, example, loss_fn=loss_fn, seed=seed, fake=True)
+                result = probe(runner, example, loss_fn=loss_fn, seed=seed, fake=True)
             else:  # the run-time capture may have run the one real forward and backward already
                 result = shared.result or shared.run(example)
+            notes.extend(result.notes)
             if not result.measurable:
                 notes.append("meta run: the backward shows which parameters get a gradient, not its size, "
                              "so the zero, vanishing and nonfinite verdicts cannot be given")
+        if captured.graph_module is None and result is None:
+            raise FxflowError(_NOTHING_VERIFIED, hint=_NOTHING_VERIFIED_HINT)
 
-        static: StaticAnalysis | None = None
-        if captured.graph_module is not None:
-            step("analysing gradient flow", phase="annotate")
-            forward_seconds = shared.forward_seconds if shared is not None else None
-            with _gc_paused():
-                annotate(captured.graph_module, model, example, twins=choose_twins(model, example, forward_seconds))
-                step("walking the graph", phase="static walk")
-                static = analyze(captured.graph_module, model)
-                # The collector's deferred work (mostly the annotation's allocations) runs when it
-                # is switched back on: timed as its own phase, not hidden in the walk's.
-                step("collecting garbage", phase="gc")
+        static, static_notes = analyze_capture(captured, runner, example, step=step)
+        notes.extend(static_notes)
         step("restoring the model", phase="restore")
     notes.extend(note for note in restore_notes if note not in notes)
+    if static is None:
+        notes.append("nothing could be captured, so no static verdict could be given (unknown)")
+    uncertain = uncertainty(static)
+    notes.extend(uncertainty_notes(uncertain))
 
     step("reconciling", phase="reconcile")
     with _gc_paused():
@@ -101,13 +100,62 @@ def check(
         trace=TraceInfo(captured.method, captured.node_count, captured.notes),
         parameters=parameters,
         backward=result is not None,
-        device=str(_device(model)),
+        device=str(device_of(model)),
         notes=notes,
         graph=static.graph if static is not None else None,
         module_grad_norms=result.module_grad_norms if result is not None else {},
         timings=clock.finish(),
         module_classes={name: type(module).__name__ for name, module in model.named_modules() if name},
+        uncertain=uncertain,
     )
+
+
+def uncertainty(static: StaticAnalysis | None) -> dict[str, dict[str, Any]]:
+    """The Report's ``uncertain`` field: nodes decided without running them on twins, per kind."""
+    if static is None:
+        return {}
+    return {kind: {"nodes": count, "parameters": names} for kind, (count, names) in static.uncertain.items()}
+
+
+def uncertainty_notes(uncertain: dict[str, dict[str, Any]]) -> list[str]:
+    """One note per kind of node decided without running it, naming the parameters it touches."""
+    notes = []
+    for kind, found in uncertain.items():
+        if kind == "name rules":  # the annotation's own note names the parameters such calls hold
+            continue
+        names = found["parameters"]
+        touched = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        nodes = found["nodes"]
+        notes.append(f"{nodes} node{'s' if nodes != 1 else ''} decided on stand-in values (ones/zeros), "
+                     "not on twins of the real ones"
+                     + (f"; upstream parameters: {touched}" if names else ""))
+    return notes
+
+
+_NOTHING_VERIFIED = "nothing could be verified: no capture of forward worked and no backward ran"
+_NOTHING_VERIFIED_HINT = ("give example inputs: --input-size (e.g. --input-size 16,10, one per forward input) "
+                          "or example_inputs() in the model's file")
+
+
+def analyze_capture(captured: Capture, model: torch.nn.Module, example: tuple[Any, ...] | None, *,
+                    step: Callable[..., None] | None = None) -> tuple[StaticAnalysis | None, list[str]]:
+    """The static part: annotate the captured graph, then walk it; (None, []) when nothing was captured.
+
+    Shared by ``fxflow.check`` and ``fxflow.watch``. Returns the analysis and the annotation's
+    notes. Annotating runs forward's ops on twins passed in per call: the model is only read.
+    """
+    if captured.graph_module is None:
+        return None, []
+    step = step or (lambda *args, **kwargs: None)
+    step("analysing gradient flow", phase="annotate")
+    with _gc_paused():
+        notes = annotate(captured.graph_module, model, example, twins=choose_twins(model, example))
+        step("walking the graph", phase="static walk")
+        static = analyze(captured.graph_module, model)
+        # The collector's deferred work (mostly the annotation's allocations) runs when it is
+        # switched back on: timed as its own phase, not hidden in the walk's.
+        step("collecting garbage", phase="gc")
+    return static, list(notes or [])
 
 
 @contextlib.contextmanager
@@ -148,85 +196,3 @@ class _PhaseClock:
     def finish(self) -> dict[str, float]:
         self._close()
         return self.timings
-
-
-def _prepare(model: torch.nn.Module, inputs: Any, device: str | torch.device | None, infer: bool,
-             notes: list[str]) -> tuple[torch.nn.Module, tuple[Any, ...] | None, bool]:
-    """The module to check (unwrapped, on its device), its example inputs, and whether the run is fake."""
-    model, _, unwrap_notes = unwrap(model)  # DDP / DataParallel / torch.compile: check the user's module
-    notes.extend(unwrap_notes)
-    example = as_input_tuple(inputs, model)
-    on_meta = any(p.is_meta for p in model.parameters())
-    fake = str(device) == "meta" or on_meta
-    if on_meta and example is not None:
-        example = meta_inputs(example)
-    if device is not None and not fake:
-        model, example = _on_device(model, example, torch.device(device), notes)
-    if example is None and infer:
-        example = infer_inputs(model)
-        if example is not None:
-            shape = ",".join(str(s) for s in example[0].shape)
-            notes.append(f"inputs inferred from the first layer: one tensor of shape ({shape})")
-    if example is None:
-        notes.append(NO_INPUTS_NOTE)
-    return model, example, fake
-
-
-def _on_device(model: torch.nn.Module, example: tuple[Any, ...] | None, device: torch.device,
-               notes: list[str]) -> tuple[torch.nn.Module, tuple[Any, ...] | None]:
-    """A copy of the model (and the inputs) on ``device``; the user's model stays where it is."""
-    if all(p.device == device for p in model.parameters()):
-        return model, example
-    import copy
-
-    notes.append(f"checked a copy of the model on {device}")
-    moved = copy.deepcopy(model).to(device)
-    if example is not None:
-        example = tuple(x.to(device) if isinstance(x, torch.Tensor) else x for x in example)
-    return moved, example
-
-
-def _device(model: torch.nn.Module) -> torch.device:
-    for tensor in model.parameters():
-        return tensor.device
-    return torch.device("cpu")
-
-
-def parameter_reports(model: torch.nn.Module, static: StaticAnalysis | None, result: ProbeResult | None,
-                      vanishing: float, allow: Iterable[str]) -> list[ParameterReport]:
-    """One reconciled record per parameter from the static analysis and the real backward."""
-    allow = list(allow)
-    dynamic = dynamic_verdicts(result, vanishing) if result is not None else {}
-    reports = []
-    for name, parameter in model.named_parameters():
-        verdict = static.verdicts[name] if static is not None else None
-        report = ParameterReport(
-            name=name,
-            shape=tuple(int(s) for s in parameter.shape),
-            static=verdict.static if verdict else ("frozen" if not parameter.requires_grad else "reachable"),
-            dynamic=dynamic.get(name),
-            grad_norm=result.grads[name].norm if result is not None and name in result.grads else None,
-            cut_by=list(verdict.cut_by) if verdict else [],
-            diagnosis=verdict.detail if verdict else None,
-            allowed=matches(name, allow),
-        )
-        opaque = None
-        if static is not None and report.static == "reachable" and report.dynamic == "missing":
-            opaque = _opaque_on_path(static, name)  # only a disagreement needs the (costly) search
-        reconcile(report, opaque)
-        reports.append(report)
-    return reports
-
-
-def _opaque_on_path(static: StaticAnalysis, name: str) -> str | None:
-    """An opaque op (custom autograd.Function) downstream of the parameter, if any."""
-    import networkx as nx
-
-    graph = static.graph
-    key = PARAM + name
-    if key not in graph or static.verdicts[name].static == CUT:
-        return None
-    for node in sorted(nx.descendants(graph, key), key=lambda n: graph.nodes[n]["order"]):
-        if graph.nodes[node].get("opaque"):
-            return graph.nodes[node]["opaque"]
-    return None

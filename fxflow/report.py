@@ -1,14 +1,13 @@
-"""The Report: fxflow's one data model, and the reconcile step that builds it.
+"""The Report: fxflow's one data model (plain dataclasses; :mod:`fxflow.reconcile` builds it).
 
 Every presenter (text table, JSON, DOT, notebook) reads a :class:`Report` and nothing else. The
 JSON form (:meth:`Report.to_dict`) is a public contract documented in ``docs/json.md``.
 """
 from __future__ import annotations
 
-import fnmatch
 import json
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING, Any
 
 from .verdicts import CutSite, DynamicVerdict, StaticVerdict
 
@@ -24,13 +23,6 @@ MISSING, VANISHING, NONFINITE, OK, PRESENT = (DynamicVerdict.MISSING, DynamicVer
                                               DynamicVerdict.NONFINITE, DynamicVerdict.OK, DynamicVerdict.PRESENT)
 STATIC_VERDICTS = (FROZEN, UNUSED, CUT, ZERO, REACHABLE)  # always counted; UNKNOWN only when it occurs
 
-_EXPECTED = {
-    REACHABLE: {OK, VANISHING, ZERO, NONFINITE, PRESENT},
-    ZERO: {ZERO, PRESENT},
-    CUT: {MISSING},
-    FROZEN: {MISSING},
-    UNUSED: {MISSING},
-}
 _STATIC_PROBLEMS = {UNUSED, CUT, ZERO}
 _DYNAMIC_PROBLEMS = {MISSING, ZERO, NONFINITE}
 
@@ -82,6 +74,9 @@ class Report:
     module_grad_norms: dict[str, list[float | None]] = field(default_factory=dict, repr=False, compare=False)
     timings: dict[str, float] = field(default_factory=dict, repr=False, compare=False)  # seconds per phase
     module_classes: dict[str, str] = field(default_factory=dict, repr=False, compare=False)  # qualname -> class
+    # Nodes the analysis decided without running them on twins, by how ("name rules", "stand-ins"):
+    # kind -> {"nodes": count, "parameters": the parameters upstream of them}.
+    uncertain: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     # -- queries ----------------------------------------------------------------------------
     @property
@@ -127,6 +122,7 @@ class Report:
             "parameters": [_parameter_dict(p) for p in self.parameters],
             "counts": self.counts(),
             "notes": list(self.notes),
+            "uncertain": self.uncertain,
             "ok": self.ok,
         }
 
@@ -134,8 +130,9 @@ class Report:
         return json.dumps(self.to_dict(), indent=indent)
 
     # -- presenters (each lives in its own module) ------------------------------------------
-    def table(self, width: int = 100) -> str:
-        """The text ``fxflow check`` prints: table, one paragraph per cut, summary."""
+    def table(self, width: int | None = None) -> str:
+        """The text ``fxflow check`` prints: table, one paragraph per cut, summary; ``width`` wraps
+        it at that many columns (None: one line per row and paragraph, like piped output)."""
         from .present.text import render_text
 
         return render_text(self, width=width)
@@ -166,6 +163,14 @@ class Report:
         except Exception:  # no renderer: the notebook falls back to the text repr
             return None
 
+    def _repr_html_(self) -> str | None:
+        from .render.html import notebook_html
+
+        try:
+            return notebook_html(self)
+        except Exception:  # no renderer: the notebook falls back to the SVG or text repr
+            return None
+
     def __str__(self) -> str:
         return self.table()
 
@@ -174,62 +179,3 @@ def _parameter_dict(parameter: ParameterReport) -> dict[str, Any]:
     data = asdict(parameter)
     data["shape"] = list(parameter.shape)
     return data
-
-
-def matches(name: str, patterns: Iterable[str]) -> bool:
-    """True when ``name`` matches one of the glob patterns."""
-    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
-
-
-def reconcile(parameter: ParameterReport, opaque_path: str | None = None) -> None:
-    """Compare the static and dynamic verdicts of one parameter; fill ``agree`` and ``diagnosis``.
-
-    Never hides a disagreement by trusting one side: both verdicts stay, and the diagnosis says
-    what the mismatch most likely means.
-    """
-    static, dynamic = parameter.static, parameter.dynamic
-    if dynamic is None:
-        return
-    parameter.agree = dynamic in _EXPECTED[static]
-    if parameter.agree:
-        parameter.diagnosis = parameter.diagnosis or _AGREEING_DIAGNOSES.get((static, dynamic))
-        return
-    if static == REACHABLE and dynamic == MISSING:
-        if opaque_path:
-            parameter.diagnosis = (
-                f"its only paths pass through {opaque_path}, whose backward returns no gradient "
-                "for it: the real backward decides, and it says none arrives"
-            )
-            parameter.agree = True
-            return
-        parameter.diagnosis = (
-            "statically reachable, no gradient at runtime: an op the tracer saw through returns no "
-            "gradient (a custom autograd.Function, say), or forward took another branch than the trace"
-        )
-    elif static in (CUT, UNUSED) and dynamic != MISSING:
-        parameter.diagnosis = (
-            "no gradient path in the traced graph, yet the real backward delivered one: the trace "
-            "differs from what forward ran (a data-dependent branch, or code the tracer could not see)"
-        )
-    elif static == ZERO:
-        parameter.diagnosis = (
-            "every traced path crosses a zero-derivative op, yet a nonzero gradient arrived: forward "
-            "ran a path the trace did not record"
-        )
-    elif static == FROZEN:
-        parameter.diagnosis = "requires_grad is False, yet a gradient was written: something else sets .grad"
-    else:
-        parameter.diagnosis = f"static verdict {static} does not match runtime verdict {dynamic}"
-
-
-_AGREEING_DIAGNOSES = {
-    (REACHABLE, ZERO): (
-        "a gradient arrives but it is exactly zero: dead ReLUs (every input negative), "
-        "multiplication by an all-zero mask, or a loss term weighted to nothing"
-    ),
-    (REACHABLE, NONFINITE): "the gradient contains NaN or inf: look for log(0), division by zero, or overflow",
-    (REACHABLE, VANISHING): (
-        "the gradient is vanishingly small next to the largest in the model: normalisation, "
-        "residual connections or a gentler depth help"
-    ),
-}

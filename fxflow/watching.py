@@ -23,7 +23,6 @@ prints on rank 0 only. For DDP the report says whether ``find_unused_parameters=
 """
 from __future__ import annotations
 
-import inspect
 import sys
 from typing import Any, Iterable, TextIO
 
@@ -31,7 +30,9 @@ import torch
 from torch import nn
 
 from . import distributed
+from .unwrap import unwrap
 from .errors import FxflowError
+from .prepare import device_of
 from .report import Report, TraceInfo
 
 
@@ -43,7 +44,7 @@ class Watch:
         if not isinstance(model, nn.Module):
             raise TypeError(f"fxflow.watch expects an nn.Module, got {type(model).__name__}")
         self.model = model
-        self.module = distributed.unwrap(model)
+        self.module = unwrap(model)[0]
         self.allow = list(allow)
         self.vanishing = vanishing
         self.static = static
@@ -58,6 +59,7 @@ class Watch:
         self._stash: dict[nn.Parameter, torch.Tensor | None] = {}
         self._handles: list[Any] = []
         self._recorder: Any = None
+        self._uninstrumented: str | None = None  # the recorder's note on compiled / higher-order regions
         self._report: Report | None = None
         self._active = False
 
@@ -94,6 +96,18 @@ class Watch:
         if exc_type is None and self.auto_show and self._report is not None:
             self.show()
 
+    # -- without a with block (trainer callbacks start and stop in different hooks) ----------
+    def start(self) -> "Watch":
+        """Begin watching, as entering the ``with`` block does; end with :meth:`stop`."""
+        return self.__enter__()
+
+    def stop(self, *, discard: bool = False) -> None:
+        """End watching, as leaving the ``with`` block does.
+
+        ``discard=True`` (the step failed) removes the hooks and restores the grads, and builds no report.
+        """
+        self.__exit__(FxflowError if discard else None, None, None)
+
     # -- hooks -------------------------------------------------------------------------------
     def _pre_forward(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
         self.forwards += 1
@@ -107,6 +121,8 @@ class Watch:
         for tensor in floating_outputs(output):
             if tensor.requires_grad:
                 tensor.register_hook(self._saw_backward)
+        if self.forwards == 1 and self._recorder is not None:
+            self._uninstrumented = self._recorder.uninstrumented_note(output)
 
     def _saw_backward(self, grad: torch.Tensor) -> None:
         self.backward_seen = True
@@ -137,8 +153,8 @@ class Watch:
     # -- internals -----------------------------------------------------------------------------
     def _collect(self) -> None:
         """Read this step's grads (gathered over ranks) and build the Report."""
-        from .pipeline import parameter_reports
         from .probe import ProbeResult
+        from .reconcile import parameter_reports
 
         named = {name: p.grad for name, p in self.module.named_parameters()}
         any_grad = any(g is not None for g in named.values())
@@ -150,7 +166,7 @@ class Watch:
         result = ProbeResult(infos, dict(self._recorder.norms), measurable, notes)
         captured, static, static_notes = self._static_analysis()
         parameters = parameter_reports(self.module, static, result, self.vanishing, self.allow)
-        report_notes = static_notes + result.notes
+        report_notes = static_notes + result.notes + ([self._uninstrumented] if self._uninstrumented else [])
         if self.forwards > 1:
             report_notes.append(f"the model ran forward {self.forwards} times in the block; "
                                 "static verdicts use the inputs of the first")
@@ -160,7 +176,7 @@ class Watch:
             trace=TraceInfo(captured.method, captured.node_count, captured.notes) if captured else TraceInfo("none", 0, []),
             parameters=parameters,
             backward=True,
-            device=str(_device(self.module)),
+            device=str(device_of(self.module)),
             notes=report_notes,
             graph=static.graph if static is not None else None,
             module_grad_norms=result.module_grad_norms,
@@ -171,28 +187,32 @@ class Watch:
         self._report = report
 
     def _static_analysis(self) -> tuple[Any, Any, list[str]]:
-        """capture -> annotate -> analyze on the user's module with the observed inputs."""
+        """capture, then the static part fxflow.check runs too, on the observed inputs."""
         if not self.static:
             return None, None, ["static analysis skipped (watch(static=False))"]
         if self._inputs is None:
             return None, None, ["no forward inputs observed: static analysis skipped"]
-        from .analyze import analyze
-        from .annotate import annotate
         from .capture import capture
+        from .pipeline import analyze_capture
+        from .prepare import KeywordsBound
+        from .signature import call_as_positional
+        from .state import untouched
 
-        inputs = _positional(self.module, self._inputs, self._kwargs)
-        if inputs is None:
-            return None, None, ["forward was called with keyword arguments fxflow cannot bind to positions: "
-                                "static analysis skipped"]
+        call = call_as_positional(self.module, self._inputs, self._kwargs)
+        if call is None:
+            return None, None, ["forward's inputs do not bind to its signature: static analysis skipped"]
+        inputs, keywords = call
+        if not inputs:  # a forward(*args, **kwargs) wrapper (PEFT without a task type) hides the real signature
+            return None, None, ["forward took every input through **kwargs: static analysis skipped"]
         with distributed.plain_structure(self.module) as plain:
-            if distributed.is_sharded(self.model) or any(_is_meta(p) for p in plain.parameters()):
+            if distributed.is_sharded(self.model) or any(p.is_meta for p in plain.parameters()):
                 inputs = distributed.to_meta(inputs)
-            captured = capture(plain, inputs)
-            static = None
-            if captured.graph_module is not None:
-                annotate(captured.graph_module, plain, inputs)
-                static = analyze(captured.graph_module, plain)
-        return captured, static, []
+                keywords = dict(zip(keywords, distributed.to_meta(tuple(keywords.values()))))
+            runner = KeywordsBound(plain, keywords) if keywords else plain
+            with untouched(plain) as notes:  # tracing runs forward's Python: leave no trace
+                captured = capture(runner, inputs)
+                static, static_notes = analyze_capture(captured, runner, inputs)
+        return captured, static, static_notes + notes
 
     def _restore_grads(self) -> None:
         """Grads become what they would have been without fxflow: old + this step's."""
@@ -227,34 +247,3 @@ def _detached(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _detached(v) for k, v in value.items()}
     return value
-
-
-def _positional(module: nn.Module, args: tuple, kwargs: dict) -> tuple | None:
-    """Forward's arguments as a positional tuple (keyword arguments bound by name), or None."""
-    if not kwargs:
-        return args
-    try:
-        bound = inspect.signature(module.forward).bind(*args, **kwargs)
-    except (TypeError, ValueError):
-        return None
-    bound.apply_defaults()
-    values = []
-    for parameter in inspect.signature(module.forward).parameters.values():
-        if parameter.kind not in (parameter.POSITIONAL_ONLY, parameter.POSITIONAL_OR_KEYWORD):
-            if parameter.name in kwargs:
-                return None
-            continue
-        values.append(bound.arguments.get(parameter.name))
-    while values and values[-1] is None:
-        values.pop()
-    return tuple(values)
-
-
-def _is_meta(tensor: torch.Tensor) -> bool:
-    return tensor.is_meta
-
-
-def _device(module: nn.Module) -> torch.device:
-    for parameter in module.parameters():
-        return parameter.device
-    return torch.device("cpu")

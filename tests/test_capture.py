@@ -11,7 +11,7 @@ import fxflow
 from fxflow.analyze import analyze
 from fxflow.annotate import annotate
 from fxflow.capture import OPAQUE_KEY, _methods, capture
-from fxflow.capture.unwrap import meta_copy, unwrap
+from fxflow.unwrap import meta_copy, unwrap
 from fxflow.state import preserved_module_attributes
 from gradtruth import assert_agrees, real_grads, static_disagreements
 
@@ -149,11 +149,11 @@ def test_escape_is_the_cut_not_unused() -> None:
     assert [(site.op, site.source.endswith(line)) for site in verdict.cut_by] == [("tolist", True)]
 
 
-def test_nothing_captures_then_only_the_backward_is_named() -> None:
+def test_nothing_captures_then_each_failure_is_named() -> None:
     captured = capture(Branchy(), None)  # no inputs: export and the run-time capture cannot run
     assert captured.method == "none" and captured.graph_module is None
     assert [n.split(" failed")[0] for n in captured.notes[:3]] == ["symbolic_trace", "torch.export", "runtime"]
-    assert "only the real backward" in captured.notes[-1]
+    assert captured.notes[-1] == "no capture worked"  # whether a backward ran is the pipeline's to say
 
 
 def test_runtime_capture_leaves_the_model_as_found() -> None:

@@ -1,0 +1,161 @@
+"""What every trainer callback does: watch the first optimizer step, print the report, raise or warn.
+
+The framework-specific callbacks (:mod:`fxflow.integrations.transformers`,
+:mod:`fxflow.integrations.lightning`) only translate their framework's hooks into
+:meth:`FirstStepCheck.begin` (before the first forward), :meth:`FirstStepCheck.end` (gradients
+accumulated, optimizer not yet stepped), :meth:`FirstStepCheck.finish` (training ended) and
+:meth:`FirstStepCheck.abandon` (the step failed).
+The check itself is :class:`fxflow.Watch`, so the verdicts are those of ``fxflow.watch`` with
+the user's real loss, and the grads the optimizer then sees are untouched.
+
+An exactly zero gradient on the first step is not yet a verdict when the trace did not prove it:
+a zero-initialized weight downstream (LoRA's ``B``, a zero-init residual branch) zeroes the
+gradient of everything before it until the first optimizer step moves it. Such a step is
+confirmed on the second step, whose report is then the one shown and acted on.
+"""
+from __future__ import annotations
+
+import warnings
+from typing import TYPE_CHECKING, Iterable
+
+if TYPE_CHECKING:  # pragma: no cover
+    from torch import nn
+
+    from ..report import Report
+    from ..watching import Watch
+
+ON_PROBLEM = ("raise", "warn")
+
+
+class GradientFlowError(RuntimeError):
+    """Raised (on every rank) when the first step leaves trainable parameters without a usable gradient."""
+
+    def __init__(self, report: "Report") -> None:
+        from ..testing import failure_message
+
+        super().__init__(failure_message(report))
+        self.report = report
+
+
+class GradientFlowWarning(UserWarning):
+    """Warned (on rank 0) instead of raising, with ``on_problem="warn"``."""
+
+
+class FirstStepCheck:
+    """Watch the first training step with :class:`fxflow.Watch` (the second too when it must confirm
+    exactly zero gradients), then print its Report once, and raise or warn on a problem."""
+
+    def __init__(self, *, on_problem: str = "raise", allow: Iterable[str] = (), vanishing: float = 1e-3,
+                 static: bool = True, show: bool = True) -> None:
+        if on_problem not in ON_PROBLEM:
+            raise ValueError(f"on_problem must be one of {', '.join(map(repr, ON_PROBLEM))}, got {on_problem!r}")
+        self.on_problem = on_problem
+        self.allow = tuple(allow)
+        self.vanishing = vanishing
+        self.static = static
+        self.show = show
+        self.report: Report | None = None  # the Report acted on, once checked
+        self._watch: Watch | None = None
+        self._unconfirmed: Watch | None = None  # the first step, with exactly zero gradients to confirm
+
+    @property
+    def done(self) -> bool:
+        return self.report is not None
+
+    def begin(self, model: "nn.Module") -> None:
+        """Start watching ``model`` before a step's first forward; once a report was acted on, do nothing."""
+        from ..watching import Watch
+
+        if self.done or self._watch is not None:
+            return
+        self._watch = Watch(model, allow=self.allow, vanishing=self.vanishing, static=self.static)
+        self._watch.start()
+
+    def end(self, notes: Iterable[str] = ()) -> "Report | None":
+        """Stop watching once the step's grads are complete: print the report, then raise or warn.
+
+        ``notes`` (what the framework did to the grads before this point) join the report's notes.
+        Returns the Report acted on; None when nothing was watched, or when exactly zero gradients
+        wait for the next step to confirm them.
+        """
+        if self._watch is None:
+            return None
+        watch, self._watch = self._watch, None
+        watch.stop()
+        report = watch.report  # FxflowError when no forward or no backward ran: says which
+        report.notes.extend(notes)
+        first = self._unconfirmed
+        if first is None and _unproven_zeros(report):
+            self._unconfirmed = watch  # judge on the next step
+            return None
+        if first is not None:
+            self._unconfirmed = None
+            names = _unproven_zeros(first.report)
+            report.notes.append(f"this is the second step: the first gave {len(names)} parameter(s) an exactly zero "
+                                f"gradient ({_shorten(names)}), as a zero-initialized weight downstream "
+                                "(LoRA's B, a zero-init residual branch) does until the optimizer moves it")
+        return self._act(watch)
+
+    def finish(self) -> "Report | None":
+        """Training ended: a first step still waiting for confirmation is judged as it is."""
+        self.abandon()
+        if self._unconfirmed is None:
+            return None
+        watch, self._unconfirmed = self._unconfirmed, None
+        watch.report.notes.append("training ended before a second step could confirm the exactly zero gradients")
+        return self._act(watch)
+
+    def _act(self, watch: "Watch") -> "Report":
+        """Print the watched step's report (rank 0), then raise or warn on a problem."""
+        from ..distributed import rank
+        from ..present.text import summary_line
+
+        report = self.report = watch.report
+        if self.show:
+            watch.show()
+        if report.ok:
+            return report
+        if self.on_problem == "raise":
+            raise GradientFlowError(report)
+        if rank() == 0:
+            warnings.warn(GradientFlowWarning(f"fxflow: {summary_line(report)}"), stacklevel=4)
+        return report
+
+    def abandon(self) -> None:
+        """The step failed: remove the hooks and restore the grads; no report."""
+        if self._watch is not None:
+            watch, self._watch = self._watch, None
+            watch.stop(discard=True)
+
+
+class FirstStepCallback:
+    """The options and the result both trainer callbacks share (mixed into each framework's Callback).
+
+    ``on_problem``: ``"raise"`` (:class:`GradientFlowError`, before the optimizer steps) or ``"warn"``
+    (:class:`GradientFlowWarning`, training goes on). ``allow``: glob patterns of parameters allowed to
+    be dry; ``vanishing``: the RMS factor below which a gradient is vanishing; ``static=False`` skips
+    the trace; ``show=False`` does not print the report.
+    """
+
+    def __init__(self, *, on_problem: str = "raise", allow: Iterable[str] = (), vanishing: float = 1e-3,
+                 static: bool = True, show: bool = True) -> None:
+        self.check = FirstStepCheck(on_problem=on_problem, allow=allow, vanishing=vanishing, static=static,
+                                    show=show)
+
+    @property
+    def report(self) -> "Report | None":
+        """The Report acted on (None until the checked step's grads are complete)."""
+        return self.check.report
+
+
+def _unproven_zeros(report: "Report") -> list[str]:
+    """Problem parameters whose gradient was exactly zero though the trace did not prove it must be."""
+    from ..verdicts import DynamicVerdict, StaticVerdict
+
+    return [p.name for p in report.problems
+            if p.dynamic == DynamicVerdict.ZERO and p.static in (StaticVerdict.REACHABLE, StaticVerdict.UNKNOWN)]
+
+
+def _shorten(names: list[str], keep: int = 3) -> str:
+    shown = ", ".join(names[:keep])
+    return shown if len(names) <= keep else f"{shown} and {len(names) - keep} more"

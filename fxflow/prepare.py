@@ -1,0 +1,101 @@
+"""Prepare: the module to check, what to call it with, and the example inputs.
+
+The first stage of the pipeline. It unwraps DDP / DataParallel / torch.compile (the user's own
+module is what gets checked and named), normalises the inputs (one tensor, a tuple, or a dict of
+keyword arguments as ``model(**inputs)`` would take them), moves a *copy* to another device when
+asked, and infers an input from the first layer when none was given.
+"""
+from __future__ import annotations
+
+import copy
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import nn
+
+from .unwrap import meta_inputs, unwrap
+from .inputs import as_call_inputs, infer_inputs
+
+NO_INPUTS_NOTE = (
+    "no example inputs: static analysis used name rules only and no backward ran; "
+    "pass --input-size (e.g. --input-size 16,10) or define example_inputs() in the model's file"
+)
+
+
+@dataclass
+class Prepared:
+    """What the later stages work on."""
+
+    module: nn.Module  # the user's module (unwrapped; a copy when moved to another device)
+    runner: nn.Module  # what capture and probe call: ``module`` itself, or it with keyword inputs bound
+    example: tuple[Any, ...] | None  # positional inputs for ``runner``; None when there are none
+    fake: bool  # meta run: fake tensors, nothing computed
+    notes: list[str] = field(default_factory=list)
+
+
+def prepare(model: nn.Module, inputs: Any, device: str | torch.device | None, infer: bool) -> Prepared:
+    """The module to check (unwrapped, on its device), its example inputs, and whether the run is fake."""
+    model, _, notes = unwrap(model)
+    example, keywords = as_call_inputs(inputs, model)
+    on_meta = any(p.is_meta for p in model.parameters())
+    fake = str(device) == "meta" or on_meta
+    if on_meta and example is not None:
+        example = meta_inputs(example)
+        keywords = dict(zip(keywords, meta_inputs(tuple(keywords.values()))))
+    if device is not None and not fake:
+        model, example, keywords = _on_device(model, example, keywords, torch.device(device), notes)
+    if example is None and infer:
+        example = infer_inputs(model)
+        if example is not None:
+            shape = ",".join(str(s) for s in example[0].shape)
+            notes.append(f"inputs inferred from the first layer: one tensor of shape ({shape})")
+    if example is None:
+        notes.append(NO_INPUTS_NOTE)
+    runner = KeywordsBound(model, keywords) if keywords else model
+    return Prepared(model, runner, example, fake, notes)
+
+
+class KeywordsBound(nn.Module):
+    """``model`` with keyword inputs that forward takes only through ``**kwargs`` bound in.
+
+    It shares the model's parameter, buffer and submodule tables, so every qualified name is the
+    user's own, and the captures see a forward of positional inputs only. The bound keywords are
+    constants of the captured graph (an attention mask, a flag): they carry no parameter's
+    gradient. The model's own forward hooks on its root are not run through this wrapper.
+    """
+
+    def __init__(self, model: nn.Module, keywords: dict[str, Any]) -> None:
+        super().__init__()
+        self._parameters = model._parameters
+        self._buffers = model._buffers
+        self._modules = model._modules
+        self.training = model.training
+        object.__setattr__(self, "_user_module", model)  # not registered: names stay the user's
+        object.__setattr__(self, "_keywords", keywords)
+
+    def forward(self, *args: Any) -> Any:
+        return type(self._user_module).forward(self._user_module, *args, **self._keywords)
+
+
+def _on_device(model: nn.Module, example: tuple[Any, ...] | None, keywords: dict[str, Any], device: torch.device,
+               notes: list[str]) -> tuple[nn.Module, tuple[Any, ...] | None, dict[str, Any]]:
+    """A copy of the model (and the inputs) on ``device``; the user's model stays where it is."""
+    if all(p.device == device for p in model.parameters()):
+        return model, example, keywords
+    notes.append(f"checked a copy of the model on {device}")
+    moved = copy.deepcopy(model).to(device)
+
+    def to(value: Any) -> Any:
+        return value.to(device) if isinstance(value, torch.Tensor) else value
+
+    if example is not None:
+        example = tuple(to(x) for x in example)
+    return moved, example, {key: to(value) for key, value in keywords.items()}
+
+
+def device_of(module: nn.Module) -> torch.device:
+    """Where a module's weights live (CPU for a module without parameters)."""
+    for tensor in module.parameters():
+        return tensor.device
+    return torch.device("cpu")

@@ -1,0 +1,169 @@
+"""Reconcile: what the real backward measured, what the graph walk concluded, and whether they agree.
+
+Three steps, in order, for every parameter:
+
+1. :func:`dynamic_verdicts`: the real gradient's statistics become a verdict (missing, zero,
+   vanishing, nonfinite, ok; present on meta runs).
+2. :func:`parameter_reports`: the static verdict (from :mod:`fxflow.analyze`) and the dynamic one
+   side by side in one :class:`~fxflow.report.ParameterReport`.
+3. :func:`judge`: ``agree`` and ``diagnosis``. A disagreement is never hidden by trusting one
+   side: both verdicts stay, and the diagnosis says what the mismatch most likely means.
+
+Nothing here looks at torch.fx: it reads the static analysis's verdicts and graph attributes.
+"""
+from __future__ import annotations
+
+import fnmatch
+from typing import TYPE_CHECKING, Iterable
+
+import torch
+
+from .report import ParameterReport
+from .verdicts import PARAM_PREFIX, DynamicVerdict as Dynamic, StaticVerdict as Static
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .analyze import StaticAnalysis
+    from .probe import ProbeResult
+
+# Which dynamic verdicts each static verdict predicts. UNKNOWN predicts nothing: no agreement is claimed.
+_EXPECTED: dict[Static, set[Dynamic]] = {
+    Static.REACHABLE: {Dynamic.OK, Dynamic.VANISHING, Dynamic.ZERO, Dynamic.NONFINITE, Dynamic.PRESENT},
+    Static.ZERO: {Dynamic.ZERO, Dynamic.PRESENT},
+    Static.CUT: {Dynamic.MISSING},
+    Static.FROZEN: {Dynamic.MISSING},
+    Static.UNUSED: {Dynamic.MISSING},
+}
+
+
+def dynamic_verdicts(result: "ProbeResult", vanishing: float) -> dict[str, Dynamic]:
+    """missing / zero / vanishing / nonfinite / ok (present on meta) for every parameter."""
+    rms_values = [g.rms for g in result.grads.values() if g.present and g.finite and g.rms is not None]
+    largest = max(rms_values, default=0.0)
+    verdicts = {}
+    for name, info in result.grads.items():
+        if not info.present:
+            verdicts[name] = Dynamic.MISSING
+        elif not result.measurable:
+            verdicts[name] = Dynamic.PRESENT
+        elif not info.finite:
+            verdicts[name] = Dynamic.NONFINITE
+        elif info.all_zero:
+            verdicts[name] = Dynamic.ZERO
+        elif info.rms is not None and info.rms < vanishing * largest:
+            verdicts[name] = Dynamic.VANISHING
+        else:
+            verdicts[name] = Dynamic.OK
+    return verdicts
+
+
+def matches(name: str, patterns: Iterable[str]) -> bool:
+    """True when ``name`` matches one of the glob patterns."""
+    return any(fnmatch.fnmatchcase(name, pattern) for pattern in patterns)
+
+
+def parameter_reports(model: torch.nn.Module, static: "StaticAnalysis | None", result: "ProbeResult | None",
+                      vanishing: float, allow: Iterable[str]) -> list[ParameterReport]:
+    """One reconciled record per parameter from the static analysis and the real backward.
+
+    Without a static analysis (nothing could be captured) a trainable parameter's static verdict
+    is ``unknown``, never ``reachable``.
+    """
+    allow = list(allow)
+    dynamic = dynamic_verdicts(result, vanishing) if result is not None else {}
+    reports = []
+    for name, parameter in model.named_parameters():
+        verdict = static.verdicts[name] if static is not None else None
+        if verdict is not None:
+            static_verdict = verdict.static
+        else:
+            static_verdict = Static.UNKNOWN if parameter.requires_grad else Static.FROZEN
+        report = ParameterReport(
+            name=name,
+            shape=tuple(int(s) for s in parameter.shape),
+            static=static_verdict,
+            dynamic=dynamic.get(name),
+            grad_norm=result.grads[name].norm if result is not None and name in result.grads else None,
+            cut_by=list(verdict.cut_by) if verdict else [],
+            diagnosis=(verdict.detail if verdict else None) or _localized(result, name, verdict),
+            allowed=matches(name, allow),
+        )
+        opaque = None
+        if static is not None and report.static == Static.REACHABLE and report.dynamic == Dynamic.MISSING:
+            opaque = _opaque_on_path(static, name)  # only a disagreement needs the (costly) search
+        judge(report, opaque)
+        reports.append(report)
+    return reports
+
+
+def _localized(result: "ProbeResult | None", name: str, verdict: object) -> str | None:
+    """Where the real backward's zero or vanishing gradient of ``name`` died or shrank (fxflow.localize),
+    unless a static cut site already names that line."""
+    site = result.explanations.get(name) if result is not None else None
+    if site is None or (verdict is not None and any(s.source == site.source for s in verdict.cut_by)):
+        return None
+    return site.reason
+
+
+def judge(parameter: ParameterReport, opaque_path: str | None = None) -> None:
+    """Compare the static and dynamic verdicts of one parameter; fill ``agree`` and ``diagnosis``."""
+    static, dynamic = parameter.static, parameter.dynamic
+    if dynamic is None or static == Static.UNKNOWN:
+        return  # nothing to compare against: agree stays None
+    parameter.agree = dynamic in _EXPECTED[static]
+    if parameter.agree:
+        parameter.diagnosis = parameter.diagnosis or _AGREEING_DIAGNOSES.get((static, dynamic))
+        return
+    if static == Static.REACHABLE and dynamic == Dynamic.MISSING:
+        if opaque_path:
+            parameter.diagnosis = (  # agree stays False: an opaque op explains the mismatch, it does not remove it
+                f"its paths pass through {opaque_path}, whose backward could not run during the analysis: "
+                "the real backward decides, and no gradient arrived"
+            )
+            return
+        parameter.diagnosis = (
+            "statically reachable, no gradient at runtime: an op the tracer saw through returns no "
+            "gradient (a custom autograd.Function, say), or forward took another branch than the trace"
+        )
+    elif static in (Static.CUT, Static.UNUSED) and dynamic != Dynamic.MISSING:
+        parameter.diagnosis = (
+            "no gradient path in the traced graph, yet the real backward delivered one: the trace "
+            "differs from what forward ran (a data-dependent branch, or code the tracer could not see)"
+        )
+    elif static == Static.ZERO:
+        parameter.diagnosis = (
+            "every traced path crosses a zero-derivative op, yet a nonzero gradient arrived: forward "
+            "ran a path the trace did not record"
+        )
+    elif static == Static.FROZEN:
+        parameter.diagnosis = "requires_grad is False, yet a gradient was written: something else sets .grad"
+    else:
+        parameter.diagnosis = f"static verdict {static} does not match runtime verdict {dynamic}"
+
+
+# The fallback when the place was not located (fxflow.localize explains it from a replayed run;
+# fxflow.watch cannot replay the user's step, and a replay can fail): the usual causes.
+_AGREEING_DIAGNOSES = {
+    (Static.REACHABLE, Dynamic.ZERO): (
+        "a gradient arrives but it is exactly zero, and where it died was not located: usually dead ReLUs "
+        "(every input negative), multiplication by an all-zero mask, or a loss term weighted to nothing"
+    ),
+    (Static.REACHABLE, Dynamic.NONFINITE): "the gradient contains NaN or inf: look for log(0), division by zero, or overflow",
+    (Static.REACHABLE, Dynamic.VANISHING): (
+        "the gradient is vanishingly small next to the largest in the model, and where it shrank was not "
+        "located: normalisation, residual connections or a gentler depth help"
+    ),
+}
+
+
+def _opaque_on_path(static: "StaticAnalysis", name: str) -> str | None:
+    """The first opaque op (custom autograd.Function) downstream of the parameter, if any."""
+    import networkx as nx
+
+    graph = static.graph
+    key = PARAM_PREFIX + name
+    if key not in graph:
+        return None
+    for node in sorted(nx.descendants(graph, key), key=lambda n: graph.nodes[n]["order"]):
+        if graph.nodes[node].get("opaque"):
+            return graph.nodes[node]["opaque"]
+    return None

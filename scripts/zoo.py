@@ -1,0 +1,165 @@
+"""Run the zoo (tests/zoo) and write docs/tested-on.md: which real architectures fxflow's verdicts
+were checked on, per capture path, against a plain forward/backward.
+
+    python scripts/zoo.py                 # from the repository root; rewrites docs/tested-on.md
+    python scripts/zoo.py bert nn_lstm    # some models only, table printed, page left alone
+
+The checks are exactly those of tests/test_zoo.py. A disagreement listed in tests/zoo/known.py
+(the xfails) is shown as a disagreement with its failure class; one that is not is marked NEW.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from collections import Counter
+from pathlib import Path
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+ROOT = Path(__file__).resolve().parent.parent
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
+
+from zoo.known import KNOWN_DISAGREEMENTS  # noqa: E402
+from zoo.registry import PATHS  # noqa: E402
+from zoo.run import SPECIMENS, PathResult, ZooResult, check_specimen  # noqa: E402
+
+PAGE = ROOT / "docs" / "tested-on.md"
+SHOWN_PARAMETERS = 3  # per disagreement in the details
+
+
+def cell(result: ZooResult, path: PathResult) -> str:
+    if not path.available:
+        return "not available"
+    if path.outcome == "agree":
+        return "agree"
+    reason = KNOWN_DISAGREEMENTS.get((result.name, path.path))
+    return f"**disagree** ({reason.split('.')[0]})" if reason else "**disagree** (NEW)"
+
+
+def table(results: list[ZooResult]) -> list[str]:
+    names = [path.name for path in PATHS]
+    lines = ["| model | family | parameters | " + " | ".join(names) + " | check CPU s |",
+             "|---|---|---:|" + "---|" * len(names) + "---:|"]
+    for result in results:
+        cells = " | ".join(cell(result, result.paths[name]) for name in names)
+        lines.append(f"| {result.name} | {result.family} | {result.parameters:,} | {cells} | "
+                     f"{result.check_seconds:.1f} |")
+    return lines
+
+
+def summary(results: list[ZooResult], seconds: float) -> list[str]:
+    hf = [r for r in results if r.family != "torch.nn"]
+    outcomes = {path.name: Counter(r.paths[path.name].outcome for r in results) for path in PATHS}
+    disagreeing = [r for r in results if any(p.outcome == "disagree" for p in r.paths.values())]
+    new = [(r.name, p.path) for r in results for p in r.paths.values()
+           if p.outcome == "disagree" and (r.name, p.path) not in KNOWN_DISAGREEMENTS]
+    lines = [f"- **{len(results)} models**: {len(hf)} Hugging Face architectures in "
+             f"{len({r.family for r in hf})} families, and {len(results) - len(hf)} torch.nn models; "
+             f"{sum(r.parameters for r in results):,} parameters in all.",
+             f"- **Agree on every available path: {len(results) - len(disagreeing)} of {len(results)} models.** "
+             f"Disagreeing: {', '.join(r.name for r in disagreeing) or 'none'}."]
+    for name, counts in outcomes.items():
+        lines.append(f"- `{name}`: {counts['agree']} agree, {counts['disagree']} disagree, "
+                     f"{counts['not available']} not available.")
+    lines.append(f"- Disagreements not in the known table: {', '.join(f'{m} ({p})' for m, p in new) or 'none'}.")
+    slowest = sorted(results, key=lambda r: r.check_seconds, reverse=True)[:5]
+    lines.append(f"- Checks took {sum(r.check_seconds for r in results):.0f} CPU seconds in all "
+                 f"({seconds:.0f} s of wall time for the whole run, building and the plain backward included); "
+                 "slowest: " + ", ".join(f"{r.name} {r.check_seconds:.1f} s" for r in slowest) + ".")
+    return lines
+
+
+def details(results: list[ZooResult]) -> list[str]:
+    lines = []
+    for result in results:
+        for path in result.paths.values():
+            if path.outcome != "disagree":
+                continue
+            reason = KNOWN_DISAGREEMENTS.get((result.name, path.path), "NEW: not in tests/zoo/known.py")
+            lines.append(f"- **{result.name}**, `{path.path}`: {reason}.")
+            if path.error:
+                lines.append(f"  - {path.error}")
+            for disagreement in path.disagreements[:SHOWN_PARAMETERS]:
+                lines.append(f"  - `{disagreement}`")
+            if len(path.disagreements) > SHOWN_PARAMETERS:
+                lines.append(f"  - {len(path.disagreements)} of the model's {len(result.truth)} parameters in all")
+    return lines
+
+
+def unavailable(results: list[ZooResult]) -> list[str]:
+    reasons: dict[tuple[str, str], list[str]] = {}
+    for result in results:
+        for path in result.paths.values():
+            if not path.available:
+                why = path.why_unavailable.split(":")[0] or "no reason given"
+                reasons.setdefault((path.path, why), []).append(result.name)
+    return [f"- `{path}`, {why}: {', '.join(names)}" for (path, why), names in sorted(reasons.items())]
+
+
+INTRODUCTION = """\
+# Tested on
+
+fxflow's verdicts, checked against a plain forward and backward on real architectures that nobody
+here wrote. This page is written by `python scripts/zoo.py`; the same checks run in the test suite
+(`tests/test_zoo.py`, models in `tests/zoo/`).
+
+**How each model is checked.** Every model is built from a tiny random config (1-2 layers, width
+16-32, vocabulary 99, 2 x 8 tokens, 16x16 or 32x32 images, 400 audio samples; no downloads),
+seeded, with its usual task head, and put in `train()` mode as it is while training: dropout,
+drop-path and SpecAugment run. One plain forward and backward with fxflow's own loss (a seeded
+random projection of every floating output) gives the truth for every parameter. Then
+`fxflow.check(model, inputs, capture_methods=[path])` runs once per capture path, and every
+parameter must agree:
+
+| real gradient | static verdict | dynamic verdict |
+|---|---|---|
+| nonzero | `reachable` | `ok`, `vanishing` or `nonfinite` |
+| exactly zero | `reachable` or `zero` | `zero` |
+| None | `cut`, `unused` or `frozen` | `missing` |
+
+The paths are the three capture methods on meta twin tensors (what models of real size get), and
+the run-time capture again on real twin tensors (what a tiny model gets on an idle machine); the
+twins are pinned (`FXFLOW_TWINS`) so no verdict depends on the machine's load. *Not available*
+means that capture failed for the model and fxflow fell back to nothing (`trace.method` is
+`none`): the path was not tried, which is not a disagreement. *Check CPU s* is the CPU time of
+the model's checks on all paths.
+
+A disagreement marked with a number is a known failure class of issue 10 (1: in-place writes
+through views; 2: verdicts that depend on the twins; 3: multi-output modules), listed in
+`tests/zoo/known.py` as a strict xfail; NEW marks one that is not.
+"""
+
+
+def page(results: list[ZooResult], seconds: float) -> str:
+    parts = [INTRODUCTION, "## Summary\n", *summary(results, seconds), "", "## Agreement\n", *table(results),
+             "", "## Disagreements\n", *(details(results) or ["None."]), "",
+             "## Why a path was not available\n", *unavailable(results), ""]
+    return "\n".join(parts)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("models", nargs="*", help="check only these (the page is then not written)")
+    args = parser.parse_args(argv)
+    unknown = [name for name in args.models if name not in SPECIMENS]
+    if unknown:
+        print(f"zoo.py: no model {unknown[0]!r} in the zoo", file=sys.stderr)
+        return 2
+    started = time.perf_counter()
+    results = []
+    for name in args.models or SPECIMENS:
+        results.append(check_specimen(name))
+        print(f"{name}: " + ", ".join(f"{p.path} {p.outcome}" for p in results[-1].paths.values()),
+              file=sys.stderr, flush=True)
+    text = page(results, time.perf_counter() - started)
+    if args.models:
+        print(text)
+    else:
+        PAGE.write_text(text)
+        print(f"wrote {PAGE.relative_to(ROOT)}", file=sys.stderr)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

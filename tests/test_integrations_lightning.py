@@ -1,0 +1,157 @@
+"""GradientFlowCheck in a real PyTorch Lightning Trainer: CPU, 2 steps, no logger, no checkpoints.
+
+Verdicts are checked against a real forward/backward of an identical copy on the same first batch.
+"""
+from __future__ import annotations
+
+import copy
+import warnings
+
+import pytest
+import torch
+import torch.nn as nn
+
+pl = pytest.importorskip("pytorch_lightning")
+
+from fxflow.integrations.lightning import GradientFlowCheck, GradientFlowError, GradientFlowWarning  # noqa: E402
+from gradtruth import line_of  # noqa: E402
+
+CUT_LINE = line_of(__file__, "hidden = hidden." + "detach()")  # split: not this line
+BATCH = 4
+
+
+class Classifier(pl.LightningModule):
+    """first -> relu -> last; ``cut`` plants a detach, ``zero_last`` zero-initializes the last layer."""
+
+    def __init__(self, cut: bool = False, zero_last: bool = False, call_self: bool = True) -> None:
+        super().__init__()
+        self.first = nn.Linear(10, 8)
+        self.last = nn.Linear(8, 2)
+        self.cut, self.call_self = cut, call_self
+        if zero_last:
+            nn.init.zeros_(self.last.weight)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = torch.relu(self.first(x))
+        if self.cut:
+            hidden = hidden.detach()
+        return self.last(hidden)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        logits = self(x) if self.call_self else self.last(torch.relu(self.first(x)))
+        return nn.functional.cross_entropy(logits, y)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+
+
+@pytest.fixture(scope="module")
+def loader() -> torch.utils.data.DataLoader:
+    generator = torch.Generator().manual_seed(0)
+    data = torch.utils.data.TensorDataset(torch.randn(2 * BATCH, 10, generator=generator),
+                                          torch.randint(0, 2, (2 * BATCH,), generator=generator))
+    return torch.utils.data.DataLoader(data, batch_size=BATCH, shuffle=False)
+
+
+def make(**options) -> Classifier:
+    torch.manual_seed(0)
+    return Classifier(**options)
+
+
+def fit(module, loader, tmp_path, callback, max_steps: int = 2, **options) -> pl.Trainer:
+    trainer = pl.Trainer(max_steps=max_steps, accelerator="cpu", logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path,
+                         callbacks=[callback], **options)
+    trainer.fit(module, loader)
+    return trainer
+
+
+def real_grad_norms(module: Classifier, loader) -> dict[str, float | None]:
+    """A plain backward of a copy on the first batch: {name: grad norm, None when no grad}."""
+    twin = copy.deepcopy(module)
+    twin.training_step(next(iter(loader)), 0).backward()
+    return {name: None if p.grad is None else p.grad.norm().item() for name, p in twin.named_parameters()}
+
+
+def test_healthy_run_reports_the_real_gradients_once(loader, tmp_path, capsys):
+    module = make()
+    truth = real_grad_norms(module, loader)
+    callback = GradientFlowCheck()
+    trainer = fit(module, loader, tmp_path, callback)
+    report = callback.report
+    assert trainer.global_step == 2 and report.ok and report.trace.method != "none"
+    assert {p.name: p.grad_norm for p in report.parameters} == pytest.approx(truth, rel=1e-5)
+    assert capsys.readouterr().out.count("fxflow check Classifier") == 1
+
+
+def test_planted_cut_raises_before_the_optimizer_step(loader, tmp_path, capsys):
+    module = make(cut=True)
+    truth = real_grad_norms(module, loader)
+    before = {name: p.detach().clone() for name, p in module.named_parameters()}
+    callback = GradientFlowCheck(on_problem="raise")
+    with pytest.raises(GradientFlowError, match="gradients do not reach every parameter of Classifier") as raised:
+        fit(module, loader, tmp_path, callback)
+    report = raised.value.report
+    assert {p.name for p in report.problems} == {name for name, norm in truth.items() if norm is None} \
+        == {"first.weight", "first.bias"}
+    assert {(s.op, s.source) for p in report.problems for s in p.cut_by} == \
+        {("detach", f"tests/test_integrations_lightning.py:{CUT_LINE}")}
+    assert all(torch.equal(before[name], p) for name, p in module.named_parameters())  # optimizer never stepped
+    assert module._forward_pre_hooks == {} and module._forward_hooks == {}  # hooks gone after the failure
+    assert capsys.readouterr().out.count("fxflow check Classifier") == 1
+
+
+def test_warn_warns_once_and_training_goes_on(loader, tmp_path):
+    callback = GradientFlowCheck(on_problem="warn", show=False)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        trainer = fit(make(cut=True), loader, tmp_path, callback)
+    ours = [str(w.message) for w in caught if issubclass(w.category, GradientFlowWarning)]
+    assert ours == [f"fxflow: problem: 2 of 4 parameters will not learn: 2 cut "
+                    f"(first cut: detach @ tests/test_integrations_lightning.py:{CUT_LINE})"]
+    assert trainer.global_step == 2
+
+
+def test_zero_from_a_zero_initialized_layer_is_confirmed_on_the_second_step(loader, tmp_path):
+    module = make(zero_last=True)
+    assert real_grad_norms(module, loader)["first.weight"] == 0.0  # the real first step: exactly zero
+    callback = GradientFlowCheck(show=False)
+    fit(module, loader, tmp_path, callback)
+    report = callback.report
+    assert report.ok and report.parameter("first.weight").grad_norm > 0
+    assert any(note.startswith("this is the second step: the first gave 2 parameter(s) an exactly zero gradient "
+                               "(first.weight, first.bias)") for note in report.notes)
+
+
+def test_zero_unconfirmed_when_training_ends_after_one_step(loader, tmp_path):
+    callback = GradientFlowCheck(on_problem="warn", show=False)
+    with pytest.warns(GradientFlowWarning, match="2 with an exactly zero gradient"):
+        fit(make(zero_last=True), loader, tmp_path, callback, max_steps=1)
+    report = callback.report
+    assert {p.name: p.dynamic for p in report.problems} == {"first.weight": "zero", "first.bias": "zero"}
+    assert "training ended before a second step could confirm the exactly zero gradients" in report.notes
+
+
+def test_training_step_without_self_call_gets_the_real_backward_only(loader, tmp_path):
+    module = make(call_self=False, cut=True)  # the cut lives in forward, which training_step bypasses
+    truth = real_grad_norms(module, loader)
+    callback = GradientFlowCheck(show=False)
+    fit(module, loader, tmp_path, callback)
+    report = callback.report
+    assert report.ok and report.trace.method == "none"
+    assert "no forward inputs observed: static analysis skipped" in report.notes
+    assert {p.name: p.grad_norm for p in report.parameters} == pytest.approx(truth, rel=1e-5)
+
+
+def test_accumulated_batches_make_one_checked_step(loader, tmp_path):
+    module = make()
+    twin = copy.deepcopy(module)
+    for index, batch in enumerate(loader):  # Lightning scales each micro-batch's loss by 1/2
+        (twin.training_step(batch, index) / 2).backward()
+    callback = GradientFlowCheck(show=False)
+    fit(module, loader, tmp_path, callback, max_steps=1, accumulate_grad_batches=2)
+    report = callback.report
+    assert {p.name: p.grad_norm for p in report.parameters} == \
+        pytest.approx({name: p.grad.norm().item() for name, p in twin.named_parameters()}, rel=1e-5)
+    assert "the model ran forward 2 times in the block; static verdicts use the inputs of the first" in report.notes

@@ -1,0 +1,70 @@
+"""The zoo's registry: one :class:`Specimen` per architecture, built on demand.
+
+A builder returns the model and the inputs it is checked on (a dict of keyword arguments, as a
+Hugging Face user would pass them, or a tuple of positional ones). It must be cheap: tiny
+configs (1-2 layers, width 16-32, vocabulary 99, 8 tokens, 16x16 images, short audio).
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Any, Callable
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import torch  # noqa: E402
+
+
+
+@dataclass(frozen=True)
+class Path:
+    """One way fxflow can check a model: a capture method, and the twin tensors its analysis
+    re-runs forward's ops on (``meta``, what models of real size get, or ``real`` copies, what a
+    tiny model gets on an idle machine). Both are pinned so the verdicts cannot depend on the
+    machine's load."""
+
+    name: str
+    capture: str
+    twins: str
+
+
+PATHS = (
+    Path("symbolic_trace", "symbolic_trace", "meta"),
+    Path("torch.export", "torch.export", "meta"),
+    Path("runtime", "runtime", "meta"),
+    Path("runtime/real twins", "runtime", "real"),
+)
+PATH_NAMES = tuple(path.name for path in PATHS)
+
+Built = tuple[torch.nn.Module, Any]
+
+
+@dataclass(frozen=True)
+class Specimen:
+    """One architecture of the zoo."""
+
+    name: str
+    family: str
+    build: Callable[[], Built]
+    train: bool = True  # checked in train() mode (dropout, SpecAugment live) or eval()
+    why_mode: str = ""  # why eval(), when it is
+
+    def make(self, seed: int = 0) -> Built:
+        """The model (in its checking mode) and its inputs, from a fixed seed."""
+        torch.manual_seed(seed)
+        model, inputs = self.build()
+        model.train(self.train)
+        return model, inputs
+
+
+SPECIMENS: dict[str, Specimen] = {}
+
+
+def specimen(family: str, *, name: str | None = None, train: bool = True, why_mode: str = "") -> Callable:
+    """Register a builder as a zoo specimen under ``name`` (the function's name by default)."""
+    def register(build: Callable[[], Built]) -> Callable[[], Built]:
+        key = name or build.__name__
+        assert key not in SPECIMENS, key
+        SPECIMENS[key] = Specimen(key, family, build, train, why_mode)
+        return build
+    return register

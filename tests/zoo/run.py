@@ -1,0 +1,89 @@
+"""Check one zoo specimen on every capture path against one plain forward/backward.
+
+The model is built once and shared by its paths (fxflow leaves it as found). A path whose capture
+fails gives a report with ``trace.method == "none"``: that path is *not available* for the model,
+which is not a disagreement.
+"""
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+from unittest.mock import patch
+
+import torch
+
+import fxflow
+from fxflow.errors import FxflowError
+
+from . import hf, hf_media, torch_nn  # noqa: F401 (importing them registers their specimens)
+from .registry import PATHS, SPECIMENS, Path, Specimen
+from .truth import Disagreement, Truth, disagreements, real_gradients, seed_everything
+
+
+@dataclass
+class PathResult:
+    """One capture path on one model."""
+
+    path: str
+    available: bool
+    disagreements: list[Disagreement] = field(default_factory=list)
+    error: str = ""  # the check itself refused or crashed (a disagreement: nothing was verified)
+    seconds: float = 0.0  # CPU time of the check (this process): steadier than wall time on a busy machine
+    why_unavailable: str = ""  # the capture's note when it failed
+
+    @property
+    def outcome(self) -> str:
+        if not self.available:
+            return "not available"
+        return "disagree" if self.disagreements or self.error else "agree"
+
+
+@dataclass
+class ZooResult:
+    """One model on its capture paths."""
+
+    name: str
+    family: str
+    parameters: int
+    truth: dict[str, Truth]
+    paths: dict[str, PathResult]
+    build_seconds: float
+
+    @property
+    def check_seconds(self) -> float:
+        return sum(result.seconds for result in self.paths.values())
+
+
+def check_path(model: torch.nn.Module, inputs: Any, truth: dict[str, Truth], path: Path) -> PathResult:
+    """fxflow restricted to one capture path, compared with the plain backward."""
+    seed_everything()
+    started = time.process_time()
+    try:
+        with patch.dict(os.environ, {"FXFLOW_TWINS": path.twins}):  # whatever the machine's load
+            report = fxflow.check(model, inputs, capture_methods=[path.capture])
+    except FxflowError as error:  # fxflow's own refusal: the check did not run at all
+        return PathResult(path.name, True, error=f"fxflow.check raised: {error}", seconds=time.process_time() - started)
+    seconds = time.process_time() - started
+    if report.trace.method == "none":
+        return PathResult(path.name, False, seconds=seconds, why_unavailable=_failure(report.trace.notes, path.capture))
+    assert report.trace.method == path.capture, (report.trace.method, path.capture)
+    return PathResult(path.name, True, disagreements(report, truth), seconds=seconds)
+
+
+def _failure(notes: Sequence[str], capture: str) -> str:
+    prefix = f"{capture} failed: "
+    return next((note.removeprefix(prefix) for note in notes if note.startswith(prefix)), "")
+
+
+def check_specimen(specimen: Specimen | str, paths: Sequence[Path] = PATHS) -> ZooResult:
+    """Build the model once, take the real backward's truth, then check it on each path."""
+    specimen = SPECIMENS[specimen] if isinstance(specimen, str) else specimen
+    started = time.process_time()
+    model, inputs = specimen.make()
+    build_seconds = time.process_time() - started
+    truth = real_gradients(model, inputs)
+    results = {path.name: check_path(model, inputs, truth, path) for path in paths}
+    return ZooResult(specimen.name, specimen.family, sum(p.numel() for p in model.parameters()), truth, results,
+                     build_seconds)
