@@ -143,8 +143,10 @@ class FlowInterpreter(fx.Interpreter):
         reached = _walk(outputs, entries, self.known, self.leaf_names) if node.op != "output" else {}
         self.storages.spread(reached, self._readers(inputs), written)
         elements = {key: _walk(tensors, entries, self.known, self.leaf_names)
-                    for key, tensors in result_elements(result).items()}
-        node.meta[META_KEY] = self._flow(node, inputs, reached, result, region, written, elements)
+                    for key, tensors in result_elements(result).items()} if node.op != "output" else {}
+        rerun = elements and not written and not region  # a second run must not write twice
+        depends = self._element_dependencies(node, inputs, reached) if rerun else None
+        node.meta[META_KEY] = self._flow(node, inputs, reached, result, region, written, elements, depends)
         if OPAQUE_KEY in node.meta and region is None:
             self._run_custom_backward(node, inputs, result)
         self.storages.wrote(node, written)
@@ -325,9 +327,11 @@ class FlowInterpreter(fx.Interpreter):
 
     def _flow(self, node: fx.Node, inputs: list[fx.Node], reached: dict[str, str], result: Any,
               region: GradRegion | None, written: Sequence[tuple[str, torch.Tensor]] = (),
-              elements: dict[Any, dict[str, str]] | None = None) -> NodeFlow:
+              elements: dict[Any, dict[str, str]] | None = None,
+              depends: dict[Any, set[str]] | None = None) -> NodeFlow:
         """The node's edges. ``written``: values in storages the node wrote into, which it read too;
-        ``elements``: what each element of a tuple/dict result reached on its own."""
+        ``elements``: what each element of a tuple/dict result reached on its own; ``depends``: the
+        inputs without gradient that each element depends on (:meth:`_element_dependencies`)."""
         outputs = tensors_in(result)
         flow = NodeFlow(grad_region=region)
         rules.mark_no_derivative(node, reached)
@@ -339,7 +343,8 @@ class FlowInterpreter(fx.Interpreter):
             sources = [self._read(i).name for i in inputs] + [self.storages.read_name(n) for n, _ in written]
             union = self._edges(node, sources, reached)
             flow.inputs, flow.params = union.inputs, union.params
-            parts = {key: self._edges(node, sources, part).within(union) for key, part in (elements or {}).items()}
+            parts = {key: self._edges(node, sources, part).within(union, (depends or {}).get(key))
+                     for key, part in (elements or {}).items()}
             if any(part != union for part in parts.values()):  # the elements reach different things
                 flow.outputs = parts
         flow.is_tensor = bool(outputs)
@@ -349,6 +354,33 @@ class FlowInterpreter(fx.Interpreter):
             flow.shape = tuple(int(s) for s in outputs[0].shape) if _static_shape(outputs[0]) else None
         self._flow_keys(outputs + [t for _, t in written])
         return flow
+
+    def _element_dependencies(self, node: fx.Node, inputs: list[fx.Node],
+                              reached: dict[str, str]) -> dict[Any, set[str]] | None:
+        """For a tuple result: which inputs that need no gradient each element depends on.
+
+        Their edges are ``none`` whatever the element, so the node runs once more with those inputs
+        as leaves that require grad, and each element's history says which it read (the value
+        input of ``nn.MultiheadAttention`` never reaches its weights). None if that cannot run.
+        """
+        lifted: dict[int, torch.Tensor] = {}
+        entries: dict[tuple, list[str]] = {}
+        for input_node in inputs:
+            name = self._read(input_node).name
+            for tensor in tensors_in(self.env[input_node]):
+                floating = tensor.is_floating_point() or tensor.is_complex()
+                if reached.get(name, NONE) == NONE and floating and not tensor.requires_grad:
+                    lifted[id(tensor)] = tensor.detach().requires_grad_(True)
+                    entries.setdefault(_key(lifted[id(tensor)]), []).append(name)
+        if not lifted:
+            return None
+        lift = lambda v: lifted.get(id(v), v) if isinstance(v, torch.Tensor) else v  # noqa: E731
+        try:
+            args, kwargs = tree_map(lift, self.fetch_args_kwargs_from_env(node))
+            result = getattr(self, node.op)(node.target, args, kwargs)
+        except Exception:  # it ran once; if not twice, keep every none edge
+            return None
+        return {key: set(_walk(tensors, entries, set(), {})) for key, tensors in result_elements(result).items()}
 
     def _edges(self, node: fx.Node, sources: list[str], reached: dict[str, str]) -> OutputFlow:
         """Edges from the node's inputs (read under these names) and parameters, given what a walk reached."""

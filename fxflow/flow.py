@@ -30,12 +30,16 @@ class OutputFlow:
     inputs: dict[str, str] = field(default_factory=dict)  # input node name -> DIFF/ZERO/NONE
     params: dict[str, str] = field(default_factory=dict)  # parameter name -> DIFF/ZERO/NONE
 
-    def within(self, union: "OutputFlow") -> "OutputFlow":
+    def within(self, union: "OutputFlow", depends: set[str] | None = None) -> "OutputFlow":
         """These edges without those only other elements use: a parameter that feeds just a discarded
-        element is unused by this one, not cut (a ``none`` edge stays where the call as a whole has
-        no gradient for it, under no_grad say)."""
-        keep = lambda edges, whole: {k: v for k, v in edges.items() if v != NONE or whole[k] == NONE}  # noqa: E731
-        return OutputFlow(keep(self.inputs, union.inputs), keep(self.params, union.params))
+        element is unused by this one, not cut. A ``none`` edge stays where the call as a whole has
+        no gradient for it (under no_grad, an input that needs none), unless ``depends`` (the inputs
+        this element was seen to depend on) leaves that input out."""
+        def keep(edges: dict[str, str], whole: dict[str, str], known: set[str] | None) -> dict[str, str]:
+            return {k: v for k, v in edges.items()
+                    if v != NONE or (whole[k] == NONE and (known is None or k in known))}
+
+        return OutputFlow(keep(self.inputs, union.inputs, depends), keep(self.params, union.params, None))
 
 
 @dataclass

@@ -75,23 +75,31 @@ def test_random_models_agree_with_autograd_on_each_capture_method(method: str, b
 
 
 def test_generator_plants_every_kind_at_the_line_it_reports() -> None:
-    seen = set()
     needles = {"detach": ".detach()", "detach_": ".detach_()", "data": ".data", "item": ".item()",
                "tolist": ".tolist()", "compare": "> 0).float()", "argmax": ".argmax(", "argmin": ".argmin(",
                "argsort": ".argsort(", "cast_long": ".long()", "cast_bool": "to(torch.bool)", "cast_int": ".int()",
                "where": "torch.where(", "ste": "(torch.round(", "masked_fill": ".masked_fill(", "bool_index": " > 0].sum()",
-               "masked_set": "[:, 0] > 0] = self.p",
+               "masked_set": "[:, 0] > 0] = self.p", "zeros_buffer": "zeros",
                **{kind: "" for kind in ("no_grad", "inference_mode", "set_grad_enabled")},
                **{kind: f"torch.{kind}(" for kind in ZERO_KINDS}}
+    seen = _kinds_at_their_lines("planted", needles)
+    assert seen == set(CUT_KINDS) | set(ZERO_KINDS) | {"ste", "masked_set", "zeros_buffer"}
+
+
+def _kinds_at_their_lines(attribute: str, needles: dict[str, str]) -> set[str]:
+    """Every line the generator reports (``planted`` or ``idioms``) holds its kind's code; the kinds seen."""
+    seen = set()
     for seed in range(300):
         generated = generate(seed)
         lines = generated.source.splitlines()
-        for line, kind in generated.planted.items():
+        for line, kind in getattr(generated, attribute).items():
             seen.add(kind)
             assert needles[kind] in lines[line - 1], (seed, kind, lines[line - 1])
             if kind in ("no_grad", "inference_mode", "set_grad_enabled"):
                 assert lines[line - 2].strip().startswith("with torch."), (seed, kind)
-    assert seen == set(CUT_KINDS) | set(ZERO_KINDS) | {"ste", "masked_set"}
+        for name in generated.unused_params:  # out_proj of a weights-only attention call
+            assert name.endswith(("out_proj.weight", "out_proj.bias")), name
+    return seen
 
 
 def test_generator_plants_every_view_write_and_multi_output_call() -> None:
@@ -99,13 +107,4 @@ def test_generator_plants_every_view_write_and_multi_output_call() -> None:
                "masked_set": "[:, 0] > 0] = self.p", "index_put": ".index_put_((torch.arange(0, N, 2),)",
                "copy_into": ".copy_(self.", "inplace_act": "[:, 1:]", "mha_weights": ")[1].squeeze(0)",
                "lstm_hidden": ")[1][0].squeeze(0)"}
-    seen = set()
-    for seed in range(300):
-        generated = generate(seed)
-        lines = generated.source.splitlines()
-        for line, kind in generated.idioms.items():
-            seen.add(kind)
-            assert needles[kind] in lines[line - 1], (seed, kind, lines[line - 1])
-        for name in generated.unused_params:  # out_proj of a weights-only attention call
-            assert name.endswith(("out_proj.weight", "out_proj.bias")), name
-    assert seen == set(VIEW_WRITES) | set(MULTI_OUTPUTS)
+    assert _kinds_at_their_lines("idioms", needles) == set(VIEW_WRITES) | set(MULTI_OUTPUTS)

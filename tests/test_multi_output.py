@@ -88,3 +88,29 @@ def test_attention_weights_only_leaves_out_proj_unused_and_the_call_wet(method: 
     if method == "symbolic_trace":  # the attention call is one node: painted wet, as its weights are
         call = next(n for n, data in graph.nodes(data=True) if data["kind"] == "call_module" and data["label"] == "mha")
         assert graph.nodes[call]["state"] == "wet"
+
+
+class ValueWithoutGradient(nn.Module):
+    """The value input needs no gradient (no_grad), so its edge is `none` for every element; only a
+    second run with it as a leaf shows that the weights never read it."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.q, self.v = nn.Linear(4, 8), nn.Linear(4, 8)
+        self.mha, self.head = nn.MultiheadAttention(8, 2, batch_first=True), nn.Linear(6, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            value = self.v(x)
+        q = self.q(x)
+        return self.head(self.mha(q, q, value)[1])
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_an_input_without_gradient_that_only_a_discarded_output_reads_is_unused(method: str) -> None:
+    model, inputs = ValueWithoutGradient(), (torch.randn(2, 6, 4),)
+    report = fxflow.check(model, inputs, capture_methods=[method])
+    assert report.trace.method == method, report.trace.notes
+    assert_agrees(report, real_grads(model, inputs))
+    verdicts = {p.name: p.static for p in report.parameters}
+    assert verdicts["v.weight"] == StaticVerdict.UNUSED, verdicts

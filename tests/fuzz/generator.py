@@ -198,8 +198,9 @@ def _view_write(w: _Writer, new: str, kind: str, mark: list) -> Value:
     """A value built by writing into a view of a buffer (or of a copy of a value) in place."""
     a, b = w.pick(), w.rng.choice(w.values)
     layer = w.layer("vector" if kind == "masked_set" else "linear")
+    buffer = None  # the line of a zeros buffer taking a's shape, where one is made
     if kind == "slice_set":
-        w.emit(f"{new} = {a.name}.new_zeros(N, D)")
+        buffer = _zeros_buffer(w, new, f"{a.name}.new_zeros(N, D)", mark)
         line = w.emit(f"{new}[:, :D // 2] = self.{layer}({a.name})[:, :D // 2]")
     elif kind == "narrow_add":
         w.emit(f"{new} = self.{layer}({a.name})")
@@ -213,10 +214,10 @@ def _view_write(w: _Writer, new: str, kind: str, mark: list) -> Value:
         w.idioms[line] = kind
         return _with(combine(new, a, cut(b, line)), layer)
     elif kind == "index_put":
-        w.emit(f"{new} = {a.name}.new_zeros(N, D)")
+        buffer = _zeros_buffer(w, new, f"{a.name}.new_zeros(N, D)", mark)
         line = w.emit(f"{new}.index_put_((torch.arange(0, N, 2),), self.{layer}({a.name})[::2])")
     elif kind == "copy_into":
-        w.emit(f"{new} = torch.zeros_like({a.name})")
+        buffer = _zeros_buffer(w, new, f"torch.zeros_like({a.name})", mark)
         line = w.emit(f"{new}.copy_(self.{layer}({a.name}))")
     else:  # an in-place activation on a slice of a fresh layer output; the whole output is read
         w.emit(f"{new} = self.{layer}({a.name})")
@@ -224,7 +225,16 @@ def _view_write(w: _Writer, new: str, kind: str, mark: list) -> Value:
                             "nn.functional.dropout({v}, 0.5, self.training, True)"))
         line = w.emit(act.format(v=f"{new}[:, 1:]"))
     w.idioms[line] = kind
-    return _with(combine(new, a), layer)
+    result = _with(combine(new, a), layer)
+    return combine(new, result, cut(a, buffer)) if buffer else result
+
+
+def _zeros_buffer(w: _Writer, new: str, factory: str, mark: list) -> int:
+    """``new = a.new_zeros(...)``: a buffer that takes only ``a``'s shape, so ``a``'s value stops here
+    (fxflow names this line as the first cut on that path, as it names a ``zeros_like``)."""
+    line = w.emit(f"{new} = {factory}")
+    mark.append((line, "zeros_buffer"))
+    return line
 
 
 def _multi_output(w: _Writer, new: str, kind: str) -> Value:
