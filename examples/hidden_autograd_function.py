@@ -1,6 +1,7 @@
 """A custom ``autograd.Function`` whose backward returns None: tracing sees straight through it.
 
-fxflow records the call as one opaque op and lets the real backward decide.
+fxflow records the call as one op, runs the Function's own backward on twin tensors during the
+analysis, and names ``ScaleGrad.apply`` as the cut.
 Run: ``fxflow check examples/hidden_autograd_function.py:Net``.
 """
 import torch

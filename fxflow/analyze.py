@@ -23,12 +23,14 @@ edge  ``kind`` (diff, zero, none), ``state`` (wet, dry, cut, zero)
 """
 from __future__ import annotations
 
+import operator
 from dataclasses import dataclass, field
 
 import networkx as nx
 import torch
 import torch.fx as fx
 
+from .annotate import BACKWARD_RAN_KEY
 from .flow import DIFF, META_KEY, NONE, ZERO
 from .verdicts import OPAQUE_KEY, PARAM_PREFIX
 from .explain import describe_cut, describe_zero, node_op, node_source
@@ -56,27 +58,92 @@ class StaticAnalysis:
 
 
 def build_graph(graph_module: fx.GraphModule) -> tuple[nx.DiGraph, str]:
-    """The flow graph of an annotated GraphModule, and the name of its output node."""
+    """The flow graph of an annotated GraphModule, and the name of its output node.
+
+    A node whose result elements reach different inputs or parameters (``NodeFlow.outputs``: an
+    ``nn.MultiheadAttention`` call's output and weights) gets one extra *part* node per element,
+    with that element's edges; a consumer that takes one element (``getitem``) is fed by its part
+    alone, so a parameter only the unused element needs stays unused. :func:`analyze` folds the
+    parts back into their node once the verdicts are decided.
+    """
     graph = nx.DiGraph()
     output = ""
-    for order, node in enumerate(graph_module.graph.nodes):
+    nodes = list(graph_module.graph.nodes)
+    split = {node.name: node.meta[META_KEY].outputs for node in nodes if node.meta[META_KEY].outputs}
+    for order, node in enumerate(nodes):
         flow = node.meta[META_KEY]
-        graph.add_node(
-            node.name, kind=node.op, op=node_op(node), label=_label(node), source=node_source(node),
+        attributes = dict(
+            kind=node.op, op=node_op(node), label=_label(node), source=node_source(node),
             module_stack=_module_stack(node), shape=flow.shape, dtype=flow.dtype, state="",
-            requires_grad=flow.requires_grad, order=order, opaque=node.meta.get(OPAQUE_KEY),
+            requires_grad=flow.requires_grad, order=order, opaque=_undecided_opaque(node),
         )
+        graph.add_node(node.name, **attributes)
         for source, kind in flow.inputs.items():
-            _add_edge(graph, source, node.name, kind)
+            for origin in _origins(split, source, node):
+                _add_edge(graph, origin, node.name, kind)
         for name, kind in flow.params.items():
             graph.add_node(PARAM + name, kind="param", label=name, order=order)
             _add_edge(graph, PARAM + name, node.name, kind)
+        for key, part in flow.outputs.items():
+            graph.add_node(_part(node.name, key), **attributes, part_of=node.name)
+            for source, kind in part.inputs.items():
+                for origin in _origins(split, source, node):
+                    _add_edge(graph, origin, _part(node.name, key), kind)
+            for name, kind in part.params.items():
+                _add_edge(graph, PARAM + name, _part(node.name, key), kind)
         if node.op == "output":
             output = node.name
     return graph, output
 
 
+def _part(name: str, key: object) -> str:
+    return f"{name}[{key!r}]"  # fx names never hold brackets
+
+
+def _origins(split: dict[str, dict], source: str, consumer: fx.Node) -> list[str]:
+    """The graph nodes a read of ``source`` by ``consumer`` comes from: the one element it takes, if
+    ``source`` is split and ``consumer`` takes one element (``x[1]``, ``x.attn``), else all of them."""
+    parts = split.get(source)
+    if not parts:
+        return [source]
+    key: object = None
+    if consumer.op == "call_function" and consumer.target in (operator.getitem, getattr) and len(consumer.args) > 1:
+        key = consumer.args[1]
+    if isinstance(key, (int, str)) and key in parts:
+        return [_part(source, key)]
+    return [_part(source, k) for k in parts]
+
+
+def _fold_parts(graph: nx.DiGraph, sets: list[set[str]]) -> None:
+    """After the walk: each node is in a set when one of its parts is, and takes over the parts' consumers."""
+    parts = [(name, data["part_of"]) for name, data in graph.nodes(data=True) if "part_of" in data]
+    for name, whole in parts:
+        for members in sets:
+            if name in members:
+                members.add(whole)
+
+
+def _whole_sites(graph: nx.DiGraph, sites: dict[str, frozenset[str]]) -> dict[str, frozenset[str]]:
+    """Cut (or zero) sites with each part named by its node: a cut at a part is a cut at the node."""
+    return {name: frozenset(graph.nodes[s].get("part_of", s) for s in found) for name, found in sites.items()}
+
+
+def _remove_parts(graph: nx.DiGraph) -> None:
+    """Fold each part node into its node: the part's outgoing edges leave from the node itself."""
+    parts = [(name, data["part_of"]) for name, data in graph.nodes(data=True) if "part_of" in data]
+    for name, whole in parts:
+        for _, target, data in list(graph.out_edges(name, data=True)):
+            if not graph.has_edge(whole, target) or _STRENGTH[graph[whole][target]["kind"]] < _STRENGTH[data["kind"]]:
+                graph.add_edge(whole, target, **data)
+        graph.remove_node(name)
+
+
 _STRENGTH = {NONE: 0, ZERO: 1, DIFF: 2}
+
+
+def _undecided_opaque(node: fx.Node) -> str | None:
+    """Why only the real backward can decide the node; None once its own backward ran on twins."""
+    return None if node.meta.get(BACKWARD_RAN_KEY) else node.meta.get(OPAQUE_KEY)
 
 
 def _add_edge(graph: nx.DiGraph, source: str, target: str, kind: str) -> None:
@@ -130,8 +197,10 @@ def analyze(graph_module: fx.GraphModule, model: torch.nn.Module) -> StaticAnaly
     connected = nx.ancestors(graph, output) | {output}
     wet_any = _ancestors_over(graph, output, {DIFF, ZERO})
     wet = _ancestors_over(graph, output, {DIFF})
+    _fold_parts(graph, [connected, wet_any, wet])
     cut_sites = _attribute(graph, connected - wet_any, NONE, connected)
     zero_sites = _attribute(graph, wet_any - wet, ZERO, wet_any)
+    cut_sites, zero_sites = _whole_sites(graph, cut_sites), _whole_sites(graph, zero_sites)
     nodes = {node.name: node for node in graph_module.graph.nodes}
 
     verdicts: dict[str, ParameterFinding] = {}
@@ -154,7 +223,9 @@ def analyze(graph_module: fx.GraphModule, model: torch.nn.Module) -> StaticAnaly
         verdicts[name] = verdict
 
     _paint(graph, connected, wet_any, wet, verdicts)
-    return StaticAnalysis(graph, verdicts, _uncertain(graph_module, graph))
+    uncertain = _uncertain(graph_module, graph)
+    _remove_parts(graph)
+    return StaticAnalysis(graph, verdicts, uncertain)
 
 
 def _uncertain(graph_module: fx.GraphModule, graph: nx.DiGraph) -> dict[str, tuple[int, list[str]]]:

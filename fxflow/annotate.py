@@ -8,15 +8,21 @@ inputs it is differentiable in: a comparison returns a bool tensor, ``detach`` a
 history, ``zeros_like`` one that ignores its input. No list of op names is needed for any of
 that; only zero derivatives come from :mod:`fxflow.rules`.
 
+The user's weights are never swapped: ``get_attr`` returns a weight's twin, and ``call_module``
+passes twins to the module for that one call (``torch.func.functional_call``), so an analysis
+that fails midway leaves the model as it was.
+
 Call tree::
 
     annotate(graph_module, model, inputs)
-      FlowInterpreter.run(*twin_inputs)        # with the model's parameters swapped for twins
+      FlowInterpreter.run(*twin_inputs)
         run_node(node)                         # per node, under its recorded grad mode
-          placeholder / get_attr / call_* / output   (torch.fx.Interpreter)
+          placeholder / get_attr / call_* / output   (torch.fx.Interpreter; call_module: twins passed in)
           _walk(outputs, entries, ...)         # the result's grad_fn history back to the inputs
-      _run_on_stand_ins(node)                  # data-dependent ops (.item(), masks): real stand-ins
-      annotate_by_rules(node)                  # nodes that could not run at all, or no example inputs
+          _run_custom_backward(node)           # a custom autograd.Function: its own backward decides
+        _run_on_stand_ins(node)                # what meta twins cannot run (.item(), masks, a whole
+                                               # nn.Transformer): real stand-ins, modules' real weights
+        annotate_by_rules(node)                # nodes that could not run at all, or no example inputs
 
 Result: ``node.meta["fxflow"]`` is a :class:`NodeFlow`.
 """
@@ -24,22 +30,28 @@ from __future__ import annotations
 
 import contextlib
 import os
-from typing import Any, Iterator, Sequence
+from collections import ChainMap
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 import torch.fx as fx
 from torch.utils._pytree import tree_map
 
 from . import rules
-from .capture import GRAD_MODE_KEY, GradRegion
-from .flow import (DIFF, META_KEY, NONE, ZERO, NodeFlow, data_inputs, parameter_names, resolve_attribute_of,
-                   tensors_in)
+from .aliasing import StorageMap, state, storage_key, written_members
+from .capture import GRAD_MODE_KEY, OPAQUE_KEY, GradRegion
+from .flow import (DIFF, META_KEY, NONE, ZERO, NodeFlow, OutputFlow, data_inputs, parameter_names,
+                   resolve_attribute_of, result_elements, tensors_in)
 from .rules import annotate_by_rules, in_place
-from .state import swapped_weights
+from .state import call_with_weights, weights_of
 
 # A walk inside one node's autograd history never needs to be longer than this; it guards against
 # tensors captured from far upstream (a module caching an earlier activation, say).
 _WALK_LIMIT = 100_000
+
+# node.meta[BACKWARD_RAN_KEY] is True on a custom autograd.Function whose own backward ran on
+# twins during the analysis: its edges are decided, not left to the real backward.
+BACKWARD_RAN_KEY = "fxflow_backward_ran"
 
 
 class _NotRun:
@@ -75,10 +87,14 @@ class FlowInterpreter(fx.Interpreter):
         self.twin_of: dict[int, torch.Tensor] = {}  # id(real tensor) -> its twin
         self.twin_ids: set[int] = set()
         self.twin_names: dict[int, str] = {}  # id(twin of a parameter) -> parameter name
-        self.aliases: dict[str, str] = {}  # node mutated in place -> the node that mutated it
         self.by_name = {n.name: n for n in graph_module.graph.nodes}
+        self.storages = StorageMap(self.by_name)  # bases and views: a write through one reaches all
+        self.aliases = self.storages.aliases  # node written in place -> the node that wrote it last
         self.known: set[tuple] = set()  # keys of every result so far: walks stop there
         self.keep_alive: list[Any] = []  # grad_fns whose ids are keys
+        self.weight_twin = self.twin  # what a module call gets for its weights (see _stand_in_weights)
+        self.leaf_names = ChainMap(self.twin_names, self.names)  # leaf tensor id -> parameter name
+        self.by_rules: list[fx.Node] = []  # nodes nothing could run: decided by name rules
 
     # -- twin state -------------------------------------------------------------------------
     def twin(self, tensor: torch.Tensor) -> torch.Tensor:
@@ -96,19 +112,14 @@ class FlowInterpreter(fx.Interpreter):
     def is_twin(self, value: Any) -> bool:
         return isinstance(value, torch.Tensor) and (id(value) in self.twin_ids or (self.twins == "meta" and value.is_meta))
 
-    @contextlib.contextmanager
-    def twin_model(self) -> Iterator[None]:
-        """Swap every parameter and buffer of the model for its twin, then put the real ones back."""
-        with swapped_weights(self.model, self.twin):
-            yield
-
-    # -- node kinds -------------------------------------------------------------------------
+    # -- node kinds: the user's weights are never swapped, their twins are passed in ------------
     def get_attr(self, target: str, args: tuple, kwargs: dict) -> Any:
-        value = resolve_attribute_of(self.model, self.module, target)  # parameters/buffers are twins already
+        value = resolve_attribute_of(self.model, self.module, target)
         return self.twin(value) if isinstance(value, torch.Tensor) and not self.is_twin(value) else value
 
     def call_module(self, target: str, args: tuple, kwargs: dict) -> Any:
-        return self.model.get_submodule(target)(*args, **kwargs)
+        module = self.model.get_submodule(target)
+        return call_with_weights(module, weights_of(module, self.weight_twin), args, kwargs)
 
     # -- per node ---------------------------------------------------------------------------
     def run_node(self, node: fx.Node) -> Any:
@@ -116,111 +127,250 @@ class FlowInterpreter(fx.Interpreter):
         if any(self.env[self._read(i)] is NOT_RUN for i in inputs):
             self._by_rules(node)
             return NOT_RUN
-        entries = self._entry_points(inputs)
-        states = {id(t): _state(t) for i in inputs for t in tensors_in(self.env[self._read(i)])}
+        # A write through any view of an input changes every value in its storage: watch them all.
+        members = self.storages.sharing([self.env[i] for i in inputs]) if node.op != "output" else []
+        entries = self._entry_points(inputs, members)
+        states = {id(t): state(t) for _, t in members}
         region = node.meta.get(GRAD_MODE_KEY)
         try:
             with torch.no_grad() if region else contextlib.nullcontext():
                 args, kwargs = self.fetch_args_kwargs_from_env(node)
                 result = getattr(self, node.op)(node.target, args, kwargs)
         except Exception:  # a data-dependent op (.item(), a boolean mask): retry on real stand-ins
-            return self._run_on_stand_ins(node, inputs, region)
-        reached = _walk(tensors_in(result), entries, self.known, self.twin_names) if node.op != "output" else {}
-        node.meta[META_KEY] = self._flow(node, inputs, reached, result, region)
-        if isinstance(result, torch.Tensor) and id(result) in states and _state(result) != states[id(result)]:
-            self._note_in_place(node, inputs, result)
+            return self._run_on_stand_ins(node, inputs, members, region)
+        written = written_members(members, states)
+        outputs = tensors_in(result) + [t for _, t in written]
+        reached = _walk(outputs, entries, self.known, self.leaf_names) if node.op != "output" else {}
+        self.storages.spread(reached, self._readers(inputs), written)
+        elements = {key: _walk(tensors, entries, self.known, self.leaf_names)
+                    for key, tensors in result_elements(result).items()}
+        node.meta[META_KEY] = self._flow(node, inputs, reached, result, region, written, elements)
+        if OPAQUE_KEY in node.meta and region is None:
+            self._run_custom_backward(node, inputs, result)
+        self.storages.wrote(node, written)
+        self.storages.register(node.name, result)
         return result
 
     def _by_rules(self, node: fx.Node) -> None:
+        self.by_rules.append(node)
         node.meta[META_KEY] = annotate_by_rules(node, self.model, self.names, lambda n: self._read(n).name)
         if in_place(node):
             self.aliases[self._read(node.args[0]).name] = node.name
             self.aliases[node.args[0].name] = node.name
 
     def _read(self, node: fx.Node) -> fx.Node:
-        """The node whose value a read of ``node`` sees: the last in-place op on it, if any."""
-        name = self.aliases.get(node.name)
-        return self.by_name[name] if name else node
+        """The node whose value a read of ``node`` sees: the last in-place write into it, if any."""
+        return self.storages.read(node)
 
-    def _entry_points(self, inputs: list[fx.Node]) -> dict[tuple, list[str]]:
-        """Where each input tensor's gradient would enter autograd, keyed as in the walk."""
+    def _readers(self, inputs: list[fx.Node]) -> list[tuple[str, torch.Tensor]]:
+        """(name read, tensor) for every tensor the node is called with."""
+        return [(self._read(i).name, t) for i in inputs for t in tensors_in(self.env[i])]
+
+    def _entry_points(self, inputs: list[fx.Node],
+                      members: Sequence[tuple[str, torch.Tensor]] = ()) -> dict[tuple, list[str]]:
+        """Where each input tensor's gradient would enter autograd, keyed as in the walk.
+
+        The tensors are the ones the node is called with (``env[input]``); the name is the node a
+        read of that input sees (the last write into its storage). ``members`` (values sharing
+        storage with an input) are entries too: a write through a view reads its base.
+        """
         entries: dict[tuple, list[str]] = {}
+
+        def add(key: tuple, name: str) -> None:
+            names = entries.setdefault(key, [])
+            if name not in names:
+                names.append(name)
+
         for input_node in inputs:
-            source = self._read(input_node)
-            for tensor in tensors_in(self.env[source]):
+            name = self._read(input_node).name
+            for tensor in tensors_in(self.env[input_node]):
                 if tensor.requires_grad:
-                    entries.setdefault(_key(tensor), []).append(source.name)
+                    add(_key(tensor), name)
+        for name, tensor in members:
+            if tensor.requires_grad:
+                add(_key(tensor), self.storages.read_name(name))
         return entries
 
-    def _run_on_stand_ins(self, node: fx.Node, inputs: list[fx.Node], region: GradRegion | None) -> Any:
+    def _run_on_stand_ins(self, node: fx.Node, inputs: list[fx.Node], members: list[tuple[str, torch.Tensor]],
+                          region: GradRegion | None) -> Any:
         """Run a node meta twins cannot (its result depends on values) on real stand-in tensors.
 
-        Each twin input becomes a real leaf of the same shape and dtype; the result's history
-        back to those leaves gives the edges, as on twins. The result goes back to twins (leaves
-        that keep ``requires_grad``) so later nodes run as usual. Only if this fails too is the
-        node decided by name rules.
+        Each twin input becomes a real tensor of the same shape and dtype; the result's history
+        back to those stand-ins gives the edges, as on twins. The result goes back to twins (leaves
+        that keep ``requires_grad``) so later nodes run as usual; so does an input the node wrote
+        into (``h[mask] = v``), which later reads then see. Only if this fails too is the node
+        decided by name rules.
         """
-        stand_ins: dict[int, torch.Tensor] = {}
+        stand_ins: dict[int, tuple[torch.Tensor, torch.Tensor, tuple]] = {}  # id(twin) -> twin, stand-in, state
         entries: dict[tuple, list[str]] = {}
 
         def real(value: Any) -> Any:
             if not self.is_twin(value):
                 return value
             if id(value) not in stand_ins:
-                stand_ins[id(value)] = _stand_in(value, self.device)
-            return stand_ins[id(value)]
+                stand_in = _stand_in(value, self.device, self.keep_alive)
+                stand_ins[id(value)] = (value, stand_in, state(stand_in))
+            return stand_ins[id(value)][1]
 
         try:
-            with self.device, torch.no_grad() if region else contextlib.nullcontext():
+            with self._stand_in_weights() as weight_names, self.device, \
+                    torch.no_grad() if region else contextlib.nullcontext():
+                names = ChainMap(weight_names, self.leaf_names)
                 args, kwargs = self.fetch_args_kwargs_from_env(node)
                 args, kwargs = tree_map(real, (args, kwargs))
-                for input_node in inputs:
+                for input_node in inputs:  # real tensors among the inputs (factories) are used as they are
                     for tensor in tensors_in(self.env[input_node]):
-                        if self.is_twin(tensor) and tensor.requires_grad:
+                        if tensor.requires_grad:
                             entries.setdefault(_key(real(tensor)), []).append(self._read(input_node).name)
+                real_members = [(name, t) for name, t in members if not self.is_twin(t)]  # written in place
+                states = {id(t): state(t) for _, t in real_members}
                 result = getattr(self, node.op)(node.target, args, kwargs)
-                reached = _walk(tensors_in(result), entries, set(), self.twin_names)
+                changed = {id(twin): stand_in for twin, stand_in, before in stand_ins.values()
+                           if state(stand_in) != before}
+                written_twins = {storage_key(stand_ins[i][0]) for i in changed}  # written in their stand-ins
+                written = [(name, t) for name, t in members if storage_key(t) in written_twins]
+                written += written_members(real_members, states)
+                outputs = tensors_in(result) + list(changed.values()) + [t for _, t in written if not self.is_twin(t)]
+                reached = _walk(outputs, entries, set(), names)
+                self.storages.spread(reached, self._readers(inputs), written)
+                elements = {key: _walk(tensors, entries, set(), names)
+                            for key, tensors in result_elements(result).items()}
                 result = tree_map(self._retwin, result)
         except Exception:  # not even real values help (.numpy() of a tensor that needs grad, ...)
             self._by_rules(node)
             return NOT_RUN
-        node.meta[META_KEY] = self._flow(node, inputs, reached, result, region)
+        node.meta[META_KEY] = self._flow(node, inputs, reached, result, region, written, elements)
+        for input_node in inputs:  # the written twins are replaced: later reads see the write
+            value = self.env[input_node]
+            if isinstance(value, torch.Tensor) and id(value) in changed:
+                self.env[input_node] = self._retwin(changed[id(value)])
+                self._flow_keys(tensors_in(self.env[input_node]))
         node.meta[META_KEY].on_stand_ins = True
+        self.storages.wrote(node, written)
+        self.storages.register(node.name, result)
+        if OPAQUE_KEY in node.meta and region is None:
+            self._run_custom_backward(node, inputs, None)
         return result
+
+    def _stand_in_arguments(self, node: fx.Node, inputs: list[fx.Node], make: StandIn | None = None,
+                            ) -> tuple[tuple, dict, dict[tuple, list[str]]]:
+        """The node's arguments with every twin replaced by a real stand-in (one per twin, made by
+        ``make``), and the entry points of those stand-ins keyed as in the walk."""
+        stand_ins: dict[int, torch.Tensor] = {}
+        make = make or (lambda twin, device: _stand_in(twin, device, self.keep_alive))
+
+        def real(value: Any) -> Any:
+            if not self.is_twin(value):
+                return value
+            if id(value) not in stand_ins:
+                stand_ins[id(value)] = make(value, self.device)
+            return stand_ins[id(value)]
+
+        args, kwargs = tree_map(real, self.fetch_args_kwargs_from_env(node))
+        entries: dict[tuple, list[str]] = {}
+        for input_node in inputs:
+            for tensor in tensors_in(self.env[input_node]):
+                if self.is_twin(tensor) and tensor.requires_grad:
+                    entries.setdefault(_key(real(tensor)), []).append(self._read(input_node).name)
+        return args, kwargs, entries
+
+    @contextlib.contextmanager
+    def _stand_in_weights(self) -> Iterator[dict[int, str]]:
+        """Module calls inside get real copies of their weights (ones of the same shape for weights
+        on meta) instead of twins. Yields ``{id(copy of a parameter): its name}`` for the walk."""
+        copies: dict[int, torch.Tensor] = {}
+        names: dict[int, str] = {}
+
+        def copy_of(tensor: torch.Tensor) -> torch.Tensor:
+            if id(tensor) not in copies:
+                copies[id(tensor)] = _real_copy(tensor, self.device)
+                if id(tensor) in self.names:
+                    names[id(copies[id(tensor)])] = self.names[id(tensor)]
+            return copies[id(tensor)]
+
+        self.weight_twin = copy_of
+        try:
+            yield names
+        finally:
+            self.weight_twin = self.twin
+
+    def _run_custom_backward(self, node: fx.Node, inputs: list[fx.Node], result: Any | None) -> None:
+        """Run a custom ``autograd.Function``'s own backward to see which inputs it gives a gradient.
+
+        The walk sees a Function's autograd node linked to every input, but its backward (the
+        user's code, which the real backward runs anyway) may return ``None`` for one: that edge
+        carries nothing, as after ``detach``. Gradients of ones flow back from every output that
+        requires grad, on real tensors: the twins' ``result`` when they are real, else the node runs
+        again on stand-ins (random values: ones could zero a value-dependent backward). ``None``
+        -> NONE, all zeros -> ZERO, else DIFF. If the backward cannot run on them, the node stays
+        opaque (no BACKWARD_RAN_KEY) and the real backward decides.
+        """
+        try:
+            with torch.enable_grad(), self.device:
+                if self.twins == "meta" or result is None:
+                    args, kwargs, entries = self._stand_in_arguments(node, inputs, _random_stand_in_maker())
+                    result = self.call_function(node.target, args, kwargs)
+                else:
+                    entries = self._entry_points(inputs)
+                    args, kwargs = self.fetch_args_kwargs_from_env(node)
+                kinds = _backward_kinds(result, tensors_in((args, kwargs)), entries)
+        except Exception:
+            return
+        node.meta[META_KEY].inputs.update(kinds)
+        node.meta[BACKWARD_RAN_KEY] = True
 
     def _retwin(self, value: Any) -> Any:
         if not isinstance(value, torch.Tensor) or self.is_twin(value):
             return value
         return _twin(value, self.twins)
 
-    def _flow(self, node: fx.Node, inputs: list[fx.Node], reached: dict[str, str],
-              result: Any, region: GradRegion | None) -> NodeFlow:
+    def _flow(self, node: fx.Node, inputs: list[fx.Node], reached: dict[str, str], result: Any,
+              region: GradRegion | None, written: Sequence[tuple[str, torch.Tensor]] = (),
+              elements: dict[Any, dict[str, str]] | None = None) -> NodeFlow:
+        """The node's edges. ``written``: values in storages the node wrote into, which it read too;
+        ``elements``: what each element of a tuple/dict result reached on its own."""
         outputs = tensors_in(result)
         flow = NodeFlow(grad_region=region)
-        for input_node in inputs:
-            source = self._read(input_node)
-            if node.op == "output":
-                floating = any(t.is_floating_point() or t.is_complex() for t in tensors_in(self.env[source]))
-                flow.inputs[source.name] = DIFF if floating else NONE
-            else:
-                flow.inputs[source.name] = reached.get(source.name, NONE)
-        for key, kind in reached.items():
-            if key.startswith("param:"):
-                flow.params[key[len("param:"):]] = kind
-        for name in self._owned_parameters(node):
-            flow.params.setdefault(name, NONE)
-        if node.op == "get_attr" and node.target in self._own_names():
-            flow.params[self._own_names()[node.target]] = DIFF
+        rules.mark_no_derivative(node, reached)
+        if node.op == "output":
+            for input_node in inputs:
+                floating = any(t.is_floating_point() or t.is_complex() for t in tensors_in(self.env[input_node]))
+                flow.inputs[self._read(input_node).name] = DIFF if floating else NONE
+        else:
+            sources = [self._read(i).name for i in inputs] + [self.storages.read_name(n) for n, _ in written]
+            union = self._edges(node, sources, reached)
+            flow.inputs, flow.params = union.inputs, union.params
+            parts = {key: self._edges(node, sources, part).within(union) for key, part in (elements or {}).items()}
+            if any(part != union for part in parts.values()):  # the elements reach different things
+                flow.outputs = parts
         flow.is_tensor = bool(outputs)
         flow.requires_grad = any(t.requires_grad for t in outputs)
         if outputs:
             flow.dtype = rules.dtype_name(outputs[0].dtype)
             flow.shape = tuple(int(s) for s in outputs[0].shape) if _static_shape(outputs[0]) else None
-        for tensor in outputs:
+        self._flow_keys(outputs + [t for _, t in written])
+        return flow
+
+    def _edges(self, node: fx.Node, sources: list[str], reached: dict[str, str]) -> OutputFlow:
+        """Edges from the node's inputs (read under these names) and parameters, given what a walk reached."""
+        edges = OutputFlow()
+        for source in sources:
+            edges.inputs.setdefault(source, reached.get(source, NONE))
+        for key, kind in reached.items():
+            if key.startswith("param:"):
+                edges.params[key[len("param:"):]] = kind
+        for name in self._owned_parameters(node):
+            edges.params.setdefault(name, NONE)
+        if node.op == "get_attr" and node.target in self._own_names():
+            edges.params[self._own_names()[node.target]] = DIFF
+        return edges
+
+    def _flow_keys(self, tensors: list[torch.Tensor]) -> None:
+        """Walks of later nodes stop at these tensors: they are results of this node."""
+        for tensor in tensors:
             if tensor.requires_grad:
                 self.known.add(_key(tensor))
                 self.keep_alive.append(tensor.grad_fn)
-        return flow
 
     def _own_names(self) -> dict[str, str]:
         """Attribute path -> canonical name, for every path a parameter can be read through."""
@@ -228,25 +378,16 @@ class FlowInterpreter(fx.Interpreter):
             self._paths = {}
             for module_name, module in self.model.named_modules(remove_duplicate=False):
                 for local, parameter in module._parameters.items():
-                    if id(parameter) in self.twin_names:
+                    if id(parameter) in self.names:
                         path = f"{module_name}.{local}" if module_name else local
-                        self._paths[path] = self.twin_names[id(parameter)]
+                        self._paths[path] = self.names[id(parameter)]
         return self._paths
 
     def _owned_parameters(self, node: fx.Node) -> list[str]:
         if node.op != "call_module":
             return []
         module = self.model.get_submodule(node.target)
-        return [self.twin_names[id(p)] for p in module.parameters() if id(p) in self.twin_names]
-
-    def _note_in_place(self, node: fx.Node, inputs: list[fx.Node], result: torch.Tensor) -> None:
-        """An op that changed one of its inputs in place: later reads of that input see this node."""
-        for input_node in inputs:
-            source = self._read(input_node)
-            value = self.env[source]
-            if isinstance(value, torch.Tensor) and result is value:
-                self.aliases[input_node.name] = node.name
-                self.aliases[source.name] = node.name
+        return [self.names[id(p)] for p in module.parameters() if id(p) in self.names]
 
 
 def _twin(tensor: torch.Tensor, kind: str) -> torch.Tensor:
@@ -255,18 +396,61 @@ def _twin(tensor: torch.Tensor, kind: str) -> torch.Tensor:
     return twin.requires_grad_(tensor.requires_grad) if twin.is_floating_point() or twin.is_complex() else twin
 
 
-def _stand_in(twin: torch.Tensor, device: torch.device) -> torch.Tensor:
+def _stand_in(twin: torch.Tensor, device: torch.device, keep_alive: list[Any]) -> torch.Tensor:
     """A real tensor shaped like ``twin``: ones (every mask entry True), zeros for integers
-    (always a valid index); a leaf that requires grad when the twin does."""
+    (always a valid index). Where the twin requires grad, a copy of a leaf that does (autograd
+    refuses in-place writes into the leaf itself, and ``h[mask] = v`` is such a write)."""
     integer = not (twin.dtype.is_floating_point or twin.dtype.is_complex or twin.dtype == torch.bool)
     make = torch.zeros if integer else torch.ones
     tensor = make(tuple(twin.shape), dtype=twin.dtype, device=device)
-    return tensor.requires_grad_(twin.requires_grad)
+    if not twin.requires_grad:
+        return tensor
+    leaf = tensor.requires_grad_(True)
+    keep_alive.append(leaf)
+    return leaf.clone()
 
 
-def _state(tensor: torch.Tensor) -> tuple:
-    """What an in-place op changes: data version, autograd history, requires_grad."""
-    return (tensor._version, id(tensor.grad_fn), tensor.requires_grad)
+StandIn = Callable[[torch.Tensor, torch.device], torch.Tensor]
+
+
+def _random_stand_in_maker(seed: int = 0) -> StandIn:
+    """Like :func:`_stand_in`, but floating-point stand-ins hold seeded normal values."""
+    generators: dict[torch.device, torch.Generator] = {}
+
+    def make(twin: torch.Tensor, device: torch.device) -> torch.Tensor:
+        if not (twin.dtype.is_floating_point or twin.dtype.is_complex):
+            return _stand_in(twin, device, [])
+        generator = generators.setdefault(device, torch.Generator(device).manual_seed(seed))
+        tensor = torch.randn(tuple(twin.shape), dtype=twin.dtype, device=device, generator=generator)
+        return tensor.requires_grad_(twin.requires_grad)
+
+    return make
+
+
+def _real_copy(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
+    """A real leaf with ``tensor``'s values (a stand-in when it lives on meta), same requires_grad."""
+    copy = _stand_in(tensor, device, []).detach() if tensor.is_meta else tensor.detach().clone()
+    return copy.requires_grad_(tensor.requires_grad) if copy.is_floating_point() or copy.is_complex() else copy
+
+
+_STRENGTH = {NONE: 0, ZERO: 1, DIFF: 2}
+
+
+def _backward_kinds(result: Any, arguments: list[torch.Tensor], entries: dict[tuple, list[str]]) -> dict[str, str]:
+    """``{input node: NONE|ZERO|DIFF}`` from one backward of ones through ``result`` to ``arguments``."""
+    outputs = [t for t in tensors_in(result) if t.requires_grad]
+    sources = list({id(t): t for t in arguments if t.requires_grad and _key(t) in entries}.values())
+    if not outputs or not sources:
+        return {}
+    grads = torch.autograd.grad(outputs, sources, grad_outputs=[torch.ones_like(t) for t in outputs],
+                                allow_unused=True, retain_graph=True)
+    kinds: dict[str, str] = {}
+    for source, grad in zip(sources, grads):
+        kind = NONE if grad is None else DIFF if grad.is_meta or bool(grad.any()) else ZERO
+        for name in entries[_key(source)]:
+            if _STRENGTH[kind] >= _STRENGTH[kinds.get(name, NONE)]:
+                kinds[name] = kind
+    return kinds
 
 
 def _static_shape(tensor: torch.Tensor) -> bool:
@@ -277,18 +461,25 @@ def _walk(outputs: list[torch.Tensor], entries: dict[tuple, list[str]], known: s
           parameter_names: dict[int, str]) -> dict[str, str]:
     """Which inputs (and parameters) the outputs' history reaches, and whether only through zeros.
 
-    Returns ``{input node name: DIFF|ZERO}`` plus ``{"param:<name>": DIFF|ZERO}`` entries for leaves
-    that are parameters (a module call's own weights).
+    Returns ``{input node name: DIFF|ZERO|NONE}`` plus ``{"param:<name>": ...}`` entries for leaves
+    that are parameters (a module call's own weights). NONE: reached only through an op with no
+    derivative for it (``floor_divide``): its backward raises, so no gradient gets there. Each pass
+    crosses one more kind of edge (see :func:`fxflow.rules.derivative_kinds`); a pass runs only
+    if the one before skipped such an edge.
     """
     roots = [(t.grad_fn, t.output_nr) for t in outputs if t.grad_fn is not None]
     leaves = [("leaf", id(t)) for t in outputs if t.requires_grad and t.grad_fn is None]
     reached: dict[str, str] = {}
-    for crossing_zero in (False, True):
+    for key in leaves:
+        for name in entries.get(key, ()):
+            reached[name] = DIFF
+    skipped: set[str] = {DIFF}
+    for crossing in (DIFF, ZERO, NONE):  # edges of this kind and the ones before it are crossed
+        if crossing not in skipped:
+            continue
+        crossable = _CROSSABLE[crossing]
         seen: set[tuple] = set()
         stack = list(roots)
-        for key in leaves:
-            for name in entries.get(key, ()):
-                reached[name] = DIFF
         while stack and len(seen) < _WALK_LIMIT:
             function, output_nr = stack.pop()
             key = _next_key(function, output_nr)
@@ -297,31 +488,36 @@ def _walk(outputs: list[torch.Tensor], entries: dict[tuple, list[str]], known: s
             seen.add(key)
             if key in entries:
                 for name in entries[key]:
-                    reached.setdefault(name, ZERO if crossing_zero else DIFF)
+                    reached.setdefault(name, crossing)
                 continue
             variable = getattr(function, "variable", None)
             if variable is not None:
                 name = parameter_names.get(id(variable))
                 if name:
-                    reached.setdefault("param:" + name, ZERO if crossing_zero else DIFF)
+                    reached.setdefault("param:" + name, crossing)
                 continue
             if key in known:  # the result of an earlier node that is not an input here
                 continue
-            zero_edges = rules.zero_derivative_edges(function)
-            for index, (next_function, number) in enumerate(function.next_functions):
+            for kind, (next_function, number) in zip(rules.derivative_kinds(function), function.next_functions):
                 if next_function is None:
                     continue
-                if not crossing_zero and zero_edges is not False and (zero_edges is None or index in zero_edges):
-                    continue  # gradient arrives here as an exact zero: only the second pass crosses
+                if kind not in crossable:  # gradient arrives as an exact zero, or not at all: a later pass
+                    skipped.add(kind)
+                    continue
                 stack.append((next_function, number))
     return reached
 
 
+_CROSSABLE = {DIFF: {DIFF}, ZERO: {DIFF, ZERO}, NONE: {DIFF, ZERO, NONE}}
+
+
 def annotate(graph_module: fx.GraphModule, model: torch.nn.Module,
-             inputs: Sequence[Any] | None, twins: str | None = None) -> None:
+             inputs: Sequence[Any] | None, twins: str | None = None) -> list[str]:
     """Write a :class:`NodeFlow` into ``node.meta["fxflow"]`` for every node of the graph.
 
     With example inputs every node runs on twin tensors; without, edges come from name rules.
+    The model's own tensors are never replaced: twins are passed to each module call. Returns
+    notes for the report (module calls whose parameters only a name rule could decide).
     """
     names = parameter_names(model)
     if inputs is None:
@@ -330,24 +526,37 @@ def annotate(graph_module: fx.GraphModule, model: torch.nn.Module,
             node.meta[META_KEY] = annotate_by_rules(node, model, names, lambda n: aliases.get(n.name, n.name))
             if in_place(node):  # later reads of the tensor see this node (h.detach_() cuts them)
                 aliases[node.args[0].name] = node.name
-        return
+        return []
     device = next((p.device for p in model.parameters()), torch.device("cpu"))
     interpreter = FlowInterpreter(graph_module, model, device, twins or choose_twins(model, inputs))
     twin_inputs = [interpreter.twin(x) if isinstance(x, torch.Tensor) else x for x in inputs]
     # Factories inside forward land on meta through the default device.
-    with interpreter.twin_model(), torch.device("meta") if interpreter.twins == "meta" else contextlib.nullcontext():
+    with torch.device("meta") if interpreter.twins == "meta" else contextlib.nullcontext():
         interpreter.run(*twin_inputs)
+    return _rule_notes(interpreter.by_rules)
 
 
-def choose_twins(model: torch.nn.Module, inputs: Sequence[Any] | None = None,
-                 forward_seconds: float | None = None) -> str:
-    """``real`` when re-running forward's ops is cheap, else ``meta`` (``FXFLOW_TWINS`` overrides).
+def _rule_notes(nodes: list[fx.Node]) -> list[str]:
+    """A note counting the parameters whose edges only a name rule could decide (nodes nothing ran)."""
+    carrying = [node for node in nodes if node.meta[META_KEY].params]
+    parameters = sorted({name for node in carrying for name in node.meta[META_KEY].params})
+    if not parameters:
+        return []
+    shown = ", ".join(parameters[:4]) + (f" and {len(parameters) - 4} more" if len(parameters) > 4 else "")
+    calls = ", ".join(node.name for node in carrying[:3]) + (" ..." if len(carrying) > 3 else "")
+    return [f"{len(parameters)} parameter{'s' if len(parameters) != 1 else ''} ({shown}) had their gradient "
+            f"edges decided by a name rule at {calls}: nodes that could not run on twin or stand-in tensors, "
+            "or that take the result of one"]
 
-    Autograd builds the same history on meta tensors as on real ones, so the edges come out the
-    same; the choice is cost. A meta op costs ~0.1 ms whatever its size, and the first one imports
-    torch._dynamo (a second of start-up); a small model's real ops cost microseconds. Real twins
-    copy the weights and compute forward's ops once more, so they are used only for small weights
-    and a forward measured (or, unmeasured, expected from the input size) to be quick.
+
+def choose_twins(model: torch.nn.Module, inputs: Sequence[Any] | None = None) -> str:
+    """``real`` for small weights and inputs, else ``meta`` (``FXFLOW_TWINS`` overrides).
+
+    Decided by size alone, never by a measured time, so a busy machine gets the same twins as
+    an idle one; the verdicts do not depend on the choice either (a node that cannot run on meta
+    twins runs on real stand-ins). The choice is cost: a meta op costs ~0.1 ms whatever its size,
+    and the first one imports torch._dynamo (a second of start-up), while a small model's real ops
+    cost microseconds; real twins copy the weights and compute forward's ops once more.
     """
     forced = os.environ.get("FXFLOW_TWINS")
     if forced in ("meta", "real"):
@@ -357,13 +566,10 @@ def choose_twins(model: torch.nn.Module, inputs: Sequence[Any] | None = None,
         return "meta"
     if sum(t.numel() * t.element_size() for t in tensors) > _REAL_TWIN_LIMIT_BYTES:
         return "meta"
-    if forward_seconds is not None:
-        return "real" if forward_seconds <= _REAL_TWIN_LIMIT_SECONDS else "meta"
     elements = sum(x.numel() for x in inputs or () if isinstance(x, torch.Tensor))
     return "real" if elements <= _REAL_TWIN_LIMIT_ELEMENTS else "meta"
 
 
-# Real twins only below all of these (see choose_twins).
+# Real twins only below both of these (see choose_twins).
 _REAL_TWIN_LIMIT_BYTES = 16 * 2**20
-_REAL_TWIN_LIMIT_SECONDS = 0.05
 _REAL_TWIN_LIMIT_ELEMENTS = 2**20

@@ -1,12 +1,14 @@
 """The ``fxflow`` command: argument parsing, exit codes and error lines; no analysis logic.
 
-Exit codes: 0 nothing wrong, 1 a parameter will not learn, 2 the check could not run.
+Exit codes: 0 nothing wrong, 1 a parameter will not learn (with ``--baseline``: a problem the
+baseline does not know; for ``diff``: NEW has a problem OLD did not), 2 the check could not run.
 torch is imported only once a command runs, so ``fxflow --help`` and ``--version`` are instant.
 """
 from __future__ import annotations
 
 import argparse
 import contextlib
+import json
 import logging
 import os
 import sys
@@ -14,6 +16,7 @@ import warnings
 from typing import Any, Iterator, Sequence
 
 from . import __version__
+from .errors import first_line
 
 EXAMPLES = """examples:
   fxflow check examples/seed.py:Net
@@ -22,6 +25,15 @@ EXAMPLES = """examples:
   fxflow check model.py:Net --allow 'target_net.*'      # deliberate dryness passes CI
   fxflow render model.py:Net -o flow.svg
 """
+
+
+DIFF_EXAMPLES = """examples:
+  fxflow check model.py:Net --json > before.json   # on the main branch
+  fxflow diff before.json model.py:Net             # after the change: exit 1 if something stopped learning
+"""
+
+FORMATS = ("text", "json", "github", "sarif")
+DEFAULT_BASELINE = "fxflow-baseline.json"
 
 
 class _Parser(argparse.ArgumentParser):
@@ -34,13 +46,19 @@ class _UsageError(Exception):
 
 
 def _add_common(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("target", help="path/to/file.py:Name or package.module:Name")
+    parser.add_argument("target", help="path/to/file.py[:Name] or package.module:Name (Name found when the file has one model)")
+    _add_check_options(parser)
+
+
+def _add_check_options(parser: argparse.ArgumentParser) -> None:
+    """How a target is built and checked: shared by check, render and diff."""
     parser.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
                         help="constructor argument (a Python literal); repeatable")
     parser.add_argument("--input-size", action="append", default=[], metavar="SIZES[:DTYPE]",
                         help="one per forward input, e.g. 16,10 or 2,7:long; repeatable")
     parser.add_argument("--allow", action="append", default=[], metavar="GLOB",
                         help="parameters allowed to be dry (e.g. 'target_net.*'); repeatable")
+    parser.add_argument("--strict", action="store_true", help="an --allow pattern that matches no parameter is an error; render: exit codes as check")
     parser.add_argument("--seed", type=int, default=0, help="torch seed for the model and inputs (default 0)")
     parser.add_argument("--vanishing", type=float, default=1e-3, metavar="FACTOR",
                         help="gradient RMS below FACTOR x the largest is vanishing (default 1e-3)")
@@ -55,19 +73,52 @@ def build_parser() -> argparse.ArgumentParser:
     parser = _Parser(prog="fxflow", description="Which parameters will never learn, and which line of forward cut them off.",
                      epilog=EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"fxflow {__version__}")
-    commands = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="{check,render}")
+    commands = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="{check,render,diff}")
     check = commands.add_parser("check", help="table, JSON and exit code", epilog=EXAMPLES,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_common(check)
-    check.add_argument("--json", action="store_true", help="print the JSON report")
-    render = commands.add_parser("render", help="draw the colored gradient-flow diagram", epilog=EXAMPLES,
+    check.add_argument("--format", choices=FORMATS, default="text",
+                       help="text (default), json, github (workflow annotations) or sarif (code scanning)")
+    check.add_argument("--json", action="store_const", dest="format", const="json", help="the same as --format json")
+    check.add_argument("--baseline", metavar="FILE", help="fail only on problems not recorded in FILE")
+    check.add_argument("--write-baseline", action="store_true",
+                       help=f"record the current problems in the --baseline FILE (default {DEFAULT_BASELINE}); exit 0")
+    diff = commands.add_parser("diff", help="what changed in gradient flow between two reports or targets",
+                               epilog=DIFF_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
+    diff.add_argument("old", help="a JSON report (fxflow check --json) or a target")
+    diff.add_argument("new", help="a JSON report or a target")
+    diff.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or json")
+    _add_check_options(diff)
+    _add_render(commands)
+    return parser
+
+
+RENDER_EXAMPLES = """examples:
+  fxflow render examples/seed.py:Net -o flow.svg && xdg-open flow.svg
+  fxflow render model.py:Net -o report.html         # interactive: search, zoom, table, expand modules
+  fxflow render model.py:Net -o flow.png --scale 3  # a sharper PNG (default --scale 2)
+  fxflow render model.py:Net -o flow.svg --focus    # only the cuts and the paths through them
+  fxflow render model.py:Net -o flow.svg --depth 1  # modules below the top level as one box each
+  fxflow render model.py:Net -o flow.svg --all      # also the int/bool/mask nodes hidden by default
+  fxflow render model.py:Net -o flow.svg --strict   # exit 1 when a parameter will not learn, as check
+
+render exits 0 once the picture is written; `fxflow check` (or --strict) is the gate.
+"""
+
+
+def _add_render(commands: Any) -> None:
+    """The ``render`` subcommand's arguments."""
+    render = commands.add_parser("render", help="draw the colored gradient-flow diagram", epilog=RENDER_EXAMPLES,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
     _add_common(render)
-    render.add_argument("-o", "--output", required=True, help="file to write (.svg .png .pdf .dot), or - for DOT on stdout")
-    render.add_argument("--format", choices=("svg", "png", "pdf", "dot"), help="overrides the extension")
+    render.add_argument("-o", "--output", required=True,
+                        help="file to write (.svg .png .pdf .dot .html), or - for DOT on stdout")
+    render.add_argument("--format", choices=("svg", "png", "pdf", "dot", "html"), help="overrides the extension")
     render.add_argument("--depth", type=int, default=None, help="collapse modules deeper than N")
     render.add_argument("--focus", action="store_true", help="only cuts, dry parameters and their paths")
-    return parser
+    render.add_argument("--all", action="store_true", dest="show_all",
+                        help="also draw the nodes that carry no gradient (ints, bools, masks, shapes)")
+    render.add_argument("--scale", type=float, default=None, help="PNG pixels per point (default 2)")
 
 
 def _check_output_path(path: str) -> None:
@@ -128,55 +179,138 @@ def _run(options: argparse.Namespace) -> int:
         # torch's import-time notice when NumPy is absent says nothing about the model
         warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
         import torch  # noqa: F401
+    if options.command == "diff":
+        return _diff(options)
     with _quiet_torch(options.debug) as caught:
         report, dot = _analyse(options)
     for warning in caught:
-        print(f"fxflow: warning: {_first_line(warning.message)}", file=sys.stderr)
+        print(f"fxflow: warning: {first_line(warning.message)}", file=sys.stderr)
+    _check_allow_patterns(options, report)
     if options.command == "render":
         if dot is not None:
             _emit(dot)
         print(report.summary(), file=sys.stderr)
-    elif options.json:
-        _emit(report.to_json())
+        return _render_exit(options, report)
+    return _show_check(options, report)
+
+
+def _show_check(options: argparse.Namespace, report: Any) -> int:
+    """Print the check's report in the chosen format; the exit code (a baseline decides it when given)."""
+    from . import baseline
+
+    if options.write_baseline:
+        path = options.baseline or DEFAULT_BASELINE
+        count = baseline.write(path, report)
+        print(f"fxflow: recorded {count} problem{'s' if count != 1 else ''} of {report.target} in {path}",
+              file=sys.stderr)
+        comparison = baseline.compare(report, path)
+    else:
+        comparison = baseline.compare(report, options.baseline) if options.baseline else None
+    known = comparison.known if comparison is not None else None
+    if options.format == "json":
+        data = report.to_dict()
+        if comparison is not None:
+            data["baseline"] = comparison.to_dict()
+        _emit(json.dumps(data, indent=2))
+    elif options.format == "github":
+        from .present.github import github_annotations
+
+        _emit(github_annotations(report, known or ()))
+    elif options.format == "sarif":
+        from .present.sarif import sarif_json
+
+        _emit(sarif_json(report, known))
     else:
         from .present.terminal import Terminal
 
         terminal = Terminal(color=not options.no_color, quiet=options.quiet)
         try:
             terminal.show(report)
+            if comparison is not None:
+                _emit(comparison.summary())
         except BrokenPipeError:
             _emit("")
+    if comparison is not None:
+        return 0 if comparison.ok else 1
     return 0 if report.ok else 1
 
 
-def _analyse(options: argparse.Namespace) -> tuple[Any, str | None]:
-    """Load the target, run the check, and render when asked; returns the report and DOT for ``-o -``."""
+def _check_allow_patterns(options: argparse.Namespace, report: Any) -> None:
+    """An --allow pattern that matches no parameter is most likely a typo: say so (an error with --strict)."""
+    from .errors import FxflowError
+    from .reconcile import matches
+
+    for pattern in options.allow:
+        if any(matches(p.name, [pattern]) for p in report.parameters):
+            continue
+        example = report.parameters[0].name if report.parameters else None
+        hint = f"parameter names look like {example}" if example else "the model has no parameters"
+        if options.strict:
+            raise FxflowError(f"--allow {pattern!r} matches no parameter", hint=hint)
+        print(f"fxflow: warning: --allow {pattern!r} matches no parameter ({hint})", file=sys.stderr)
+
+
+def _diff(options: argparse.Namespace) -> int:
+    from .diff import diff_reports, load_report, render_diff
+
+    def check_target(target: str) -> Any:
+        with _quiet_torch(options.debug) as caught:
+            report = _check_target(target, options, lambda message: None)
+        for warning in caught:
+            print(f"fxflow: warning: {first_line(warning.message)}", file=sys.stderr)
+        return report
+
+    result = diff_reports(load_report(options.old, check_target), load_report(options.new, check_target))
+    _emit(json.dumps(result.to_dict(), indent=2) if options.format == "json" else render_diff(result))
+    return 1 if result.worse else 0
+
+
+def _check_target(target: str, options: argparse.Namespace, step: Any) -> Any:
+    """Load one target and check it with the command line's options; returns the Report."""
     import torch
 
     from .inputs import check_input_count
     from .load import load_target
     from .pipeline import check
-    from .present.terminal import Terminal
 
     torch.manual_seed(options.seed)
+    step("loading the target")
+    loaded = load_target(target, args=options.arg, input_sizes=options.input_size,
+                         device=options.device, seed=options.seed)
+    if isinstance(loaded.inputs, tuple):
+        check_input_count(loaded.model, loaded.inputs)
+    report = check(loaded.model, loaded.inputs, backward=not options.no_backward, allow=options.allow,
+                   vanishing=options.vanishing, seed=options.seed, target=loaded.target or target,
+                   progress=step, infer=False)
+    report.notes[:0] = loaded.notes
+    return report
+
+
+def _analyse(options: argparse.Namespace) -> tuple[Any, str | None]:
+    """Load the target, run the check, and render when asked; returns the report and DOT for ``-o -``."""
+    from .present.terminal import Terminal
+
     dot = None
     with Terminal(quiet=options.quiet).progress() as step:
-        step("loading the target")
-        loaded = load_target(options.target, args=options.arg, input_sizes=options.input_size,
-                             device=options.device, seed=options.seed)
-        if loaded.inputs is not None:
-            check_input_count(loaded.model, loaded.inputs)
-        report = check(loaded.model, loaded.inputs, backward=not options.no_backward, allow=options.allow,
-                       vanishing=options.vanishing, seed=options.seed, target=options.target,
-                       progress=step, infer=False)
-        report.notes[:0] = loaded.notes
+        report = _check_target(options.target, options, step)
         if options.command == "render":
             step("rendering")
-            if options.output == "-":
-                dot = report.to_dot(depth=options.depth, focus=options.focus)
-            else:
-                report.render(options.output, format=options.format, depth=options.depth, focus=options.focus)
+            dot = _render(options, report)
     return report, dot
+
+
+def _render(options: argparse.Namespace, report: Any) -> str | None:
+    """Draw the picture ``render`` asks for; returns the DOT when it goes to stdout."""
+    choices = dict(depth=options.depth, focus=options.focus, show_all=options.show_all)
+    if options.output == "-" and options.format in (None, "dot"):
+        return report.to_dot(**choices)
+    report.render(options.output, format=options.format, scale=options.scale, **choices)
+    return None
+
+
+def _render_exit(options: argparse.Namespace, report: Any) -> int:
+    """0 once the picture is written; with --strict, check's exit code."""
+    return (0 if report.ok else 1) if options.strict else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -202,17 +336,12 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if isinstance(error, FxflowError):
             hint = f" ({error.hint})" if error.hint else ""
-            print(f"fxflow: error: {_first_line(error.message)}{hint}", file=sys.stderr)
+            print(f"fxflow: error: {first_line(error.message)}{hint}", file=sys.stderr)
         else:
-            print(f"fxflow: error: {type(error).__name__}: {_first_line(error)} (rerun with --debug for the traceback)",
+            print(f"fxflow: error: {type(error).__name__}: {first_line(error)} (rerun with --debug for the traceback)",
                   file=sys.stderr)
         return 2
 
-
-def _first_line(text: object) -> str:
-    """The first non-empty line: the error line must stay one line."""
-    lines = [line.strip() for line in str(text).strip().splitlines() if line.strip()]
-    return lines[0] if lines else ""
 
 
 if __name__ == "__main__":  # pragma: no cover

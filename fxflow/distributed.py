@@ -23,6 +23,7 @@ from typing import Any, Iterator
 import torch
 from torch import nn
 
+from .flow import stored_values
 from .probe import GradInfo
 from .verdicts import DynamicVerdict as Dynamic, StaticVerdict as Static
 
@@ -173,6 +174,9 @@ def local_grad(grad: torch.Tensor | None) -> LocalGrad:
         grad = grad.to_local()
     if grad.is_meta:
         return LocalGrad(True, math.nan, numel, True, False, sharded)
+    if grad.layout != torch.strided:  # sparse (Embedding(sparse=True)): over the rows it holds
+        grad = stored_values(grad.detach())
+        numel = grad.numel()
     values = grad.detach().double()
     return LocalGrad(True, float((values * values).sum()), numel, bool(torch.isfinite(values).all()),
                      bool((values == 0).all()), sharded)

@@ -42,9 +42,12 @@ def describe_cut(node: fx.Node) -> CutSite:
         where = f" (entered at {region.source})" if region.source else ""
         reason = f"it runs inside torch.{kind}(){where}, so autograd records nothing for it"
         return CutSite(node.name, kind, source, reason)
-    if OPAQUE_KEY in node.meta:
-        return CutSite(node.name, op, source, f"{node.meta[OPAQUE_KEY]} returns no gradient for this input")
-    if op in ("detach", "detach_"):
+    if OPAQUE_KEY in node.meta:  # its own backward ran on twins and returned None for this input
+        reason = f"the backward of {node.meta[OPAQUE_KEY]} returns None for this input, so the gradient stops here"
+        return CutSite(node.name, f"{op}.apply", source, reason)
+    if node.meta.get(rules.NO_DERIVATIVE_KEY):
+        reason = f"{op} has no derivative for this input, so the gradient stops here"
+    elif op in ("detach", "detach_"):
         reason = f"{op}() returns a tensor with no autograd history, so the gradient stops here"
     elif op == "data":
         reason = ".data reads the values without autograd history, so the gradient stops here"
@@ -55,9 +58,9 @@ def describe_cut(node: fx.Node) -> CutSite:
             op = f"to_{dtype}"
             reason = f"casts to {dtype}; integer and boolean tensors carry no gradient"
         elif op in _COMPARISONS:
-            reason = f"the comparison {op} returns a {dtype} tensor, which carries no gradient"
+            reason = f"the comparison {op} returns {with_article(dtype)} tensor, which carries no gradient"
         else:
-            reason = f"{op} returns a {dtype} tensor (indices or flags), which carries no gradient"
+            reason = f"{op} returns {with_article(dtype)} tensor (indices or flags), which carries no gradient"
     elif flow.requires_grad is False:
         reason = f"{op} produces a result that does not depend differentiably on its input"
     elif not flow.evaluated:
@@ -70,8 +73,24 @@ def describe_cut(node: fx.Node) -> CutSite:
 def describe_zero(node: fx.Node) -> CutSite:
     """Why gradient through ``node`` arrives as an exact zero."""
     op = node_op(node)
-    reason = f"{op} has a derivative of exactly zero everywhere, so the gradient arrives as 0"
+    if node.op == "call_module":  # the zero is somewhere inside the call, not the module itself
+        inside = _parametrizations(node)
+        what = f"its parametrization {inside}" if inside else "an op inside it"
+        reason = f"inside `{node.target}` ({op}), {what} has a derivative of exactly zero everywhere, " \
+                 "so the gradient arrives as 0"
+    else:
+        reason = f"{op} has a derivative of exactly zero everywhere, so the gradient arrives as 0"
     return CutSite(node.name, op, node_source(node), reason)
+
+
+def _parametrizations(node: fx.Node) -> str | None:
+    """``RoundWeights of `weight``` for a module registered with torch.nn.utils.parametrize."""
+    owner = node.graph.owning_module
+    module = owner.get_submodule(node.target) if owner is not None else None
+    tables = getattr(module, "parametrizations", None)
+    if not isinstance(tables, torch.nn.ModuleDict):
+        return None
+    return ", ".join(f"{'+'.join(f'`{type(p).__name__}`' for p in chain)} of `{name}`" for name, chain in tables.items())
 
 
 _METHOD_DTYPES = {"long": "int64", "int": "int32", "short": "int16", "char": "int8", "byte": "uint8",
@@ -89,6 +108,12 @@ def _cast_dtype(node: fx.Node) -> str | None:
             if isinstance(value, torch.dtype):
                 return rules.dtype_name(value)
     return None
+
+
+def with_article(word: str) -> str:
+    """``"an int64"``, ``"a bool"``, ``"a uint8"``: "an" before a vowel sound; a leading "u" in a
+    dtype name sounds like "you" ("a uint8"), so only a, e, i, o take "an"."""
+    return f"{'an' if word[:1].lower() in 'aeio' else 'a'} {word}"
 
 
 def _is_floating(dtype: str) -> bool:

@@ -1,13 +1,13 @@
 """Fake tensors standing in for a model's weights: shapes, dtypes and autograd, no memory or compute."""
 from __future__ import annotations
 
-import contextlib
-from typing import Any, Iterator
+from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from .state import swapped_weights
+from .state import call_with_weights, weights_of
 
 
 def new_fake_mode() -> FakeTensorMode:
@@ -15,25 +15,36 @@ def new_fake_mode() -> FakeTensorMode:
     return FakeTensorMode(allow_non_fake_inputs=True)
 
 
-@contextlib.contextmanager
-def fake_weights(model: torch.nn.Module, mode: FakeTensorMode) -> Iterator[dict[int, str]]:
-    """Swap every parameter and buffer for a fake twin, then put the real ones back.
+@dataclass
+class FakeWeights:
+    """Fake twins of a model's parameters and buffers, passed in at call time.
 
-    Yields ``{id(fake parameter): qualified name}``. Fakes keep ``requires_grad`` and start with no
-    ``.grad``; the real tensors, their grads and the module tables are untouched.
+    Calling it runs the model with the fakes in place of its own tensors (the same mechanism
+    the analysis uses, :func:`fxflow.state.call_with_weights`); the real tensors, their grads and
+    the module tables are never replaced outside that call.
     """
-    names = {id(p): name for name, p in model.named_parameters()}
-    fake_names: dict[int, str] = {}
+
+    model: torch.nn.Module
+    weights: dict[str, torch.Tensor]  # every local name -> its fake (tied tensors share one)
+    parameters: dict[str, torch.Tensor]  # canonical parameter name -> its fake
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return call_with_weights(self.model, self.weights, args, kwargs)
+
+
+def fake_weights(model: torch.nn.Module, mode: FakeTensorMode) -> FakeWeights:
+    """Fake twins of every parameter and buffer; fakes keep ``requires_grad`` and start with no ``.grad``."""
+    fakes: dict[int, torch.Tensor] = {}
 
     def twin_of(tensor: torch.Tensor) -> torch.Tensor:
-        twin = mode.from_tensor(tensor)
-        twin.grad = None
-        if id(tensor) in names:
-            fake_names[id(twin)] = names[id(tensor)]
-        return twin
+        if id(tensor) not in fakes:
+            fake = mode.from_tensor(tensor)
+            fake.grad = None
+            fakes[id(tensor)] = fake
+        return fakes[id(tensor)]
 
-    with swapped_weights(model, twin_of):
-        yield fake_names
+    weights = weights_of(model, twin_of)
+    return FakeWeights(model, weights, {name: fakes[id(p)] for name, p in model.named_parameters()})
 
 
 def fake_inputs(mode: FakeTensorMode, inputs: Any) -> Any:

@@ -24,6 +24,21 @@ METADATA_ATTRIBUTES = frozenset({
 
 
 @dataclass
+class OutputFlow:
+    """The edges of one element of a node's tuple (or dict) result: what that element alone reaches."""
+
+    inputs: dict[str, str] = field(default_factory=dict)  # input node name -> DIFF/ZERO/NONE
+    params: dict[str, str] = field(default_factory=dict)  # parameter name -> DIFF/ZERO/NONE
+
+    def within(self, union: "OutputFlow") -> "OutputFlow":
+        """These edges without those only other elements use: a parameter that feeds just a discarded
+        element is unused by this one, not cut (a ``none`` edge stays where the call as a whole has
+        no gradient for it, under no_grad say)."""
+        keep = lambda edges, whole: {k: v for k, v in edges.items() if v != NONE or whole[k] == NONE}  # noqa: E731
+        return OutputFlow(keep(self.inputs, union.inputs), keep(self.params, union.params))
+
+
+@dataclass
 class NodeFlow:
     """How gradient passes through one node (``node.meta["fxflow"]``)."""
 
@@ -36,6 +51,9 @@ class NodeFlow:
     grad_region: GradRegion | None = None
     evaluated: bool = True  # False: decided by name rules, not by running the node
     on_stand_ins: bool = False  # run on stand-in values (ones, zeros), not on twins of the real ones
+    # Per element of a tuple/dict result (``nn.MultiheadAttention`` -> (output, weights)), only where
+    # the elements reach different inputs or parameters; ``inputs``/``params`` are their union.
+    outputs: dict[Any, OutputFlow] = field(default_factory=dict)
 
 
 def tensors_in(value: Any) -> list[torch.Tensor]:
@@ -53,6 +71,19 @@ def tensors_in(value: Any) -> list[torch.Tensor]:
         elif isinstance(leaf, dict):  # a dict subclass pytree does not know
             found.extend(tensors_in(list(leaf.values())))
     return found
+
+
+def result_elements(result: Any) -> dict[Any, list[torch.Tensor]]:
+    """The tensors of each element of a tuple, list or dict result holding more than one such element."""
+    if isinstance(result, (tuple, list)):
+        items = enumerate(result)
+    elif isinstance(result, dict):
+        items = result.items()
+    else:
+        return {}
+    elements = {key: tensors_in(value) for key, value in items}
+    elements = {key: tensors for key, tensors in elements.items() if tensors}
+    return elements if len(elements) > 1 else {}
 
 
 def parameter_names(model: torch.nn.Module) -> dict[int, str]:
@@ -89,3 +120,21 @@ def is_metadata_read(node: fx.Node) -> bool:
 def data_inputs(node: fx.Node) -> list[fx.Node]:
     """The nodes whose values flow into this node's result."""
     return [] if is_metadata_read(node) else list(node.all_input_nodes)
+
+
+def gradient_norm(grad: torch.Tensor) -> float:
+    """The float64 L2 norm of ``grad``'s stored values (a sparse gradient: the rows it has)."""
+    return float(torch.linalg.vector_norm(stored_values(grad.detach()), dtype=torch.float64))
+
+
+def stored_values(grad: torch.Tensor) -> torch.Tensor:
+    """The values a gradient holds: all of a dense one; a sparse one's, duplicates summed.
+
+    ``nn.Embedding(sparse=True)`` gives a COO gradient with one (possibly repeated) row per
+    lookup: rows never looked up are not part of it, and repeated ones add up when coalesced.
+    """
+    if grad.layout == torch.sparse_coo:
+        return grad.coalesce().values()
+    if grad.layout != torch.strided:  # CSR, CSC, BSR, BSC: values() holds the stored entries
+        return grad.values()
+    return grad

@@ -1,6 +1,7 @@
 """Example inputs: parse ``--input-size``, or infer them from the model's first layer."""
 from __future__ import annotations
 
+import os
 import re
 from typing import Any, Sequence
 
@@ -28,7 +29,52 @@ def parse_input_size(spec: str) -> tuple[tuple[int, ...], torch.dtype]:
     if dtype_name not in _DTYPES:
         raise FxflowError(f"--input-size {spec!r}: unknown dtype {dtype_name!r}",
                           hint="use one of " + ", ".join(sorted(_DTYPES)))
-    return tuple(int(s) for s in sizes.split(",")), _DTYPES[dtype_name]
+    shape = tuple(int(s) for s in sizes.split(","))
+    if 0 in shape:
+        raise FxflowError(f"--input-size {spec!r} has a size of 0: an empty input carries no gradient to check",
+                          hint="every size must be at least 1, e.g. 16,10")
+    return shape, _DTYPES[dtype_name]
+
+
+def input_bytes(shapes: Sequence[tuple[tuple[int, ...], torch.dtype]]) -> int:
+    """Bytes the inputs of these shapes and dtypes occupy."""
+    total = 0
+    for shape, dtype in shapes:
+        count = 1
+        for size in shape:
+            count *= size
+        total += count * (torch.empty((), dtype=dtype).element_size())
+    return total
+
+
+def _gib(count: int) -> str:
+    gib = count / 2**30
+    return f"{gib:.0f} GiB" if gib >= 10 else f"{gib:.1f} GiB"
+
+
+def _free_bytes(device: torch.device) -> int | None:
+    """Memory free on ``device`` now, or None when unknown (meta needs none)."""
+    if device.type == "meta":
+        return None
+    if device.type == "cuda" and torch.cuda.is_available():
+        return torch.cuda.mem_get_info(device)[0]
+    if device.type != "cpu":
+        return None
+    try:
+        with open("/proc/meminfo") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def _describe(shapes: Sequence[tuple[tuple[int, ...], torch.dtype]]) -> str:
+    return ", ".join("(" + ", ".join(str(s) for s in shape) + ")" for shape, _ in shapes)
 
 
 def integer_bound(model: nn.Module) -> int:
@@ -39,17 +85,29 @@ def integer_bound(model: nn.Module) -> int:
 
 def make_inputs(model: nn.Module, specs: Sequence[str], device: torch.device | str | None = None) -> tuple[torch.Tensor, ...]:
     """Random inputs from ``--input-size`` specs; integer inputs are valid token ids for the model."""
-    device = device if device is not None else _model_device(model)
+    device = torch.device(device if device is not None else _model_device(model))
+    shapes = [parse_input_size(spec) for spec in specs]
+    needed, free = input_bytes(shapes), _free_bytes(device)
+    too_big = f"inputs of shape {_describe(shapes)} need {_gib(needed)}"
+    # The inputs are drawn on the CPU first: refuse before allocating what cannot fit.
+    cpu_free = free if device.type == "cpu" else _free_bytes(torch.device("cpu"))
+    for available in (free, cpu_free):
+        if available is not None and needed > available:
+            raise FxflowError(too_big, hint=f"{_gib(available)} is free; give smaller --input-size values")
     tensors = []
-    for spec in specs:
-        shape, dtype = parse_input_size(spec)
-        if dtype == torch.bool:
-            tensors.append(torch.rand(shape, device="cpu") > 0.5)
-        elif not dtype.is_floating_point:
-            tensors.append(torch.randint(0, integer_bound(model), shape, dtype=dtype))
-        else:
-            tensors.append(torch.randn(shape, dtype=dtype))
-    return tuple(t.to(device) for t in tensors)
+    try:
+        for shape, dtype in shapes:
+            if dtype == torch.bool:
+                tensors.append(torch.rand(shape, device="cpu") > 0.5)
+            elif not dtype.is_floating_point:
+                tensors.append(torch.randint(0, integer_bound(model), shape, dtype=dtype))
+            else:
+                tensors.append(torch.randn(shape, dtype=dtype))
+        return tuple(t.to(device) for t in tensors)
+    except (RuntimeError, MemoryError) as error:  # the allocator's own words are not for users
+        if isinstance(error, MemoryError) or "alloc" in str(error) or "out of memory" in str(error):
+            raise FxflowError(too_big, hint="give smaller --input-size values") from error
+        raise
 
 
 def _model_device(model: nn.Module) -> torch.device:

@@ -23,8 +23,9 @@ from .errors import FxflowError
 @dataclass
 class Loaded:
     model: Any  # torch.nn.Module
-    inputs: tuple[Any, ...] | None
+    inputs: tuple[Any, ...] | dict[str, Any] | None  # a dict: keyword inputs, as model(**inputs)
     notes: list[str] = field(default_factory=list)
+    target: str = ""  # the target with its name, also when the user left ``:Name`` out
 
 
 def parse_args(pairs: Sequence[str]) -> dict[str, Any]:
@@ -41,9 +42,12 @@ def parse_args(pairs: Sequence[str]) -> dict[str, Any]:
     return result
 
 
-def split_target(target: str) -> tuple[str, str]:
+def split_target(target: str) -> tuple[str, str | None]:
+    """``"file.py:Net"`` -> ("file.py", "Net"); ``"file.py"`` -> ("file.py", None): the name is found later."""
     location, sep, name = target.rpartition(":")
-    if not sep or not location or not name or (len(location) == 1 and location.isalpha()):
+    if not sep and target.strip() and ":" not in target:
+        return target, None
+    if not location or not name or (len(location) == 1 and location.isalpha()):
         raise FxflowError(f"target {target!r} must look like path/to/file.py:Name or package.module:Name")
     return location, name
 
@@ -130,6 +134,36 @@ def _candidates(module: ModuleType) -> list[str]:
     return sorted(names)
 
 
+def pick_model_name(module: ModuleType, location: str) -> str:
+    """The model a target without ``:Name`` means: the only ``nn.Module`` subclass the file defines,
+    or, when the file defines ``example_inputs()``, the one class no other class of the file uses
+    (the outermost model, the one those inputs are for). Anything else is ambiguous."""
+    found = _candidates(module)
+    if len(found) == 1:
+        return found[0]
+    if not found:
+        raise FxflowError(f"{location} defines no nn.Module subclass", hint=f"name a model or factory: {location}:Name")
+    if callable(getattr(module, "example_inputs", None)):
+        outermost = [name for name in found if not _used_by_other_classes(module, name, found)]
+        if len(outermost) == 1:
+            return outermost[0]
+    raise FxflowError(f"{location} defines several nn.Module subclasses: {', '.join(found)}",
+                      hint=f"name one, e.g. {location}:{found[-1]}")
+
+
+def _used_by_other_classes(module: ModuleType, name: str, classes: list[str]) -> bool:
+    """Whether another of ``classes`` mentions ``name`` (builds it, or subclasses it)."""
+    try:
+        tree = ast.parse(inspect.getsource(module))
+    except (OSError, TypeError, SyntaxError):
+        return False
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name in classes and node.name != name:
+            if any(isinstance(child, ast.Name) and child.id == name for child in ast.walk(node)):
+                return True
+    return False
+
+
 def build_model(module: ModuleType, location: str, name: str, kwargs: dict[str, Any]) -> Any:
     """Instantiate (or call) ``name`` from the imported module."""
     import torch
@@ -180,6 +214,9 @@ def load_target(target: str, *, args: Sequence[str] = (), input_sizes: Sequence[
 
     location, name = split_target(target)
     module = import_location(location)
+    if name is None:
+        name = pick_model_name(module, location)
+        target = f"{location}:{name}"
     kwargs = parse_args(args)
     if device == "meta":
         with torch.device("meta"):
@@ -193,18 +230,21 @@ def load_target(target: str, *, args: Sequence[str] = (), input_sizes: Sequence[
         inputs = make_inputs(model, input_sizes, device)
     elif callable(getattr(module, "example_inputs", None)):
         try:
-            inputs = as_input_tuple(module.example_inputs(), model)
+            inputs = module.example_inputs()
+            if not isinstance(inputs, dict):  # a dict stays one: check binds it as model(**inputs) would
+                inputs = as_input_tuple(inputs, model)
         except Exception as error:
             raise FxflowError(f"example_inputs() raised {type(error).__name__}: {error}") from error
         if device is not None and inputs is not None:
-            inputs = tuple(x.to(device) if isinstance(x, torch.Tensor) else x for x in inputs)
+            move = lambda x: x.to(device) if isinstance(x, torch.Tensor) else x  # noqa: E731
+            inputs = {k: move(v) for k, v in inputs.items()} if isinstance(inputs, dict) else tuple(map(move, inputs))
         notes.append("inputs from example_inputs()")
     else:
         inputs = infer_inputs(model, seed=seed)
         if inputs is not None:
             notes.append("inputs inferred from the first layer: one tensor of shape "
                          f"({','.join(str(s) for s in inputs[0].shape)})")
-    return Loaded(model, inputs, notes)
+    return Loaded(model, inputs, notes, target)
 
 
 def _move(model: Any, device: str) -> Any:

@@ -7,6 +7,7 @@ passes that run its code, and times the phases (``Report.timings``). :func:`anal
 from __future__ import annotations
 
 import contextlib
+import functools
 import gc
 import time
 from typing import Any, Callable, Iterable, Iterator, Sequence
@@ -19,7 +20,7 @@ from .capture import Capture, capture
 from .errors import FxflowError
 from .prepare import device_of, prepare
 from .probe import GradientProbe, ProbeResult, probe
-from .reconcile import parameter_reports
+from .reconcile import dynamic_verdicts, parameter_reports
 from .report import Report, TraceInfo
 from .state import untouched
 
@@ -57,8 +58,11 @@ def check(
 
     with untouched(model) as restore_notes:  # tracing runs forward's Python: it can change the model
         step("capturing the graph", phase="capture")
-        shared = GradientProbe(runner, loss_fn=loss_fn, seed=seed) if backward and example is not None and not fake else None
-        captured = capture(runner, example, probe=shared, methods=capture_methods)
+        judge = functools.partial(dynamic_verdicts, vanishing=vanishing)
+        shared = (GradientProbe(runner, loss_fn=loss_fn, seed=seed, verdicts=judge)
+                  if backward and example is not None and not fake else None)
+        captured = capture(runner, example, methods=capture_methods,
+                           run_forward=shared.forward if shared else None, on_outputs=shared.backward if shared else None)
 
         # The real backward goes first: a forward that raises is reported as the model's own error.
         result: ProbeResult | None = None
@@ -68,14 +72,15 @@ def check(
                 result = probe(runner, example, loss_fn=loss_fn, seed=seed, fake=True)
             else:  # the run-time capture may have run the one real forward and backward already
                 result = shared.result or shared.run(example)
+            notes.extend(result.notes)
             if not result.measurable:
                 notes.append("meta run: the backward shows which parameters get a gradient, not its size, "
                              "so the zero, vanishing and nonfinite verdicts cannot be given")
         if captured.graph_module is None and result is None:
             raise FxflowError(_NOTHING_VERIFIED, hint=_NOTHING_VERIFIED_HINT)
 
-        forward_seconds = shared.forward_seconds if shared is not None else None
-        static = analyze_capture(captured, runner, example, forward_seconds=forward_seconds, step=step)
+        static, static_notes = analyze_capture(captured, runner, example, step=step)
+        notes.extend(static_notes)
         step("restoring the model", phase="restore")
     notes.extend(note for note in restore_notes if note not in notes)
     if static is None:
@@ -116,11 +121,13 @@ def uncertainty_notes(uncertain: dict[str, dict[str, Any]]) -> list[str]:
     """One note per kind of node decided without running it, naming the parameters it touches."""
     notes = []
     for kind, found in uncertain.items():
+        if kind == "name rules":  # the annotation's own note names the parameters such calls hold
+            continue
         names = found["parameters"]
         touched = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
         nodes = found["nodes"]
-        how = "by name rules, not by running them" if kind == "name rules" else "on stand-in values (ones/zeros)"
-        notes.append(f"{nodes} node{'s' if nodes != 1 else ''} decided {how}"
+        notes.append(f"{nodes} node{'s' if nodes != 1 else ''} decided on stand-in values (ones/zeros), "
+                     "not on twins of the real ones"
                      + (f"; upstream parameters: {touched}" if names else ""))
     return notes
 
@@ -131,25 +138,24 @@ _NOTHING_VERIFIED_HINT = ("give example inputs: --input-size (e.g. --input-size 
 
 
 def analyze_capture(captured: Capture, model: torch.nn.Module, example: tuple[Any, ...] | None, *,
-                    forward_seconds: float | None = None,
-                    step: Callable[..., None] | None = None) -> StaticAnalysis | None:
-    """The static part: annotate the captured graph, then walk it (None when nothing was captured).
+                    step: Callable[..., None] | None = None) -> tuple[StaticAnalysis | None, list[str]]:
+    """The static part: annotate the captured graph, then walk it; (None, []) when nothing was captured.
 
-    Shared by ``fxflow.check`` and ``fxflow.watch``; call it inside :func:`fxflow.state.untouched`,
-    since annotating runs forward's ops.
+    Shared by ``fxflow.check`` and ``fxflow.watch``. Returns the analysis and the annotation's
+    notes. Annotating runs forward's ops on twins passed in per call: the model is only read.
     """
     if captured.graph_module is None:
-        return None
+        return None, []
     step = step or (lambda *args, **kwargs: None)
     step("analysing gradient flow", phase="annotate")
     with _gc_paused():
-        annotate(captured.graph_module, model, example, twins=choose_twins(model, example, forward_seconds))
+        notes = annotate(captured.graph_module, model, example, twins=choose_twins(model, example))
         step("walking the graph", phase="static walk")
         static = analyze(captured.graph_module, model)
         # The collector's deferred work (mostly the annotation's allocations) runs when it is
         # switched back on: timed as its own phase, not hidden in the walk's.
         step("collecting garbage", phase="gc")
-    return static
+    return static, list(notes or [])
 
 
 @contextlib.contextmanager

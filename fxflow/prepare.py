@@ -14,7 +14,7 @@ from typing import Any
 import torch
 from torch import nn
 
-from .capture.unwrap import meta_inputs, unwrap
+from .unwrap import meta_inputs, unwrap
 from .inputs import as_call_inputs, infer_inputs
 
 NO_INPUTS_NOTE = (

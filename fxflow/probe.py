@@ -7,6 +7,7 @@ constant and give every parameter a zero gradient. A user's ``loss_fn`` replaces
 from __future__ import annotations
 
 import math
+import sys
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
@@ -15,9 +16,11 @@ import torch
 from torch._subclasses.fake_tensor import is_fake
 
 from .errors import FxflowError, first_line
-from .flow import tensors_in
+from .flow import gradient_norm, stored_values, tensors_in
 from .fake import fake_inputs, fake_weights, new_fake_mode
+from .no_derivative import stop_at_missing_derivatives
 from .state import RandomState, untouched
+from .verdicts import CutSite, DynamicVerdict
 
 
 @dataclass
@@ -37,6 +40,8 @@ class ProbeResult:
     module_grad_norms: dict[str, list[float | None]] = field(default_factory=dict)  # per call, in call order
     measurable: bool = True  # False on meta/fake tensors: presence only
     notes: list[str] = field(default_factory=list)
+    # Zero or vanishing parameters -> where their gradient died or shrank most (fxflow.localize).
+    explanations: dict[str, CutSite] = field(default_factory=dict)
 
 
 def floating_outputs(value: Any) -> list[torch.Tensor]:
@@ -60,9 +65,16 @@ def projection_loss(outputs: Any, seed: int = 0) -> torch.Tensor | None:
 
 
 class ModuleGradRecorder:
-    """Records the gradient norm that flows out of every module call during backward."""
+    """Records the gradient norm that flows out of every module call during backward.
+
+    Inside a ``torch.compile``'d submodule or a higher-order op (``torch.cond``), dynamo traces the
+    hooks: writing Python state there is a side effect it rejects (cond) or breaks the graph for
+    (compile). The hooks therefore do nothing while dynamo traces, those calls stay uninstrumented
+    and the model runs as it would without fxflow; :meth:`notes` says which regions were skipped.
+    """
 
     def __init__(self, model: torch.nn.Module) -> None:
+        self.model = model
         self.norms: dict[str, list[float | None]] = {}  # None: no gradient flowed out of that call
         self.handles = [
             module.register_forward_hook(self._hook(name))
@@ -71,6 +83,8 @@ class ModuleGradRecorder:
 
     def _hook(self, name: str) -> Callable:
         def hook(module: torch.nn.Module, args: Any, output: Any) -> None:
+            if torch.compiler.is_compiling():  # a constant True under dynamo: the hook traces to nothing
+                return
             slot = len(self.norms.setdefault(name, []))
             self.norms[name].append(None)
             for tensor in floating_outputs(output):
@@ -83,13 +97,50 @@ class ModuleGradRecorder:
         def hook(grad: torch.Tensor | None) -> None:
             if grad is None:  # a custom autograd.Function's backward may return None for this output
                 return
-            self.norms[name][slot] = math.hypot(self.norms[name][slot] or 0.0, float(grad.detach().float().norm()))
+            self.norms[name][slot] = math.hypot(self.norms[name][slot] or 0.0, gradient_norm(grad))
 
         return hook
+
+    def uninstrumented_note(self, outputs: Any) -> str | None:
+        """Which compiled or higher-order regions of this forward ran without the hooks (None: none)."""
+        regions = [f"torch.compile'd submodule `{name}`" for name in compiled_submodules(self.model)]
+        regions += [f"torch.{op}" for op in higher_order_ops(outputs)]
+        if not regions:
+            return None
+        return (f"per-module gradient norms are not recorded inside {', '.join(regions)}: fxflow leaves compiled "
+                "and higher-order regions uninstrumented so they run as they would without it; the "
+                "parameters' gradients are still read from the real backward")
 
     def remove(self) -> None:
         for handle in self.handles:
             handle.remove()
+
+
+def compiled_submodules(model: torch.nn.Module) -> list[str]:
+    """Qualified names of the submodules ``torch.compile`` wraps (outermost only)."""
+    eval_frame = sys.modules.get("torch._dynamo.eval_frame")  # not imported: nothing was compiled
+    found: list[str] = []
+    for name, module in model.named_modules():
+        compiled = getattr(module, "_compiled_call_impl", None) is not None or (
+            eval_frame is not None and isinstance(module, eval_frame.OptimizedModule))
+        if name and compiled and not any(name.startswith(outer + ".") for outer in found):
+            found.append(name)
+    return found
+
+
+def higher_order_ops(outputs: Any) -> list[str]:
+    """The higher-order ops (``torch.cond``, ``map``, ...) in the autograd graph behind ``outputs``.
+
+    Their backward nodes are autograd Functions named ``<Op>AutogradOp``; they need dynamo, so
+    without it loaded none can have run and the graph is not walked.
+    """
+    if "torch._dynamo" not in sys.modules:
+        return []
+    from .localize import autograd_nodes
+
+    roots = [t.grad_fn for t in floating_outputs(outputs) if t.grad_fn is not None]
+    names = {node.name() for node in autograd_nodes(roots)}
+    return sorted({name.split("AutogradOp")[0].lower() for name in names if "AutogradOp" in name})
 
 
 def probe(model: torch.nn.Module, inputs: Sequence[Any], *, loss_fn: Callable[[Any], torch.Tensor] | None = None,
@@ -117,15 +168,18 @@ class GradientProbe:
     """
 
     def __init__(self, model: torch.nn.Module, *, loss_fn: Callable[[Any], torch.Tensor] | None = None,
-                 seed: int = 0) -> None:
+                 seed: int = 0, verdicts: Callable[[ProbeResult], dict[str, DynamicVerdict]] | None = None) -> None:
         self.model = model
         self.loss_fn = loss_fn
         self.seed = seed
+        self.verdicts = verdicts  # how the caller judges gradients: zero and vanishing ones get localized
         self.result: ProbeResult | None = None
         self.forward_seconds: float | None = None
 
     def forward(self, call: Callable[[], Any]) -> Any:
         """Run ``call`` (the model's forward) with the per-module gradient hooks in place."""
+        self._call = call  # replayed only to localize a zero or vanishing gradient
+        self._random_state = RandomState.save()
         self._recorder = ModuleGradRecorder(self.model)
         started = time.perf_counter()
         try:
@@ -140,6 +194,7 @@ class GradientProbe:
     def backward(self, outputs: Any) -> ProbeResult:
         """Differentiate the loss of ``outputs`` and read every parameter's gradient."""
         try:
+            note = self._recorder.uninstrumented_note(outputs)
             with torch.enable_grad():
                 _backward(outputs, self.loss_fn, self.seed)
         finally:
@@ -148,8 +203,39 @@ class GradientProbe:
         parameters = list(dict.fromkeys(self.model.parameters()))
         measurable = not any(p.is_meta for p in parameters)
         grads = {names[id(p)]: _grad_info(p.grad, measurable) for p in parameters if id(p) in names}
-        self.result = ProbeResult(grads, dict(self._recorder.norms), measurable)
+        self.result = ProbeResult(grads, dict(self._recorder.norms), measurable, [note] if note else [])
+        if measurable:
+            self._localize(self.result)
         return self.result
+
+    def _localize(self, result: ProbeResult) -> None:
+        """Name where each zero or vanishing gradient died or shrank, from one replayed run."""
+        if self.verdicts is None:
+            return
+        verdicts = self.verdicts(result)
+        named = dict(self.model.named_parameters())
+        zero = {name: named[name] for name, verdict in verdicts.items() if verdict == DynamicVerdict.ZERO}
+        vanishing = {name: named[name] for name, verdict in verdicts.items() if verdict == DynamicVerdict.VANISHING}
+        if not zero and not vanishing:
+            return
+        from .localize import localize
+
+        after = RandomState.save()
+        self._random_state.restore()  # the replay draws the same dropout masks as the real run
+        try:
+            result.explanations = localize(self.model, self._replay, self._loss, zero, vanishing)
+        except Exception as error:  # the replay is an extra: its failure must not fail the check
+            result.notes.append(f"could not localize the zero or vanishing gradients: {type(error).__name__}: "
+                                f"{first_line(error)}")
+        finally:
+            after.restore()
+
+    def _replay(self) -> Any:
+        with stop_at_missing_derivatives():  # the same history as the real run: it stops where that one did
+            return self._call()
+
+    def _loss(self, outputs: Any) -> torch.Tensor | None:
+        return self.loss_fn(outputs) if self.loss_fn is not None else projection_loss(outputs, self.seed)
 
     def run(self, inputs: Sequence[Any], kwargs: dict[str, Any] | None = None) -> ProbeResult:
         return self.backward(self.forward(lambda: self.model(*inputs, **(kwargs or {}))))
@@ -167,7 +253,8 @@ def measure_gradients(model: torch.nn.Module, inputs: Sequence[Any], *,
 
 def _forward(call: Callable[[], Any]) -> Any:
     try:
-        outputs = call()
+        with stop_at_missing_derivatives():  # floor_divide & co.: the backward stops there, not raises
+            outputs = call()
     except Exception as error:
         raise FxflowError(f"forward raised {type(error).__name__}: {first_line(error)}",
                           hint="check --input-size (or example_inputs()) against what forward expects") from error
@@ -193,10 +280,10 @@ def _probe_fake(model: torch.nn.Module, inputs: Sequence[Any], *, loss_fn: Calla
     mode = new_fake_mode()
     random_state = RandomState.save()
     try:
-        with fake_weights(model, mode) as fake_names, mode, torch.enable_grad():
-            fakes = [p for p in model.parameters()]
-            _forward_backward(model, fake_inputs(mode, inputs), kwargs, loss_fn, seed=0)
-            grads = {fake_names[id(p)]: GradInfo(present=p.grad is not None) for p in fakes if id(p) in fake_names}
+        weights = fake_weights(model, mode)  # passed in per call: the model's own tensors stay in place
+        with mode, torch.enable_grad():
+            _forward_backward(weights, fake_inputs(mode, inputs), kwargs, loss_fn, seed=0)
+            grads = {name: GradInfo(present=fake.grad is not None) for name, fake in weights.parameters.items()}
     finally:
         random_state.restore()
     return ProbeResult(grads, measurable=False)
@@ -208,8 +295,9 @@ def _grad_info(grad: torch.Tensor | None, measurable: bool) -> GradInfo:
     if not measurable:
         return GradInfo(present=True)
     # One float64 reduction answers everything: NaN/inf propagate into the norm, and a norm of
-    # exactly zero means every entry is zero.
-    norm = float(torch.linalg.vector_norm(grad.detach(), dtype=torch.float64))
-    count = max(grad.numel(), 1)
+    # exactly zero means every entry is zero. RMS is over the values present (sparse: rows looked up).
+    values = stored_values(grad.detach())
+    norm = float(torch.linalg.vector_norm(values, dtype=torch.float64))
+    count = max(values.numel(), 1)
     finite = math.isfinite(norm)
     return GradInfo(True, norm if finite else None, norm / math.sqrt(count) if finite else None, finite, norm == 0.0)

@@ -84,7 +84,7 @@ def parameter_reports(model: torch.nn.Module, static: "StaticAnalysis | None", r
             dynamic=dynamic.get(name),
             grad_norm=result.grads[name].norm if result is not None and name in result.grads else None,
             cut_by=list(verdict.cut_by) if verdict else [],
-            diagnosis=verdict.detail if verdict else None,
+            diagnosis=(verdict.detail if verdict else None) or _localized(result, name, verdict),
             allowed=matches(name, allow),
         )
         opaque = None
@@ -93,6 +93,15 @@ def parameter_reports(model: torch.nn.Module, static: "StaticAnalysis | None", r
         judge(report, opaque)
         reports.append(report)
     return reports
+
+
+def _localized(result: "ProbeResult | None", name: str, verdict: object) -> str | None:
+    """Where the real backward's zero or vanishing gradient of ``name`` died or shrank (fxflow.localize),
+    unless a static cut site already names that line."""
+    site = result.explanations.get(name) if result is not None else None
+    if site is None or (verdict is not None and any(s.source == site.source for s in verdict.cut_by)):
+        return None
+    return site.reason
 
 
 def judge(parameter: ParameterReport, opaque_path: str | None = None) -> None:
@@ -106,9 +115,9 @@ def judge(parameter: ParameterReport, opaque_path: str | None = None) -> None:
         return
     if static == Static.REACHABLE and dynamic == Dynamic.MISSING:
         if opaque_path:
-            parameter.diagnosis = (
-                f"its only paths pass through {opaque_path}, whose backward returned no gradient for it: "
-                "the walk could not see inside, the real backward says none arrives"
+            parameter.diagnosis = (  # agree stays False: an opaque op explains the mismatch, it does not remove it
+                f"its paths pass through {opaque_path}, whose backward could not run during the analysis: "
+                "the real backward decides, and no gradient arrived"
             )
             return
         parameter.diagnosis = (
@@ -131,15 +140,17 @@ def judge(parameter: ParameterReport, opaque_path: str | None = None) -> None:
         parameter.diagnosis = f"static verdict {static} does not match runtime verdict {dynamic}"
 
 
+# The fallback when the place was not located (fxflow.localize explains it from a replayed run;
+# fxflow.watch cannot replay the user's step, and a replay can fail): the usual causes.
 _AGREEING_DIAGNOSES = {
     (Static.REACHABLE, Dynamic.ZERO): (
-        "a gradient arrives but it is exactly zero: dead ReLUs (every input negative), "
-        "multiplication by an all-zero mask, or a loss term weighted to nothing"
+        "a gradient arrives but it is exactly zero, and where it died was not located: usually dead ReLUs "
+        "(every input negative), multiplication by an all-zero mask, or a loss term weighted to nothing"
     ),
     (Static.REACHABLE, Dynamic.NONFINITE): "the gradient contains NaN or inf: look for log(0), division by zero, or overflow",
     (Static.REACHABLE, Dynamic.VANISHING): (
-        "the gradient is vanishingly small next to the largest in the model: normalisation, "
-        "residual connections or a gentler depth help"
+        "the gradient is vanishingly small next to the largest in the model, and where it shrank was not "
+        "located: normalisation, residual connections or a gentler depth help"
     ),
 }
 

@@ -130,8 +130,9 @@ class Report:
         return json.dumps(self.to_dict(), indent=indent)
 
     # -- presenters (each lives in its own module) ------------------------------------------
-    def table(self, width: int = 100) -> str:
-        """The text ``fxflow check`` prints: table, one paragraph per cut, summary."""
+    def table(self, width: int | None = None) -> str:
+        """The text ``fxflow check`` prints: table, one paragraph per cut, summary; ``width`` wraps
+        it at that many columns (None: one line per row and paragraph, like piped output)."""
         from .present.text import render_text
 
         return render_text(self, width=width)
@@ -160,6 +161,14 @@ class Report:
         try:
             return to_svg_text(self)
         except Exception:  # no renderer: the notebook falls back to the text repr
+            return None
+
+    def _repr_html_(self) -> str | None:
+        from .render.html import notebook_html
+
+        try:
+            return notebook_html(self)
+        except Exception:  # no renderer: the notebook falls back to the SVG or text repr
             return None
 
     def __str__(self) -> str:

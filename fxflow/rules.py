@@ -1,28 +1,42 @@
-"""What carries no gradient and what has a zero derivative.
+"""What carries no gradient, what has a zero derivative, and what has no derivative at all.
 
 The analysis decides differentiability by running each node on fake tensors with autograd on
 (see :mod:`fxflow.annotate`), so most cuts need no rule at all: a comparison returns a bool
 tensor, ``detach`` returns a tensor without history, ``zeros_like`` ignores its input's values.
-Two things cannot be read off fake tensors, and live here, each checked against real autograd
-by ``tests/test_rules.py``:
+What the history alone does not say is what each autograd node's backward computes, per input:
 
-* autograd nodes whose derivative is identically zero (``RoundBackward0`` ...): autograd keeps
-  the edge and delivers an exact zero, so the gradient arrives but never teaches anything;
-* name rules for the fallback used when no example inputs exist, so nothing can run.
+* an identically zero derivative (``RoundBackward0``, ``div(..., rounding_mode="floor")``):
+  autograd keeps the edge and delivers an exact zero, so the gradient arrives but teaches nothing;
+* no derivative (``floor_divide``, ``heaviside``, ``igamma`` in its first argument): the
+  backward raises when gradient reaches the edge, so nothing upstream can get a gradient.
+
+Both come from torch's own derivative table (:mod:`fxflow.derivatives`), with the hand table
+below as the fallback where that table cannot be read, and for the one rule it cannot express.
+``tests/test_rules.py`` and ``tests/test_opdb.py`` check them against real autograd. Name rules
+serve the fallback used when no example inputs exist, so nothing can run.
 """
 from __future__ import annotations
 
+import functools
 import operator
 from typing import Callable
 
 import torch
 import torch.fx as fx
 
-from .capture import GRAD_MODE_KEY
+from . import derivatives
+from .verdicts import GRAD_MODE_KEY
 from .flow import DIFF, NONE, ZERO, NodeFlow, data_inputs, resolve_attribute_of
+from .verdicts import EdgeKind
+
+# node.meta[NO_DERIVATIVE_KEY]: the inputs (and "param:<name>"s) that reach this node's result only
+# through an op with no derivative; set by the annotation, read by fxflow.explain for the reason.
+NO_DERIVATIVE_KEY = "fxflow_no_derivative"
 
 # Autograd nodes whose backward is identically zero, by exact class name -> which of their inputs
-# (positions in ``next_functions``) get the zero; ``None`` means all of them. Exact names matter:
+# (positions in ``next_functions``) get the zero; ``None`` means all of them. The fallback where
+# torch's derivative table cannot be read (fxflow.derivatives), and the same facts: tests/test_rules.py
+# checks each entry against real autograd and against that table. Exact names matter:
 # ``FillBackward1``/``FillBackward3`` (fill with a *tensor* value) pass ``grad.sum()`` to the value,
 # and ``CopysignBackward0`` is zero only for the sign source. Each entry is checked against real
 # autograd in tests/test_rules.py.
@@ -40,6 +54,18 @@ ZERO_DERIVATIVE_GRAD_FNS: dict[str, frozenset[int] | None] = {
     "FillBackward0": ALL, "FillBackward2": ALL, "FillBackward1": frozenset({0}),
     "FillBackward3": frozenset({0}), "ZeroBackward0": ALL,
     "CopysignBackward0": frozenset({1}),  # copysign(x, s): only s, the sign source, gets zero
+}
+
+# Where torch's table hides the answer inside a helper function (``_cdist_backward``,
+# ``pow_backward``), the node's saved arguments decide. Checked in tests/test_rules.py.
+# sgn and angle of a real tensor are piecewise constant; of a complex one they are not.
+_ZERO_FOR_REAL_INPUT = frozenset({"SgnBackward0", "AngleBackward0"})
+# node -> (saved argument, the value that decides, what every input then gets)
+_BY_SAVED_ARGUMENT: dict[str, tuple[str, float, EdgeKind]] = {
+    "PowBackward0": ("exponent", 0, ZERO),  # x ** 0 is constant
+    "CdistBackward0": ("p", 0, ZERO),  # the 0-"norm" counts nonzero entries: piecewise constant,
+    "DistBackward0": ("p", 0, NONE),  # and these two backwards return no gradient for it at all
+    "LinalgVectorNormBackward0": ("ord", 0, NONE),
 }
 
 # Op names with a zero derivative, for the name-only fallback (same ops as above).
@@ -62,17 +88,52 @@ NON_DIFFERENTIABLE_OPS = frozenset({
 _OPERATOR_NAMES = {getattr(operator, name): name for name in dir(operator) if not name.startswith("_")}
 
 
+def derivative_kinds(grad_fn: object) -> tuple[EdgeKind, ...]:
+    """Per ``next_functions`` entry of an autograd node: DIFF, ZERO (derivative identically zero)
+    or NONE (no derivative: the backward raises or returns nothing for that input)."""
+    count = len(grad_fn.next_functions)
+    name = type(grad_fn).__name__
+    if name in _BY_SAVED_ARGUMENT:
+        argument, value, kind = _BY_SAVED_ARGUMENT[name]
+        if getattr(grad_fn, f"_saved_{argument}", None) == value:
+            return (kind,) * count
+    if name in _ZERO_FOR_REAL_INPUT and not getattr(grad_fn, "_saved_self").is_complex():
+        return (ZERO,) * count
+    kinds = derivatives.input_kinds(grad_fn) or (DIFF,) * count
+    zero = ZERO_DERIVATIVE_GRAD_FNS.get(name, False) if not derivatives.table() else False
+    if zero is False:
+        return kinds
+    return tuple(ZERO if kind == DIFF and (zero is ALL or index in zero) else kind for index, kind in enumerate(kinds))
+
+
+def may_lack_derivative(grad_fn: object) -> bool:
+    """A cheap pre-check: False when no input of this node can be NONE in :func:`derivative_kinds`."""
+    return type(grad_fn).__name__ in _lacking_names()
+
+
+@functools.cache
+def _lacking_names() -> frozenset[str]:
+    table = derivatives.table()
+    names = {name for name, formulas in table.items() if any(i.kind == NONE for i in formulas.inputs)}
+    names |= {name for name, (_, _, kind) in _BY_SAVED_ARGUMENT.items() if kind == NONE}
+    return frozenset(names | {derivatives.NOT_IMPLEMENTED_NODE})
+
+
 def zero_derivative_edges(grad_fn: object) -> frozenset[int] | None | bool:
     """Which inputs of this autograd node get an identically zero gradient.
 
     ``False``: none of them; ``None``: all of them; a set: those positions in ``next_functions``.
     """
-    return ZERO_DERIVATIVE_GRAD_FNS.get(type(grad_fn).__name__, False)
+    kinds = derivative_kinds(grad_fn)
+    zero = frozenset(index for index, kind in enumerate(kinds) if kind == ZERO)
+    return False if not zero else ALL if len(zero) == len(kinds) else zero
 
 
-def is_zero_derivative_grad_fn(grad_fn: object) -> bool:
-    """True when this autograd node's backward is identically zero for every input."""
-    return zero_derivative_edges(grad_fn) is ALL
+def mark_no_derivative(node: fx.Node, reached: dict[str, str]) -> None:
+    """Record on ``node`` which inputs its walk reached only through an op with no derivative."""
+    blocked = sorted(name for name, kind in reached.items() if kind == NONE)
+    if blocked:
+        node.meta[NO_DERIVATIVE_KEY] = blocked
 
 
 def op_name(target: object) -> str:

@@ -38,20 +38,33 @@ def preserved_module_attributes(model: torch.nn.Module) -> Iterator[None]:
 
 
 
-@contextlib.contextmanager
-def swapped_weights(model: torch.nn.Module, twin_of: Callable[[torch.Tensor], torch.Tensor]) -> Iterator[None]:
-    """Every parameter and buffer replaced by ``twin_of(tensor)`` (tied tensors share one twin),
-    then the real ones put back."""
-    with preserved_module_attributes(model):
-        twins: dict[int, torch.Tensor] = {}
-        for module in model.modules():
-            for table in (module._parameters, module._buffers):
-                for key, tensor in list(table.items()):
-                    if tensor is not None:
-                        if id(tensor) not in twins:
-                            twins[id(tensor)] = twin_of(tensor)
-                        table[key] = twins[id(tensor)]
-        yield
+def weights_of(module: torch.nn.Module, twin_of: Callable[[torch.Tensor], torch.Tensor]) -> dict[str, torch.Tensor]:
+    """``{local name: twin_of(tensor)}`` for every parameter and buffer of ``module``, under every
+    name it is reachable by (tied tensors share one twin as long as ``twin_of`` returns the same
+    twin for the same tensor). What :func:`call_with_weights` takes."""
+    weights: dict[str, torch.Tensor] = {}
+    for name, tensor in module.named_parameters(remove_duplicate=False):
+        weights[name] = twin_of(tensor)
+    for name, tensor in module.named_buffers(remove_duplicate=False):
+        weights[name] = twin_of(tensor)
+    return weights
+
+
+def call_with_weights(module: torch.nn.Module, weights: dict[str, torch.Tensor], args: tuple,
+                      kwargs: dict[str, Any] | None = None) -> Any:
+    """Call ``module`` with ``weights`` standing in for its parameters and buffers.
+
+    ``torch.func.functional_call``: the weights are passed in for the duration of the call only
+    and the module's own tensors are back when it returns or raises, so an analysis that fails
+    midway cannot leave the user's model altered; modules outside the call are never touched.
+    Attributes the call assigns (``spectral_norm``'s hook sets ``module.weight`` from the
+    passed-in ``weight_orig``) are put back too, so no twin stays behind.
+    """
+    from torch.func import functional_call
+
+    with preserved_module_attributes(module):
+        return functional_call(module, weights, tuple(args), kwargs or {}, tie_weights=True, strict=False)
+
 
 _TABLES = (
     "_parameters", "_buffers", "_modules", "_forward_hooks", "_forward_pre_hooks",

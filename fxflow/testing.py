@@ -22,6 +22,7 @@ def assert_gradients_flow(model: Any, inputs: Any = None, *, allow: Iterable[str
     ``options`` go to :func:`fxflow.check` (``loss_fn``, ``backward``, ``vanishing``, ...). Returns the
     Report when the check passes, so a test can assert more.
     """
+    __tracebackhide__ = True  # pytest shows the caller's line, not this frame
     from .pipeline import check
 
     report = check(model, inputs, allow=tuple(allow), **options)
@@ -32,12 +33,12 @@ def assert_gradients_flow(model: Any, inputs: Any = None, *, allow: Iterable[str
 
 def failure_message(report: Report) -> str:
     """The diagnosis: summary line, the dry parameters with their cut sites, then the plain paragraphs."""
-    from .present.text import cut_paragraphs, summary_line
+    from .present.text import cut_paragraphs, summary_line, verdict_of
 
     lines = [f"gradients do not reach every parameter of {report.target}", summary_line(report), ""]
     width = max(len(p.name) for p in report.problems)
     for parameter in report.problems:
-        verdict = parameter.static if parameter.static != "reachable" else parameter.dynamic
+        verdict = verdict_of(parameter)
         if parameter.dynamic and parameter.dynamic != verdict:
             verdict += f"/{parameter.dynamic}"
         where = "; ".join(f"{s.op} @ {s.source or s.node}" for s in parameter.cut_by)

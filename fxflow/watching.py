@@ -30,7 +30,7 @@ import torch
 from torch import nn
 
 from . import distributed
-from .capture.unwrap import unwrap
+from .unwrap import unwrap
 from .errors import FxflowError
 from .prepare import device_of
 from .report import Report, TraceInfo
@@ -59,6 +59,7 @@ class Watch:
         self._stash: dict[nn.Parameter, torch.Tensor | None] = {}
         self._handles: list[Any] = []
         self._recorder: Any = None
+        self._uninstrumented: str | None = None  # the recorder's note on compiled / higher-order regions
         self._report: Report | None = None
         self._active = False
 
@@ -120,6 +121,8 @@ class Watch:
         for tensor in floating_outputs(output):
             if tensor.requires_grad:
                 tensor.register_hook(self._saw_backward)
+        if self.forwards == 1 and self._recorder is not None:
+            self._uninstrumented = self._recorder.uninstrumented_note(output)
 
     def _saw_backward(self, grad: torch.Tensor) -> None:
         self.backward_seen = True
@@ -163,7 +166,7 @@ class Watch:
         result = ProbeResult(infos, dict(self._recorder.norms), measurable, notes)
         captured, static, static_notes = self._static_analysis()
         parameters = parameter_reports(self.module, static, result, self.vanishing, self.allow)
-        report_notes = static_notes + result.notes
+        report_notes = static_notes + result.notes + ([self._uninstrumented] if self._uninstrumented else [])
         if self.forwards > 1:
             report_notes.append(f"the model ran forward {self.forwards} times in the block; "
                                 "static verdicts use the inputs of the first")
@@ -206,10 +209,10 @@ class Watch:
                 inputs = distributed.to_meta(inputs)
                 keywords = dict(zip(keywords, distributed.to_meta(tuple(keywords.values()))))
             runner = KeywordsBound(plain, keywords) if keywords else plain
-            with untouched(plain) as notes:  # tracing and annotating run forward's ops: leave no trace
+            with untouched(plain) as notes:  # tracing runs forward's Python: leave no trace
                 captured = capture(runner, inputs)
-                static = analyze_capture(captured, runner, inputs)
-        return captured, static, notes
+                static, static_notes = analyze_capture(captured, runner, inputs)
+        return captured, static, static_notes + notes
 
     def _restore_grads(self) -> None:
         """Grads become what they would have been without fxflow: old + this step's."""

@@ -20,6 +20,13 @@ WET = {"reachable", "zero"}
 
 def real_grads(model: torch.nn.Module, inputs: Sequence[Any], keywords: dict[str, Any] | None = None) -> dict[str, bool]:
     """{parameter name: a gradient arrived} from a real backward of ``model(*inputs, **keywords)``."""
+    return {name: grad is not None for name, grad in real_gradients(model, inputs, keywords).items()}
+
+
+def real_gradients(model: torch.nn.Module, inputs: Sequence[Any],
+                   keywords: dict[str, Any] | None = None) -> dict[str, torch.Tensor | None]:
+    """{parameter name: a copy of its .grad (a sparse one coalesced to the rows it holds)} from a
+    real backward of ``model(*inputs, **keywords)``; the model is left as found."""
     snapshot = ModelSnapshot.save(model)
     try:
         for parameter in model.parameters():
@@ -28,7 +35,7 @@ def real_grads(model: torch.nn.Module, inputs: Sequence[Any], keywords: dict[str
             loss = projection_loss(model(*inputs, **(keywords or {})), 0)
             if loss is not None and loss.requires_grad:
                 loss.backward()
-        return {name: p.grad is not None for name, p in model.named_parameters()}
+        return {name: _stored(p.grad) for name, p in model.named_parameters()}
     finally:
         snapshot.restore()
 
@@ -59,3 +66,26 @@ def line_of(path: str, marker: str) -> int:
             if marker in text:
                 return number
     raise AssertionError(f"{marker!r} not in {path}")
+
+
+def real_dynamic(model: torch.nn.Module, inputs: Sequence[Any], vanishing: float = 1e-3) -> dict[str, str]:
+    """{parameter name: missing / zero / vanishing / ok} from a real backward of ``model`` on ``inputs``,
+    read straight from the ``.grad`` tensors, independently of fxflow's own statistics."""
+    grads = real_gradients(model, inputs)
+    rms = {name: float(g.double().pow(2).mean().sqrt()) for name, g in grads.items() if g is not None}
+    largest = max(rms.values(), default=0.0)
+    verdicts = {}
+    for name, grad in grads.items():
+        if grad is None:
+            verdicts[name] = "missing"
+        elif not bool((grad != 0).any()):
+            verdicts[name] = "zero"
+        else:
+            verdicts[name] = "vanishing" if rms[name] < vanishing * largest else "ok"
+    return verdicts
+
+
+def _stored(grad: torch.Tensor | None) -> torch.Tensor | None:
+    if grad is None:
+        return None
+    return grad.coalesce().values().detach().clone() if grad.is_sparse else grad.detach().clone()

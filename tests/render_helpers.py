@@ -4,6 +4,7 @@ No mocks of Graphviz: SVG and PNG come from the real executable fxflow finds.
 """
 from __future__ import annotations
 
+import functools
 import os
 import re
 import xml.etree.ElementTree as ET
@@ -44,6 +45,12 @@ def cli_report(target: str, seed: int = 0):
         report = check(loaded.model, loaded.inputs, seed=seed, target=target, infer=False)
         report.notes[:0] = loaded.notes
     return report
+
+
+@functools.lru_cache(maxsize=None)
+def cached_report(target: str):
+    """:func:`cli_report`, once per target and test process (tests only read it)."""
+    return cli_report(target)
 
 
 # -- DOT -------------------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import fxflow
 from fxflow.analyze import analyze
 from fxflow.annotate import annotate
 from fxflow.capture import OPAQUE_KEY, _methods, capture
-from fxflow.capture.unwrap import meta_copy, unwrap
+from fxflow.unwrap import meta_copy, unwrap
 from fxflow.state import preserved_module_attributes
 from gradtruth import assert_agrees, real_grads, static_disagreements
 

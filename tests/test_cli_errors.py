@@ -50,7 +50,11 @@ def test_unknown_dotted_module(run_fxflow):
 
 
 def test_malformed_target(run_fxflow):
-    assert_one_line_error(check(run_fxflow, "models.py"), "path/to/file.py:Name")
+    assert_one_line_error(check(run_fxflow, "models.py:"), "path/to/file.py:Name")
+
+
+def test_target_without_name_in_a_file_of_many_models_lists_them(run_fxflow):
+    assert_one_line_error(check(run_fxflow, "models.py"), "several nn.Module subclasses", "Good", "Cut", "models.py:")
 
 
 def test_name_not_in_file_lists_the_modules_there(run_fxflow):

@@ -74,3 +74,27 @@ def test_fnet_from_a_tiny_config_checks_with_the_tokenizer_keys():
     report = fxflow.check(model, inputs)
     assert report.trace.method != "none"
     assert_agrees(report, real_grads(model, (), inputs))
+
+
+def test_example_inputs_returning_a_dict_with_kwargs_keys_via_the_cli(run_fxflow, write_model, tmp_path):
+    pytest.importorskip("transformers")
+    path = write_model(tmp_path, """
+        import torch
+        import transformers
+
+        def build():
+            torch.manual_seed(0)
+            config = transformers.FNetConfig(vocab_size=50, hidden_size=16, num_hidden_layers=1,
+                                             intermediate_size=32, max_position_embeddings=16, type_vocab_size=2)
+            return transformers.FNetModel(config)
+
+        def example_inputs():
+            return {"input_ids": torch.randint(0, 50, (2, 6)), "attention_mask": torch.ones(2, 6, dtype=torch.long)}
+    """)
+    code, out, err = run_fxflow("check", f"{path}:build", "--json", env={"HF_HUB_OFFLINE": "1"})
+    assert code == 0, err
+    import json
+
+    data = json.loads(out)
+    assert data["trace"]["method"] != "none"
+    assert all(p["agree"] for p in data["parameters"])

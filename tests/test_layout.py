@@ -1,7 +1,7 @@
 """The package's shape: the pipeline's stages import each other in one direction only.
 
 Imports are read from the source (module level and inside functions alike, since a lazy import
-is still a dependency). Importing ``fxflow.a.b`` imports the package ``fxflow.a`` first, so that
+is still a dependency; ``if TYPE_CHECKING:`` blocks never run and do not count). Importing ``fxflow.a.b`` imports the package ``fxflow.a`` first, so that
 counts as an edge too. The only edges allowed to point back up are the Report's convenience
 delegations to its presenters (``Report.table()``, ``Report.render()``, ``_repr_svg_``...).
 """
@@ -26,7 +26,11 @@ def _module_name(path: Path) -> str:
 def _imports(path: Path, name: str, known: set[str]) -> set[str]:
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    tree = ast.parse(path.read_text())
+    for block in ast.walk(tree):  # imports for type checkers only never run
+        if isinstance(block, ast.If) and "TYPE_CHECKING" in ast.unparse(block.test):
+            block.body = []
+    for node in ast.walk(tree):
         targets: list[str] = []
         if isinstance(node, ast.ImportFrom):
             base = node.module or ""
@@ -86,3 +90,24 @@ def test_no_verdict_is_spelled_as_a_string_outside_the_vocabulary():
                     if isinstance(value, ast.Constant) and value.value in words:
                         offenders.append(f"{path.relative_to(PACKAGE)}:{value.lineno} {value.value!r}")
     assert offenders == []
+
+
+STAGES = ["fxflow.prepare", "fxflow.capture", "fxflow.probe", "fxflow.annotate", "fxflow.analyze",
+          "fxflow.reconcile", "fxflow.pipeline"]
+
+
+def _stage(module: str) -> int | None:
+    for index, stage in enumerate(STAGES):
+        if module == stage or module.startswith(stage + "."):
+            return index
+    return None
+
+
+def test_no_stage_imports_a_later_one():
+    """The walk through check enters each stage once and never climbs back up."""
+    climbs = []
+    for source, target in import_graph().edges():
+        here, there = _stage(source), _stage(target)
+        if here is not None and there is not None and there > here:
+            climbs.append(f"{source} -> {target}")
+    assert climbs == []

@@ -32,7 +32,11 @@ def test_split_target(target, expected):
     assert split_target(target) == expected
 
 
-@pytest.mark.parametrize("target", ["model.py", "model.py:", ":Net", "C:Net"])
+def test_split_target_without_a_name():
+    assert split_target("model.py") == ("model.py", None)
+
+
+@pytest.mark.parametrize("target", ["model.py:", ":Net", "C:Net"])
 def test_split_target_rejects(target):
     with pytest.raises(FxflowError):
         split_target(target)
@@ -129,3 +133,53 @@ def test_untouched_puts_back_values_grads_and_random_state():
     assert torch.equal(model[0].weight, weight) and torch.equal(model[1].running_mean, stats)
     assert int(model[1].num_batches_tracked) == 0 and model.training
     assert torch.equal(rng, torch.get_rng_state())
+
+
+def _write(tmp_path, source: str):
+    import textwrap
+
+    path = tmp_path / "model.py"
+    path.write_text(textwrap.dedent(source))
+    return str(path)
+
+
+HEADER = """
+    import torch
+    from torch import nn
+
+    class Block(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.fc = nn.Linear(4, 4)
+
+        def forward(self, x):
+            return self.fc(x)
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.block = Block()
+
+        def forward(self, x):
+            return self.block(x)
+"""
+
+
+def test_name_is_picked_when_example_inputs_says_which(tmp_path):
+    path = _write(tmp_path, HEADER + "\n    def example_inputs():\n        return torch.randn(2, 4)\n")
+    loaded = load_target(path)
+    assert loaded.target == f"{path}:Net" and type(loaded.model).__name__ == "Net"
+
+
+def test_ambiguous_file_lists_the_candidates(tmp_path):
+    path = _write(tmp_path, HEADER)  # no example_inputs(): Block could be meant as well
+    with pytest.raises(FxflowError, match="several nn.Module subclasses: Block, Net"):
+        load_target(path)
+    two_roots = HEADER + "\n    class Other(nn.Module):\n        pass\n\n    def example_inputs():\n        return None\n"
+    with pytest.raises(FxflowError, match="Block, Net, Other"):
+        load_target(_write(tmp_path, two_roots))
+
+
+def test_file_without_modules(tmp_path):
+    with pytest.raises(FxflowError, match="defines no nn.Module subclass"):
+        load_target(_write(tmp_path, "x = 1\n"))

@@ -15,6 +15,7 @@ import fxflow
 from fxflow.errors import FxflowError
 
 from fxflow.render import build_dot, build_view
+from fxflow.render import engine
 from fxflow.render.engine import run
 from fxflow.report import CutSite, ParameterReport, Report, TraceInfo
 from render_helpers import graph_attrs, parse_dot, parse_svg
@@ -108,7 +109,7 @@ def synthetic_report(layers: int = LAYERS, cut_layer: int | None = 3, vanishing:
 def test_two_thousand_nodes_build_and_render_quickly(capsys):
     report = synthetic_report()
     started = time.perf_counter()
-    full = build_dot(report, budget=10**9)
+    full = build_dot(report, automatic=False)
     full_seconds = time.perf_counter() - started
     drawn = len(parse_dot(full)[0])
     assert drawn > 2000
@@ -140,8 +141,8 @@ def test_identical_layers_fold_into_one_box():
 
 def test_vanishing_stack_fades():
     report = synthetic_report(layers=12, cut_layer=None, vanishing=True)
-    _, edges, _ = parse_dot(build_dot(report, budget=10**9, announce=False))
-    edges = [e for e in edges if "fxflow-edge" in e.attrs["class"]]
+    _, edges, _ = parse_dot(build_dot(report, automatic=False, announce=False))
+    edges = [e for e in edges if e.attrs.get("class", "").startswith("fxflow-edge")]
     width = {e.ids: float(e.attrs["penwidth"]) for e in edges}
     assert width[("l0_out", "l0_add2")] < width[("l11_out", "l11_add2")]
     tooltip = {e.ids: e.attrs["tooltip"] for e in edges}
@@ -150,16 +151,16 @@ def test_vanishing_stack_fades():
 
 def test_png_of_a_big_graph_stays_small():
     report = synthetic_report(layers=24)
-    png = run(build_dot(report, budget=10**9, announce=False), "png")
+    png = run(build_dot(report, automatic=False, announce=False), "png")
     width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
-    assert max(width, height) <= 4800
+    assert max(width, height) <= engine.PNG_MAX_PIXELS
 
 
 def test_view_counts_match_dot():
     report = synthetic_report(layers=8)
     view = build_view(report, depth=1)
     nodes, _, _ = parse_dot(build_dot(report, depth=1, announce=False))
-    assert view.count() == len(nodes) - 1  # minus the legend
+    assert view.count() == len([k for k in nodes if not k.startswith("fxflow.legend")])
     assert "modules deeper than 1" in graph_attrs(build_dot(report, depth=1, announce=False))["label"]
 
 
@@ -178,17 +179,22 @@ class _FlatStack(torch.nn.Module):
         return x
 
 
-def test_a_flat_graph_too_big_to_lay_out_is_refused_in_one_line(tmp_path):
+def test_a_flat_graph_with_no_modules_to_collapse_into_draws_runs_of_like_ops(capsys):
     model = _FlatStack(1400)  # about 5,600 graph nodes, 4,200 boxes even at --depth 0
     report = fxflow.check(model, torch.randn(2, 4), backward=False)
-    with pytest.raises(FxflowError, match="too many to draw"):
-        report.render(str(tmp_path / "flat.svg"))
-    assert not (tmp_path / "flat.svg").exists()
+    nodes, _, _ = parse_dot(build_dot(report))
+    assert "collapsed automatically" in capsys.readouterr().err
+    drawn = [k for k in nodes if not k.startswith("fxflow.legend")]
+    assert len(drawn) <= 300
+    cut = [n for k, n in nodes.items() if "fxflow-cut" in n.attrs.get("class", "") and not k.startswith("fxflow.legend")]
+    assert len(cut) == 1 and "detach" in cut[0].attrs["label"]  # the cut is never merged into a run
+    runs = [nodes[k].attrs for k in drawn if k.startswith("run.")]
+    assert {"fxflow-dry", "fxflow-wet"} <= {c for r in runs for c in r["class"].split()}  # before and after it
 
 
 def test_a_flat_graph_that_collapses_enough_is_drawn():
     model = _FlatStack(500)  # about 2,000 graph nodes; --depth 0 leaves about 1,500 boxes
     report = fxflow.check(model, torch.randn(2, 4), backward=False)
     nodes, _, _ = parse_dot(build_dot(report))
-    cut = [n for n in nodes.values() if "fxflow-cut" in n.attrs.get("class", "")]
+    cut = [n for k, n in nodes.items() if "fxflow-cut" in n.attrs.get("class", "") and not k.startswith("fxflow.legend")]
     assert len(cut) == 1 and "detach" in cut[0].attrs["label"]

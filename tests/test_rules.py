@@ -6,7 +6,7 @@ from typing import Callable
 import pytest
 import torch
 
-from fxflow import flow, rules
+from fxflow import derivatives, flow, rules
 
 X = torch.randn(6, dtype=torch.float64) * 3
 V = torch.tensor(0.7, dtype=torch.float64)
@@ -44,8 +44,70 @@ BUILDERS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
 }
 
 
+# Rules read off a node's saved arguments (fxflow.rules._BY_SAVED_ARGUMENT, _ZERO_FOR_REAL_INPUT):
+# (node, f(x, v) that makes it with the argument that decides, what every input then gets).
+SAVED_ARGUMENT_BUILDERS = [
+    ("PowBackward0", lambda x, v: x ** 0, flow.ZERO),
+    ("CdistBackward0", lambda x, v: torch.cdist(x.view(2, 3), (x * v).view(2, 3), p=0), flow.ZERO),
+    ("DistBackward0", lambda x, v: torch.dist(x, v.detach().expand(6), p=0), flow.NONE),
+    ("LinalgVectorNormBackward0", lambda x, v: torch.linalg.vector_norm(x, ord=0), flow.NONE),
+    ("SgnBackward0", lambda x, v: torch.sgn(x), flow.ZERO),
+    ("AngleBackward0", lambda x, v: torch.angle(x), flow.ZERO),
+    ("DivBackward2", lambda x, v: torch.div(x, v, rounding_mode="floor"), flow.ZERO),  # from torch's table
+    ("DivBackward2", lambda x, v: torch.div(x, 2.0, rounding_mode="trunc"), flow.ZERO),
+]
+# The same nodes where the argument does not decide: an ordinary derivative.
+DIFFERENTIABLE_TWINS = [
+    lambda x, v: x ** 2, lambda x, v: torch.cdist(x.view(2, 3), (x * v).view(2, 3), p=1),
+    lambda x, v: torch.dist(x, v.detach().expand(6), p=2), lambda x, v: torch.linalg.vector_norm(x, ord=2),
+    lambda x, v: torch.sgn(torch.complex(x, v.expand(6))), lambda x, v: torch.angle(torch.complex(x, v.expand(6))),
+    lambda x, v: torch.div(x, v), lambda x, v: torch.div(x, 2.0),
+]
+
+
 def test_every_rule_has_a_builder() -> None:
     assert set(BUILDERS) == set(rules.ZERO_DERIVATIVE_GRAD_FNS)
+    saved = {name for name, _, _ in SAVED_ARGUMENT_BUILDERS}
+    assert set(rules._BY_SAVED_ARGUMENT) | rules._ZERO_FOR_REAL_INPUT <= saved
+
+
+def test_torch_derivative_table_is_read() -> None:
+    """The installed torch ships derivatives.yaml, and fxflow reads the nodes it generates."""
+    table = derivatives.table()
+    assert derivatives.derivatives_yaml() is not None and len(table) > 500
+    assert [i.kind for i in table["IgammaBackward0"].inputs] == [flow.NONE, flow.DIFF]
+    assert table["DivBackward2"].zero_when_saved == "rounding_mode"
+
+
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_torch_table_agrees_with_the_hand_table(name: str) -> None:
+    """The hand table (the fallback when derivatives.yaml cannot be read) says what torch's table says."""
+    torch.manual_seed(0)
+    y = BUILDERS[name](X.clone().requires_grad_(), V.clone().requires_grad_())
+    kinds = derivatives.input_kinds(y.grad_fn)
+    hand = rules.ZERO_DERIVATIVE_GRAD_FNS[name]
+    if kinds is None or name in rules._ZERO_FOR_REAL_INPUT:
+        pytest.skip(f"{name}: torch's table has one formula for real and complex inputs")
+    assert [k == flow.ZERO for k in kinds] == [hand is None or i in hand for i in range(len(kinds))]
+
+
+@pytest.mark.parametrize("index", range(len(SAVED_ARGUMENT_BUILDERS)))
+def test_saved_argument_rule_matches_autograd(index: int) -> None:
+    """The argument that decides gives every input an exact zero (ZERO) or no gradient (NONE);
+    the same node without it gives a nonzero gradient, and the rule says DIFF."""
+    name, build, kind = SAVED_ARGUMENT_BUILDERS[index]
+    x = X.clone().requires_grad_()
+    v = V.clone().requires_grad_()
+    y = build(x, v)
+    assert type(y.grad_fn).__name__ == name
+    assert set(rules.derivative_kinds(y.grad_fn)) == {kind}
+    (grad,) = torch.autograd.grad(y.sum(), [x], allow_unused=True)
+    assert (grad is None) if kind == flow.NONE else bool((grad == 0).all())
+    y = DIFFERENTIABLE_TWINS[index](x, v)
+    y = y.real + y.imag if y.is_complex() else y
+    assert set(rules.derivative_kinds(y.grad_fn)) <= {flow.DIFF}
+    (grad,) = torch.autograd.grad(y.sum(), [x])
+    assert bool((grad != 0).any())
 
 
 @pytest.mark.parametrize("name", sorted(BUILDERS))

@@ -24,8 +24,8 @@ first.weight   32x10  cut        missing          -  detach @ examples/seed.py:1
 first.bias     32     cut        missing          -  detach @ examples/seed.py:15
 middle.weight  32x32  cut        missing          -  detach @ examples/seed.py:15
 middle.bias    32     cut        missing          -  detach @ examples/seed.py:15
-last.weight    2x32   reachable  ok        7.038045
-last.bias      2      reachable  ok        4.730940
+last.weight    2x32   reachable  ok           7.038
+last.bias      2      reachable  ok           4.731
 
 detach at examples/seed.py:15 (node detach) cuts first.weight, first.bias, middle.weight,
 middle.bias off from the output: detach() returns a tensor with no autograd history, so the gradient
@@ -59,6 +59,30 @@ def test_rich_text_is_the_plain_words_at_a_fixed_width(report):
     assert "\n".join(line.rstrip() for line in text.splitlines()) + "\n" == EXPECTED
 
 
+def test_plain_text_at_the_same_width_is_the_same_text(report):
+    assert render_text(report, width=100) + "\n" == EXPECTED
+
+
+def test_plain_table_fits_80_columns_and_keeps_every_word(report):
+    wide, narrow = render_text(report), render_text(report, width=80)
+    assert max(len(line) for line in wide.splitlines()) > 80  # the case the width is for
+    assert max(len(line) for line in narrow.splitlines()) <= 80
+    assert narrow.split() == wide.split()  # wrapped, nothing lost or reordered
+    header = narrow.splitlines()[2]
+    column = header.index("cut by")
+    rows = [line for line in narrow.splitlines()[3:9]]
+    # continuation lines of a wrapped cell start in the cut-by column: the table stays a table
+    assert all(line.startswith(" " * column) and line[column] != " " for line in rows if line.startswith(" "))
+
+
+def test_cli_wraps_at_columns_and_not_when_piped_without(run_fxflow):
+    code, narrow, _ = run_fxflow("check", "examples/seed.py:Net", env={"COLUMNS": "80"})
+    assert code == 1 and max(len(line) for line in narrow.splitlines()) <= 80
+    code, piped, _ = run_fxflow("check", "examples/seed.py:Net", env={"COLUMNS": None})
+    assert "middle.weight  32x32  cut        missing          -  detach @ examples/seed.py:15" in piped.splitlines()
+    assert narrow.split() == piped.split()
+
+
 def test_rich_colors_verdicts(report):
     raw = _rich(report, "standard").file.getvalue()
     assert "\x1b[1;31mcut" in raw  # cut: bold red
@@ -67,7 +91,8 @@ def test_rich_colors_verdicts(report):
     assert "\x1b[1;31mproblem: 4 of 6" in raw
 
 
-def test_plain_when_not_a_terminal(report):
+def test_plain_when_not_a_terminal(report, monkeypatch):
+    monkeypatch.delenv("COLUMNS", raising=False)  # piped without COLUMNS: no wrapping at all
     out = io.StringIO()
     Terminal(file=out).show(report)
     assert out.getvalue() == render_text(report) + "\n"
@@ -83,9 +108,10 @@ def test_color_on_a_terminal_unless_no_color(report, monkeypatch):
         terminal.show(report)
         assert "\x1b[" not in terminal.file.getvalue()
     monkeypatch.setenv("NO_COLOR", "1")
+    monkeypatch.setenv("COLUMNS", "100")
     out = FakeTTY()
     Terminal(file=out).show(report)
-    assert out.getvalue() == render_text(report) + "\n"
+    assert out.getvalue() == render_text(report, width=100) + "\n" == EXPECTED
 
 
 def test_quiet_prints_only_the_summary(report):

@@ -20,11 +20,10 @@ The chain (:func:`_methods`): ``symbolic_trace`` (fast, no inputs needed), then
 ``torch.export`` non-strict (:mod:`.export`: shape-dependent code, most Hugging Face models),
 then a capture of the actual run on the example inputs (:mod:`.runtime`: data-dependent
 branches, NumPy round trips, inference_mode, custom autograd.Functions). Wrappers
-(``torch.compile``, DataParallel, DDP) are seen through first (:mod:`.unwrap`).
+(``torch.compile``, DataParallel, DDP) are seen through first (:mod:`fxflow.unwrap`).
 """
 from __future__ import annotations
 
-import inspect
 from dataclasses import dataclass, field
 from typing import Callable, Sequence
 
@@ -34,15 +33,17 @@ import torch.fx as fx
 from torch.utils._pytree import tree_flatten
 
 from ..errors import describe
+from ..signature import defaulted_arguments
 from ..state import preserved_module_attributes
 from .functions import (OPAQUE_KEY, CheckpointGate, OpaqueFunction, checkpoint_inputs, checkpointed_call,
                         intercepted_apply, is_checkpoint, is_user_function, opaque_reason)
 from .grad_mode import META_KEY as GRAD_MODE_KEY, GradRegion
 from .symbolic import symbolic_capture
-from .unwrap import rebase, unwrap
+from ..unwrap import rebase, unwrap
 
 __all__ = ["Capture", "capture", "GradRegion", "GRAD_MODE_KEY", "OPAQUE_KEY"]
 
+RealRun = tuple  # (run_forward, on_outputs) of runtime_capture
 CaptureMethod = Callable[[torch.nn.Module, Sequence[object] | None], fx.GraphModule]
 
 
@@ -61,20 +62,8 @@ def _symbolic_apply(cls: type, call: Callable[..., object], args: tuple, kwargs:
     return proxy
 
 
-def _defaulted_arguments(model: torch.nn.Module, inputs: Sequence[object] | None) -> list[str]:
-    """Forward's arguments that the inputs leave at their defaults (keyword arguments, mostly)."""
-    try:
-        parameters = list(inspect.signature(model.forward).parameters.values())
-    except (TypeError, ValueError):
-        return []
-    given = len(inputs) if inputs is not None else 0
-    return [p.name for i, p in enumerate(parameters)
-            if p.default is not p.empty and (i >= given or p.kind == p.KEYWORD_ONLY)
-            and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
-
-
 def _symbolic(model: torch.nn.Module, inputs: Sequence[object] | None) -> fx.GraphModule:
-    defaulted = _defaulted_arguments(model, inputs)
+    defaulted = defaulted_arguments(model, len(inputs) if inputs is not None else 0)
     if defaulted and inputs is not None:  # fx would trace them as inputs, not as their defaults
         shown = ", ".join(defaulted[:3]) + (f" and {len(defaulted) - 3} more" if len(defaulted) > 3 else "")
         raise TypeError(f"forward's arguments {shown} keep their defaults, which symbolic tracing would treat as inputs")
@@ -88,10 +77,10 @@ def _export(model: torch.nn.Module, inputs: Sequence[object] | None) -> fx.Graph
     return export_capture(model, inputs)
 
 
-def _runtime(model: torch.nn.Module, inputs: Sequence[object] | None, probe: object = None) -> fx.GraphModule:
+def _runtime(model: torch.nn.Module, inputs: Sequence[object] | None, real_run: RealRun = (None, None)) -> fx.GraphModule:
     from .runtime import runtime_capture
 
-    return runtime_capture(model, inputs, probe)
+    return runtime_capture(model, inputs, *real_run)
 
 
 @dataclass
@@ -115,12 +104,15 @@ def _methods() -> list[tuple[str, CaptureMethod]]:
 METHODS = ("symbolic_trace", "torch.export", "runtime")
 
 
-def capture(model: torch.nn.Module, inputs: Sequence[object] | None = None, probe: object = None,
+def capture(model: torch.nn.Module, inputs: Sequence[object] | None = None, *,
+            run_forward: Callable[[Callable[[], object]], object] | None = None,
+            on_outputs: Callable[[object], None] | None = None,
             methods: Sequence[str] | None = None) -> Capture:
     """Capture ``model`` with the first method that works; notes say why earlier ones failed.
 
-    ``probe`` (a :class:`~fxflow.probe.GradientProbe`) rides along with a capture that runs the
-    real forward anyway (run-time capture), so forward is not run twice; check ``probe.result``.
+    A capture that runs the real forward anyway (run-time capture) runs it through
+    ``run_forward(call)`` and hands its outputs to ``on_outputs``, so the caller's real backward
+    rides along and forward is not run twice.
 
     A wrapped model (``torch.compile``, DataParallel, DDP) is captured through its inner module;
     the graph's attribute targets still name attributes of ``model`` itself. ``methods`` restricts
@@ -135,7 +127,7 @@ def capture(model: torch.nn.Module, inputs: Sequence[object] | None = None, prob
             continue
         try:
             with preserved_module_attributes(inner):
-                graph_module = _runtime(inner, inputs, probe) if method is _runtime else method(inner, inputs)
+                graph_module = _runtime(inner, inputs, (run_forward, on_outputs)) if method is _runtime else method(inner, inputs)
             graph_module = rebase(graph_module, model, prefix)
         except Exception as error:  # any failure means: try the next capture
             notes.append(f"{name} failed: {describe(error, limit=200)}")

@@ -15,10 +15,8 @@ single opaque nodes (see :mod:`fxflow.capture.functions`).
 """
 from __future__ import annotations
 
-import inspect
 import operator
-import sys
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import Any, Callable, Sequence
 
 import torch
 import torch.fx as fx
@@ -26,10 +24,10 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from ..flow import tensors_in
+from ..signature import positional_names
+from .source import python_stack_trace
 from ..state import ModelSnapshot
 
-if TYPE_CHECKING:  # pragma: no cover
-    from ..probe import GradientProbe
 from .functions import (OPAQUE_KEY, CheckpointGate, Constant, OpaqueFunction, checkpoint_inputs, checkpointed_call,
                         intercepted_apply, is_checkpoint, is_user_function, opaque_reason)
 from .grad_mode import META_KEY as GRAD_MODE_KEY, GradModeRecorder
@@ -73,16 +71,6 @@ class SetItem:
         return tensor
 
 
-def _stack_trace() -> str:
-    """The live Python stack in fx's ``stack_trace`` format (outermost first, no code lines)."""
-    frame = sys._getframe(2)
-    lines = []
-    while frame is not None:
-        lines.append(f'  File "{frame.f_code.co_filename}", line {frame.f_lineno}, in {frame.f_code.co_name}\n')
-        frame = frame.f_back
-    return "".join(reversed(lines))
-
-
 class RunRecorder(TorchFunctionMode):
     """Builds an fx graph of one real forward; see the module docstring."""
 
@@ -97,6 +85,7 @@ class RunRecorder(TorchFunctionMode):
             self.attributes.setdefault(id(tensor), name)
         self.module_stack: list[tuple[str, str]] = []
         self.escapes: list[tuple[fx.Node, Any]] = []
+        self.scalars: dict[int, tuple[fx.Node, Any]] = {}  # id(float an escape returned) -> (escape, float)
         self.linked: set[fx.Node] = set()
         self.paused = 0
 
@@ -113,7 +102,7 @@ class RunRecorder(TorchFunctionMode):
 
     def add(self, op: str, target: Any, args: tuple, kwargs: dict) -> fx.Node:
         node = self.graph.create_node(op, target, args, kwargs)
-        node.meta["stack_trace"] = _stack_trace()
+        node.meta["stack_trace"] = python_stack_trace()
         if self.module_stack:
             node.meta["nn_module_stack"] = {name: (name, cls) for name, cls in self.module_stack}
         region = self.grad_modes.current()
@@ -143,7 +132,17 @@ class RunRecorder(TorchFunctionMode):
         return self.add("call_function", Reentry(name, result), tuple(sources), {})
 
     def _convert(self, value: Any) -> Any:
-        return tree_map(lambda v: self.node_of(v) if isinstance(v, torch.Tensor) else v, value)
+        return tree_map(self._argument, value)
+
+    def _argument(self, value: Any) -> Any:
+        """A torch call's argument as graph data: a tensor's node; a float that an escape returned
+        (``x * h.mean().item()``) becomes a re-entry node linked to that escape; else the value."""
+        if isinstance(value, torch.Tensor):
+            return self.node_of(value)
+        escaped = self.scalars.get(id(value)) if isinstance(value, (float, complex)) else None
+        if escaped is not None and escaped[1] is value:
+            return self.add("call_function", Reentry("scalar", value), (escaped[0],), {})
+        return value
 
     # -- interception -----------------------------------------------------------------------
     def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
@@ -157,6 +156,9 @@ class RunRecorder(TorchFunctionMode):
         if name in _ESCAPES and args and isinstance(args[0], torch.Tensor):
             node = self.add("call_function", Escape(name), (self.node_of(args[0]),), {})
             self.escapes.append((node, result))
+            for scalar in (result if isinstance(result, list) else [result]):  # floats, not (cached) ints
+                if isinstance(scalar, (float, complex)):
+                    self.scalars[id(scalar)] = (node, scalar)
             return result
         if not _has_tensor(result) and name != "__setitem__":
             return result  # metadata reads and Python data: used as constants later
@@ -236,20 +238,18 @@ def _same_data(escaped: Any, data: Any) -> bool:
 
 def _input_names(model: torch.nn.Module, count: int) -> list[str]:
     """Forward's own argument names for the placeholders (``input_<i>`` where it has none)."""
-    try:
-        parameters = list(inspect.signature(model.forward).parameters.values())
-    except (TypeError, ValueError):
-        parameters = []
-    names = [p.name for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    names = positional_names(model)
     return [names[i] if i < len(names) else f"input_{i}" for i in range(count)]
 
 
 def runtime_capture(model: torch.nn.Module, inputs: Sequence[Any] | None,
-                    probe: "GradientProbe | None" = None) -> fx.GraphModule:
+                    run_forward: Callable[[Callable[[], Any]], Any] | None = None,
+                    on_outputs: Callable[[Any], None] | None = None) -> fx.GraphModule:
     """Run ``model`` once on ``inputs`` and return the graph of what it did; the model is left as found.
 
-    With a :class:`~fxflow.probe.GradientProbe`, that one real forward is also the probe's: its
-    outputs are differentiated (outside the recording) before the model is put back.
+    ``run_forward(call)`` runs that one real forward (default: ``call()``), and ``on_outputs``
+    receives its outputs outside the recording, before the model is put back: the pipeline's
+    real backward rides along this way, so forward runs once.
     """
     if inputs is None:
         raise RuntimeError("run-time capture needs example inputs")
@@ -263,13 +263,17 @@ def runtime_capture(model: torch.nn.Module, inputs: Sequence[Any] | None,
     handles = recorder.hook_modules(model)
     try:
         with torch.enable_grad(), grad_modes.recording(), intercepted_apply(recorder.apply_function), recorder:
-            outputs = probe.forward(lambda: model(*inputs)) if probe is not None else model(*inputs)
+            outputs = (run_forward or _call)(lambda: model(*inputs))
         result = tuple(recorder.node_of(t) for t in tensors_in(outputs))
-        if probe is not None:
-            probe.backward(outputs)
+        if on_outputs is not None:
+            on_outputs(outputs)
     finally:
         for handle in handles:
             handle.remove()
         snapshot.restore()
     recorder.graph.output(result)
     return fx.GraphModule(model, recorder.graph, model.__class__.__name__)
+
+
+def _call(call: Callable[[], Any]) -> Any:
+    return call()

@@ -104,8 +104,46 @@ class FlowTracer(fx.Tracer):
 
 
 def symbolic_capture(model: torch.nn.Module) -> fx.GraphModule:
-    """Trace ``model`` symbolically; its get_attr and call_module targets name the model's own attributes."""
+    """Trace ``model`` symbolically; its get_attr and call_module targets name the model's own attributes.
+
+    Raises :class:`BakedInGradient` when the trace froze autograd history into a constant.
+    """
     recorder = GradModeRecorder()
     with recorder.recording(), _traceable_factories(), _attributes_keep_their_line(recorder):
         graph = FlowTracer(recorder).trace(model)
-    return fx.GraphModule(model, graph, model.__class__.__name__)
+    graph_module = fx.GraphModule(model, graph, model.__class__.__name__)
+    reject_baked_in_gradients(graph_module, model)
+    return graph_module
+
+
+class BakedInGradient(RuntimeError):
+    """A traced constant carries autograd history: the graph misses data flow to parameters."""
+
+
+def reject_baked_in_gradients(graph_module: fx.GraphModule, model: torch.nn.Module) -> None:
+    """Refuse a graph whose constant tensors carry autograd history.
+
+    symbolic_trace runs forward's Python; what it computes without a Proxy (an L2 penalty
+    ``sum(p.pow(2).sum() for p in self.parameters())``) is stored as a ``_tensor_constant``: a
+    real tensor whose history leads into the parameters, frozen in place of the graph path the
+    real backward takes. Any attribute the graph reads that has a ``grad_fn``, or that requires
+    grad without being one of the model's own tensors, means the trace missed data flow.
+    """
+    for node in graph_module.graph.nodes:
+        if node.op != "get_attr":
+            continue
+        value = _attribute(graph_module, str(node.target))
+        if not isinstance(value, torch.Tensor) or isinstance(value, torch.nn.Parameter):
+            continue
+        made_by_trace = _attribute(model, str(node.target)) is not value
+        if value.grad_fn is not None or (value.requires_grad and made_by_trace):
+            raise BakedInGradient(
+                f"{node.target} was computed from parameters outside the graph (forward code the trace "
+                "ran once), so the graph misses their gradient path")
+
+
+def _attribute(root: Any, target: str) -> Any:
+    value = root
+    for part in target.split("."):
+        value = getattr(value, part, None)
+    return value

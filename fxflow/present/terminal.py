@@ -1,5 +1,6 @@
 """Terminal output: a rich colored table on a terminal, the plain text of :mod:`fxflow.present.text` otherwise.
 
+Plain text wraps at ``COLUMNS`` (or the terminal's width) and not at all when piped without it.
 Color is used only when stdout is a terminal, ``--no-color`` was not given and ``NO_COLOR`` is
 unset or empty (https://no-color.org). The words never change with the color: the cells come
 from :func:`fxflow.present.text.table_rows`, the paragraphs from :func:`fxflow.present.text.cut_paragraphs`,
@@ -10,17 +11,16 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
 from typing import TYPE_CHECKING, Callable, Iterator, TextIO
 
-from .text import cut_paragraphs, render_text, summary_line, table_rows
+from .text import COLUMNS, cut_paragraphs, render_text, summary_line, table_rows
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
 
     from ..report import Report
-
-_COLUMNS = ("parameter", "shape", "static", "dynamic", "grad norm", "cut by")
 
 # Verdict -> rich style. Wet is green, dry red, zero orange, frozen/unused dim, disagreement magenta.
 STYLES = {
@@ -52,7 +52,7 @@ def rich_report(report: "Report", console: "Console") -> None:
                                 f"  [trace: {report.trace.method}, {report.trace.nodes} nodes]"))
     console.print()
     table = Table(box=None, pad_edge=False, header_style="bold", show_edge=False)
-    for index, column in enumerate(_COLUMNS):
+    for index, column in enumerate(COLUMNS):
         table.add_column(column, justify="right" if index == 4 else "left", no_wrap=index < 5)
     for row in table_rows(report):
         name, shape, static, dynamic, norm, cut = row
@@ -120,7 +120,17 @@ class Terminal:
         elif self.color:
             rich_report(report, self.console())
         else:
-            print(render_text(report), file=self.file)
+            print(render_text(report, width=plain_width(self.file)), file=self.file)
+
+
+def plain_width(stream: TextIO) -> int | None:
+    """The width plain text wraps at: ``COLUMNS`` when set, else the terminal's; None when piped."""
+    columns = os.environ.get("COLUMNS", "")
+    if columns.strip().isdigit() and int(columns) > 0:
+        return int(columns)
+    if _isatty(stream):
+        return shutil.get_terminal_size().columns
+    return None
 
 
 def _isatty(stream: TextIO) -> bool:

@@ -1,17 +1,39 @@
-"""The terminal report: a table like the seed's printout, one paragraph per cut, a summary line."""
+"""The terminal report: a table like the seed's printout, one paragraph per cut, a summary line.
+
+Widths: with a width (the terminal's, or ``COLUMNS``), paragraphs wrap at it and a table wider
+than it wraps its last column ("cut by") inside that column; the other columns never wrap, so
+the table stays a table. Without a width (output piped, no ``COLUMNS``) nothing wraps: one
+line per parameter and per paragraph, for grep.
+"""
 from __future__ import annotations
 
-from ..report import ParameterReport, Report
+import math
+import textwrap
+from dataclasses import replace
 
-_COLUMNS = ("parameter", "shape", "static", "dynamic", "grad norm", "cut by")
+from ..report import ParameterReport, Report
+from ..verdicts import DynamicVerdict, StaticVerdict
+
+COLUMNS = ("parameter", "shape", "static", "dynamic", "grad norm", "cut by")  # the table, in any presenter
+_GAP = "  "
+_MIN_LAST_COLUMN = 16  # narrower than this, wrapping the last column would be unreadable
 
 
 def _shape(parameter: ParameterReport) -> str:
     return "x".join(str(s) for s in parameter.shape) or "scalar"
 
 
-def _norm(parameter: ParameterReport) -> str:
-    return "-" if parameter.grad_norm is None else f"{parameter.grad_norm:.6f}"
+def format_norm(norm: float | None) -> str:
+    """A gradient norm with its magnitude visible: ``7.038``, ``0.1841``, ``1.2e-25``; ``-`` for none.
+
+    Four significant digits (``%.4g``), so a vanishing ``1.2e-25`` never prints as ``0.000000``,
+    which would read as an exactly zero gradient.
+    """
+    if norm is None:
+        return "-"
+    if not math.isfinite(norm):
+        return str(norm)  # nan, inf
+    return f"{norm:.4g}"
 
 
 def _cut_by(parameter: ParameterReport) -> str:
@@ -25,19 +47,37 @@ def _static(parameter: ParameterReport) -> str:
 def table_rows(report: Report) -> list[tuple[str, ...]]:
     """The table's cells, one tuple per parameter (shared by the plain and the rich terminal)."""
     return [
-        (p.name, _shape(p), _static(p), p.dynamic or "-", _norm(p), _cut_by(p) + ("" if p.agree is not False else "  [disagree]"))
+        (p.name, _shape(p), _static(p), p.dynamic or "-", format_norm(p.grad_norm),
+         _cut_by(p) + ("" if p.agree is not False else "  [disagree]"))
         for p in report.parameters
     ]
 
 
-def plain_table(report: Report) -> str:
-    rows = [_COLUMNS] + table_rows(report)
-    widths = [max(len(row[i]) for row in rows) for i in range(len(_COLUMNS) - 1)]
+def plain_table(report: Report, width: int | None = None) -> str:
+    """The aligned table; at ``width``, the last column wraps inside itself (at ``, `` and spaces)."""
+    rows = [COLUMNS] + table_rows(report)
+    widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS) - 1)]
+    indent = sum(widths) + len(_GAP) * len(widths)
+    room = None if width is None else max(width - indent, _MIN_LAST_COLUMN)
     lines = []
     for row in rows:
         cells = [cell.rjust(w) if i == 4 else cell.ljust(w) for i, (cell, w) in enumerate(zip(row, widths))]
-        lines.append("  ".join(cells + [row[-1]]).rstrip())
+        last = [row[-1]] if room is None or len(row[-1]) <= room else _wrap_cell(row[-1], room)
+        lines.append(_GAP.join(cells + [last[0]]).rstrip())
+        lines.extend(" " * indent + piece for piece in last[1:])
     return "\n".join(lines)
+
+
+def _wrap_cell(cell: str, room: int) -> list[str]:
+    """Wrap one "cut by" cell: between sites first, then inside a site at its spaces."""
+    pieces: list[str] = []
+    for index, site in enumerate(cell.split(", ")):
+        text = site + ("," if index < cell.count(", ") else "")
+        if pieces and len(pieces[-1]) + 1 + len(text) <= room:
+            pieces[-1] += " " + text
+        else:
+            pieces.extend(textwrap.wrap(text, room, break_long_words=False, break_on_hyphens=False) or [text])
+    return pieces
 
 
 def cut_paragraphs(report: Report) -> list[str]:
@@ -47,22 +87,32 @@ def cut_paragraphs(report: Report) -> list[str]:
         victims = [p for p in report.parameters if any(s.node == site.node for s in p.cut_by)]
         where = f" at {site.source}" if site.source else ""
         names = _names([p.name for p in victims])
-        if victims and all(p.static == "zero" for p in victims):
+        if victims and all(p.static == StaticVerdict.ZERO for p in victims):
             effect = f"gives {names} an exactly zero gradient"
         else:
             effect = f"cuts {names} off from the output"
         paragraphs.append(f"{site.op}{where} (node {site.node}) {effect}: {site.reason}.")
     unused: dict[str, list[str]] = {}  # one line per reason, not per parameter
     diagnosed: dict[tuple[str, str | None, str | None], list[str]] = {}
+    dry_dynamic = (DynamicVerdict.ZERO, DynamicVerdict.NONFINITE, DynamicVerdict.MISSING, DynamicVerdict.VANISHING)
     for parameter in report.parameters:
-        if parameter.static == "unused" and parameter.diagnosis:
+        if parameter.static == StaticVerdict.UNUSED and parameter.diagnosis:
             unused.setdefault(parameter.diagnosis, []).append(parameter.name)
-        elif parameter.agree is False or (parameter.diagnosis and parameter.static not in ("cut", "frozen")
-                                          and parameter.dynamic in ("zero", "nonfinite", "missing")):
+        elif parameter.agree is False or (parameter.diagnosis
+                                          and parameter.static not in (StaticVerdict.CUT, StaticVerdict.FROZEN)
+                                          and parameter.dynamic in dry_dynamic):
             key = (parameter.static, parameter.dynamic, parameter.diagnosis)
             diagnosed.setdefault(key, []).append(parameter.name)
+    shown_vanishing = 0
     for (static, dynamic, diagnosis), names in diagnosed.items():
+        if dynamic == DynamicVerdict.VANISHING:  # one shrink factor per parameter: show the first few places
+            shown_vanishing += 1
+            if shown_vanishing > _VANISHING_PARAGRAPHS:
+                continue
         paragraphs.append(f"{_names(names)} ({static} / {dynamic}): {diagnosis}.")
+    if shown_vanishing > _VANISHING_PARAGRAPHS:
+        hidden = shown_vanishing - _VANISHING_PARAGRAPHS
+        paragraphs.append(f"{hidden} more place{'s' if hidden != 1 else ''} where a gradient vanishes: see --json.")
     for diagnosis, names in unused.items():
         verb = "is" if len(names) == 1 else "are"
         paragraphs.append(f"{_names(names)} {verb} unused: {diagnosis}.")
@@ -76,47 +126,79 @@ def _names(names: list[str], limit: int = 6) -> str:
 
 
 _KIND_WORDS = {"zero": "with an exactly zero gradient"}
+_VANISHING_PARAGRAPHS = 3  # vanishing explanations shown in the text; the JSON has all
+
+
+def verdict_of(parameter: ParameterReport) -> str:
+    """The one word that says what is wrong (or right) with a parameter: the static verdict,
+    unless the graph says reachable, then what the real backward found."""
+    if parameter.static == StaticVerdict.REACHABLE and parameter.dynamic:
+        return parameter.dynamic
+    return parameter.static
+
+
+def _tally(parameters: list[ParameterReport], words: dict[str, str] = _KIND_WORDS) -> str:
+    """``4 cut, 1 unused``: counts per verdict, in a stable order."""
+    kinds: dict[str, int] = {}
+    for parameter in parameters:
+        kinds[verdict_of(parameter)] = kinds.get(verdict_of(parameter), 0) + 1
+    return ", ".join(f"{n} {words.get(kind, kind)}" for kind, n in sorted(kinds.items()))
+
+
+def allowed_problems(report: Report) -> list[ParameterReport]:
+    """Parameters that would fail the check but match an ``--allow`` pattern."""
+    return [p for p in report.parameters if p.allowed and replace(p, allowed=False).problem]
 
 
 def summary_line(report: Report) -> str:
-    """One line: how many parameters are dry and why."""
+    """One line: how many parameters are dry and why; what was allowed; what is vanishing."""
     total = len(report.parameters)
     if total == 0:
         return "no parameters to check"
     problems = report.problems
-    counts = report.counts()
-    frozen = counts["frozen"]
-    tail = f"; {frozen} frozen" if frozen else ""
+    frozen = report.counts()[StaticVerdict.FROZEN]
+    tail = ""
+    allowed = allowed_problems(report)
+    if allowed:
+        kinds = {verdict_of(p) for p in allowed}  # "4 allowed (cut)", "5 allowed (4 cut, 1 unused)"
+        tail += f"; {len(allowed)} allowed ({kinds.pop() if len(kinds) == 1 else _tally(allowed, words={})})"
+    if frozen:
+        tail += f"; {frozen} frozen"
+    vanishing = [p for p in report.parameters if p.dynamic == DynamicVerdict.VANISHING]
+    if vanishing:
+        smallest = min((p.grad_norm for p in vanishing if p.grad_norm is not None), default=None)
+        tail += f"; {len(vanishing)} vanishing" + (f" (smallest norm {format_norm(smallest)})" if smallest is not None else "")
     disagreements = sum(1 for p in report.parameters if p.agree is False)
     if disagreements:
         tail += f"; {disagreements} static/runtime disagreement{'s' if disagreements > 1 else ''}"
     if not problems:
+        if allowed:
+            return f"ok: no unexpected problems{tail}"
         return f"ok: all {total - frozen} trainable parameters get a gradient{tail}"
-    kinds = {}
-    for parameter in problems:
-        kind = parameter.static if parameter.static != "reachable" else parameter.dynamic
-        kinds[kind] = kinds.get(kind, 0) + 1
-    detail = ", ".join(f"{n} {_KIND_WORDS.get(kind, kind)}" for kind, n in sorted(kinds.items()))
     where = ""
-    sites = [(p.static, s) for p in report.parameters if p.static in ("cut", "zero") for s in p.cut_by]
+    sites = [(p.static, s) for p in problems if p.static in (StaticVerdict.CUT, StaticVerdict.ZERO) for s in p.cut_by]
     if sites:  # a real cut first: it is the one that starves
-        static, first = next((item for item in sites if item[0] == "cut"), sites[0])
-        label = "first cut" if static == "cut" else "first zero"
+        static, first = next((item for item in sites if item[0] == StaticVerdict.CUT), sites[0])
+        label = "first cut" if static == StaticVerdict.CUT else "first zero"
         where = f" ({label}: {first.op} @ {first.source or first.node})"
-    return f"problem: {len(problems)} of {total} parameters will not learn: {detail}{where}{tail}"
+    return f"problem: {len(problems)} of {total} parameters will not learn: {_tally(problems)}{where}{tail}"
 
 
-def render_text(report: Report, width: int = 100) -> str:
-    """The whole text report."""
+def render_text(report: Report, width: int | None = None) -> str:
+    """The whole text report; ``width`` wraps paragraphs and the table's last column (None: no wrap)."""
     parts = [f"fxflow check {report.target}  [trace: {report.trace.method}, {report.trace.nodes} nodes]", ""]
-    parts.append(plain_table(report))
+    parts.append(plain_table(report, width))
     paragraphs = cut_paragraphs(report)
-    if paragraphs:
-        parts.append("")
-        parts.extend(paragraphs)
-    notes = report.trace.notes + report.notes
-    if notes:
-        parts.append("")
-        parts.extend(f"note: {note}" for note in notes)
-    parts.extend(["", summary_line(report)])
+    notes = [f"note: {note}" for note in report.trace.notes + report.notes]
+    for block in (paragraphs, notes):
+        if block:
+            parts.append("")
+            parts.extend(_wrap(text, width) for text in block)
+    parts.extend(["", _wrap(summary_line(report), width)])
     return "\n".join(parts)
+
+
+def _wrap(text: str, width: int | None) -> str:
+    if width is None or len(text) <= width:
+        return text
+    return textwrap.fill(text, width, break_long_words=False, break_on_hyphens=False)

@@ -2,7 +2,8 @@
 
 * :func:`build_dot` — the DOT text (deterministic: same report, same bytes);
 * :func:`render_file` — write ``.svg``, ``.png``, ``.pdf`` or ``.dot`` (format from the extension);
-* :func:`to_svg_text` — the SVG as text, for notebooks (``Report._repr_svg_``).
+* :func:`to_svg_text` — the SVG as text, for notebooks (``Report._repr_svg_``);
+* ``.html`` — the interactive report (:mod:`.html`), also what ``Report._repr_html_`` shows.
 
 Modules: :mod:`.layout` decides what is drawn (clusters, ``depth``, ``focus``, the node budget,
 folding), :mod:`.dot` how it looks, :mod:`.engine` which executable draws it.
@@ -19,35 +20,50 @@ from .layout import NODE_BUDGET, View, build_view
 if TYPE_CHECKING:  # pragma: no cover
     from ..report import Report
 
-__all__ = ["build_dot", "render_file", "to_svg_text", "build_view", "NODE_BUDGET", "FORMATS"]
+__all__ = ["build_dot", "render_file", "to_svg_text", "build_view", "checked_view", "NODE_BUDGET", "FORMATS"]
 
-FORMATS = ("svg", "png", "pdf", "dot")
-_EXTENSIONS = {".svg": "svg", ".png": "png", ".pdf": "pdf", ".dot": "dot", ".gv": "dot"}
+FORMATS = ("svg", "png", "pdf", "dot", "html")
+_EXTENSIONS = {".svg": "svg", ".png": "png", ".pdf": "pdf", ".dot": "dot", ".gv": "dot", ".html": "html", ".htm": "html"}
 
 
 def build_dot(report: "Report", *, depth: int | None = None, focus: bool = False, budget: int = NODE_BUDGET,
-              fold: bool = True, announce: bool = True, **_: Any) -> str:
+              fold: bool = True, announce: bool = True, show_all: bool = False, automatic: bool = True, **_: Any) -> str:
     """The DOT source of ``report``'s flow diagram.
 
     ``depth`` collapses modules nested deeper than it; ``focus`` keeps only cuts, dry parameters
-    and their paths to the output; above ``budget`` nodes the depth is picked automatically and,
-    with ``announce``, a note goes to stderr.
+    and their paths to the output; ``show_all`` draws the nodes that carry no gradient too. With
+    neither ``depth`` nor ``focus``, above ``budget`` nodes the view is chosen automatically and,
+    with ``announce``, one stderr line lists what was collapsed.
     """
     from .dot import dot_source
 
+    return dot_source(report, checked_view(report, depth=depth, focus=focus, budget=budget, fold=fold,
+                                           announce=announce, show_all=show_all, automatic=automatic))
+
+
+def checked_view(report: "Report", *, depth: int | None = None, focus: bool = False, budget: int = NODE_BUDGET,
+                 fold: bool = True, announce: bool = True, show_all: bool = False, automatic: bool = True) -> View:
+    """:func:`build_view` after checking the options, announcing an automatic choice on stderr."""
     if depth is not None and depth < 0:
         raise FxflowError(f"--depth must be 0 or more, not {depth}")
-    view = build_view(report, depth=depth, focus=focus, budget=budget, fold=fold)
+    view = build_view(report, depth=depth, focus=focus, budget=budget, fold=fold, show_all=show_all,
+                      automatic=automatic)
     if announce:
         _announce(view)
-    return dot_source(report, view)
+    return view
+
+
+ANNOUNCED = 12  # collapsed boxes named on the stderr line; the rest are counted
 
 
 def _announce(view: View) -> None:
-    """Say on stderr when the picture is not what was asked for: collapsed over the budget."""
-    for note in view.notes:
-        if "over the budget" in note:
-            print(f"fxflow: note: {note}", file=sys.stderr)
+    """One stderr line when the picture is not all there was: what was collapsed automatically."""
+    if not view.auto_depth:
+        return
+    named = ", ".join(view.collapsed[:ANNOUNCED])
+    more = f" and {len(view.collapsed) - ANNOUNCED} more" if len(view.collapsed) > ANNOUNCED else ""
+    print(f"fxflow: note: {view.total} nodes: collapsed automatically to {view.count()} boxes: "
+          f"{named or 'runs of like ops'}{more} (pass --depth N or --focus to choose)", file=sys.stderr)
 
 
 def format_of(path: str, format: str | None = None) -> str:
@@ -55,35 +71,49 @@ def format_of(path: str, format: str | None = None) -> str:
     if format:
         chosen = format.lower().lstrip(".")
         if chosen not in FORMATS:
-            raise FxflowError(f"unknown format {format!r}", hint="use svg, png, pdf or dot")
+            raise FxflowError(f"unknown format {format!r}", hint="use svg, png, pdf, dot or html")
         return chosen
     extension = os.path.splitext(path)[1].lower()
     if extension not in _EXTENSIONS:
         raise FxflowError(f"cannot tell the format of {path!r} from its extension",
-                          hint="name it .svg, .png, .pdf or .dot, or pass --format")
+                          hint="name it .svg, .png, .pdf, .dot or .html, or pass --format")
     return _EXTENSIONS[extension]
 
 
 def render_file(report: "Report", path: str, *, format: str | None = None, depth: int | None = None,
-                focus: bool = False, **options: Any) -> str:
-    """Write the diagram to ``path`` (``-`` writes DOT to stdout); returns the path."""
+                focus: bool = False, scale: float | None = None, **options: Any) -> str:
+    """Write the diagram to ``path`` (``-`` writes DOT to stdout; ``.html`` the interactive
+    report); returns the path. ``scale`` sizes a PNG (default 2: two pixels per point)."""
     chosen = "dot" if path == "-" and format is None else format_of(path, format)
+    if chosen == "html":
+        from .html import build_html
+
+        return _write_text(path, build_html(report, depth=depth, focus=focus, **options))
     source = build_dot(report, depth=depth, focus=focus, **options)
     if chosen == "dot":
-        if path == "-":
-            sys.stdout.write(source)
-        else:
-            with open(path, "w", encoding="utf-8", newline="\n") as handle:
-                handle.write(source)
-        return path
-    from .engine import run
+        return _write_text(path, source)
+    from .engine import DEFAULT_SCALE, PNG_MAX_PIXELS, png_size, run
 
-    data = run(source, chosen)
+    data = run(source, chosen, scale=DEFAULT_SCALE if scale is None else scale)
+    if chosen == "png" and max(png_size(data)) >= PNG_MAX_PIXELS - 1:
+        width, height = png_size(data)
+        print(f"fxflow: note: the PNG was scaled down to {width}x{height} pixels, the cap of {PNG_MAX_PIXELS} "
+              "a side; write .svg or .html for every detail, or use --focus", file=sys.stderr)
     if path == "-":
         sys.stdout.buffer.write(data)
         return path
     with open(path, "wb") as handle:
         handle.write(data)
+    return path
+
+
+def _write_text(path: str, text: str) -> str:
+    """Write ``text`` to ``path`` (``-``: stdout); returns the path."""
+    if path == "-":
+        sys.stdout.write(text)
+    else:
+        with open(path, "w", encoding="utf-8", newline="\n") as handle:
+            handle.write(text)
     return path
 
 

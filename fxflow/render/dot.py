@@ -97,6 +97,9 @@ def _op_node(item: Item, base: Base, view: View, norms: dict[str, float]) -> tup
         lines.extend(_small(part, color) for part in textwrap.wrap(str(reason), 36))
     elif shape:
         lines.append(_small(shape + ("" if data.get("dtype") in (None, "float32") else f" {data.get('dtype')}")))
+    hidden = view.markers.get(base.name)
+    if hidden:
+        lines.append(_small("+ " + _marker_words(hidden), MARKER_COLOR))
     module = base.cluster[-1] if base.cluster else None
     tooltip = _tooltip([
         f"{op or label} ({kind})", f"node {base.name}",
@@ -105,11 +108,20 @@ def _op_node(item: Item, base: Base, view: View, norms: dict[str, float]) -> tup
         f"state {base.state}" + (f": {reason}" if reason else ""),
         f"in {_module_title(module, view.classes)}" if module else None,
         f"grad norm out {_norm(norms[base.name])}" if base.name in norms else None,
+        f"hidden inputs (no gradient): {_marker_words(hidden)}" if hidden else None,
     ])
     extra = {"shape": "oval"} if kind in ("placeholder", "output") else {}
     if reason:
         extra["fontsize"] = "11"
     return "<" + "<br/>".join(lines) + ">", _node_attrs(base.state, style.node_class(base.state, "op"), tooltip, **extra)
+
+
+MARKER_COLOR = "#78909c"
+
+
+def _marker_words(counts) -> str:
+    """``mask, 2 index``: the hidden inputs of a drawn node, by kind."""
+    return ", ".join(word if n == 1 else f"{n} {word}" for word, n in sorted(counts.items()))
 
 
 def _param_tooltip(name: str, state: str, parameter: "ParameterReport | None") -> graphviz.quoting.NoHtml:
@@ -157,7 +169,7 @@ def _box_node(item: Item, view: View) -> tuple[str, dict[str, str]]:
         f"grad norm out {', '.join(_norm(n) for n in item.norms[:12])}" if item.norms else None,
     ])
     extra = {"peripheries": "2"} if item.count > 1 else {}
-    kinds = ("module", "folded") if item.count > 1 else ("module",)
+    kinds = ("module", "folded") if item.count > 1 else ("run",) if item.kind == "run" else ("module",)
     attrs = _node_attrs(item.state, style.node_class(item.state, *kinds), tooltip, **extra)
     attrs["style"] = attrs["style"].replace("rounded,", "") + ",bold"
     return "<" + "<br/>".join(lines) + ">", attrs
@@ -219,7 +231,7 @@ def view_module_norms(report: "Report", module: str) -> str:
 
 
 def _emit_item(graph: graphviz.Digraph, item: Item, ctx: _Context) -> None:
-    if item.kind in ("module", "fold"):
+    if item.kind in ("module", "fold", "run"):
         label, attrs = _box_node(item, ctx.view)
     elif item.kind == "param" and item.base is not None:
         label, attrs = _param_node(item.base.param or "", item.state, item.cluster, ctx.params.get(item.base.param or ""))
@@ -296,35 +308,87 @@ def _title(report: "Report", view: View) -> str:
     return "<" + "<br/>".join(lines) + ">"
 
 
-def _legend(graph: graphviz.Digraph, anchor: str | None) -> None:
-    """A legend table below the drawing (an invisible edge from ``anchor`` keeps it there)."""
-    def cell(key: str, words: str) -> str:
-        return f'{key}<td align="left"><font point-size="9">{_text(words)}</font></td>'
+LEGEND_ROW = 4  # entries per legend row
 
-    cells = []
+
+def _legend_entries(view: View) -> tuple[list[tuple[str, str, dict[str, str]]], list[tuple[str, str]]]:
+    """The node samples (id suffix, words, attributes) and edge samples (state, words) the
+    picture uses, in legend order: nothing is explained that is not drawn."""
+    items = view.items
+    states = {i.state for i in items} | {s for n in view.never_called for _, s in n.params}
+    kinds = {i.kind for i in items}
+    nodes: list[tuple[str, str, dict[str, str]]] = []
     for state, words in style.LEGEND:
-        look = style.NODE_STYLES[state]
-        cells.append(cell(f'<td bgcolor="{look.fill}" border="1" color="{look.border}" width="22"> </td>', words))
-    for state, words in style.LEGEND_EDGES:
-        look = style.EDGE_STYLES[state]
-        dash = "- - -" if look.style == "dashed" else "-----"
-        cells.append(cell(f'<td><font color="{look.color}" point-size="9"><b>{dash}</b></font></td>', words))
-    cells.append(cell('<td border="1" width="22"><font point-size="7">param</font></td>', "square box: a parameter"))
-    cells.append(cell('<td border="1" width="22"><font point-size="7">x12</font></td>',
-                      "bold box: collapsed module (x12: folded)"))
-    rows = ["<tr>" + "".join(cells[i:i + 2]) + "</tr>" for i in range(0, len(cells), 2)]
-    table = '<<table border="0" cellborder="0" cellspacing="2" cellpadding="1">' + "".join(rows) + "</table>>"
-    graph.node(LEGEND_KEY, label=table, shape="box", style="rounded", color="#b0bec5", margin="0.08,0.06",
-               tooltip=_plain("legend"), **{"class": "fxflow-legend"})
+        if state in states:
+            nodes.append((state, _text(words), _node_attrs(state, f"fxflow-legend fxflow-{state}", _plain(words))))
+    neutral = style.NODE_STYLES["inert"]
+    plain = {"fillcolor": "white", "color": neutral.border, "fontcolor": neutral.font, "class": "fxflow-legend"}
+    if "param" in kinds or view.never_called:
+        nodes.append(("param", "square: a parameter", {**plain, "style": "filled", "tooltip": _plain("a parameter")}))
+    if kinds & {"module", "run"} or view.collapse_never and view.never_called:
+        nodes.append(("module", "bold: a collapsed module",
+                      {**plain, "style": "filled,bold", "tooltip": _plain("a collapsed module")}))
+    if "fold" in kinds:
+        nodes.append(("fold", "double, x12: identical blocks",
+                      {**plain, "style": "filled,bold", "peripheries": "2", "tooltip": _plain("folded blocks")}))
+    if any(i.base is not None and i.base.name in view.markers for i in items):
+        nodes.append(("marker", f'op<br/><font color="{MARKER_COLOR}">+ mask, index: hidden inputs</font>',
+                      {**plain, "style": "rounded,filled", "tooltip": _plain("inputs that carry no gradient, hidden; --all draws them")}))
+    used = {link.state for link in view.links}
+    edges = [(state, words) for state, words in style.LEGEND_EDGES if state in used]
+    return nodes, edges
+
+
+def _legend(graph: graphviz.Digraph, view: View, anchor: str | None) -> None:
+    """A legend below the drawing, made of real node and edge samples in rows (an invisible edge
+    from ``anchor`` keeps it there)."""
+    nodes, edges = _legend_entries(view)
+    entries: list[tuple[str, object]] = [("node", n) for n in nodes] + [("edge", e) for e in edges]
+    if not entries:
+        return
+    rows = [entries[i:i + LEGEND_ROW] for i in range(0, len(entries), LEGEND_ROW)]
+    firsts: list[str] = []
+    with graph.subgraph(name="cluster_" + LEGEND_KEY) as legend:
+        legend.attr(label="legend", fontsize="10", fontcolor="#546e7a", style="rounded", color="#b0bec5",
+                    labeljust="l", penwidth="1", **{"class": "fxflow-legend"})
+        for row in rows:
+            with legend.subgraph() as same:
+                same.attr(rank="same")
+                keys = [_legend_entry(same, what, entry) for what, entry in row]
+                firsts.append(keys[0])
+        for above, below in zip(firsts, firsts[1:]):
+            legend.edge(above, below, style="invis", **{"class": "fxflow-legend"})
     if anchor is not None:
-        graph.edge(anchor, LEGEND_KEY, style="invis", **{"class": "fxflow-legend"})
+        graph.edge(anchor, firsts[0], style="invis", **{"class": "fxflow-legend"})
+
+
+def _legend_entry(graph: graphviz.Digraph, what: str, entry) -> str:
+    """Draw one legend sample; returns its first node's id."""
+    if what == "node":
+        suffix, words, attrs = entry
+        key = f"{LEGEND_KEY}.{suffix}"
+        graph.node(key, label='<<font point-size="9">' + words + "</font>>", height="0.25", **attrs)
+        return key
+    state, words = entry
+    look = style.EDGE_STYLES[state]
+    start, end = f"{LEGEND_KEY}.edge.{state}", f"{LEGEND_KEY}.edge.{state}.words"
+    graph.node(start, label="", shape="point", width="0.05", color=look.color, tooltip=_plain(words),
+               **{"class": "fxflow-legend"})
+    graph.node(end, label="<" + _small(words) + ">", shape="plaintext", style="", tooltip=_plain(words),
+               **{"class": "fxflow-legend"})
+    attrs = {"color": look.color, "penwidth": f"{look.penwidth:g}", "label": " " * 8,
+             "class": f"fxflow-legend fxflow-edge-{state}"}
+    if look.style != "solid":
+        attrs["style"] = look.style
+    graph.edge(start, end, **attrs)
+    return start
 
 
 def dot_source(report: "Report", view: View) -> str:
     """The complete DOT text for ``report`` drawn as ``view``."""
     graph = graphviz.Digraph("fxflow", graph_attr={
         "newrank": "true", "rankdir": "TB", "fontname": style.FONT, "labelloc": "t", "label": _title(report, view),
-        "nodesep": "0.25", "ranksep": "0.35", "bgcolor": "white", "compound": "false",
+        "nodesep": "0.2", "ranksep": "0.25", "bgcolor": "white", "compound": "false",
     }, node_attr={"fontname": style.FONT, "fontsize": "11", "shape": "box", "style": "rounded,filled",
                   "height": "0.3", "margin": "0.1,0.04"},
        edge_attr={"fontname": style.FONT, "arrowsize": "0.6"})
@@ -332,8 +396,8 @@ def dot_source(report: "Report", view: View) -> str:
     _emit(graph, _tree(view.items), ctx)
     _emit_never(graph, view.never_called, ctx)
     _emit_links(graph, view.links)
-    outputs = [i.key for i in view.items if i.kind == "output" or (i.kind in ("module", "fold") and any(m.kind == "output" for m in i.members))]
-    _legend(graph, outputs[-1] if outputs else None)
+    outputs = [i.key for i in view.items if i.kind == "output" or (i.kind in ("module", "fold", "run") and any(m.kind == "output" for m in i.members))]
+    _legend(graph, view, outputs[-1] if outputs else None)
     return graph.source
 
 

@@ -22,17 +22,19 @@ import sys
 import sysconfig
 from dataclasses import dataclass
 
-from ..errors import FxflowError
+from ..errors import FxflowError, first_line
 
 ENV_VAR = "FXFLOW_DOT"
 TIMEOUT_ENV_VAR = "FXFLOW_RENDER_TIMEOUT"
 DEFAULT_TIMEOUT_S = 300.0
 PURE_NAME = "graphviz-pure"
 
-# PNG: 96 dpi, and never larger than 50 x 50 inches (4,800 pixels a side); Graphviz scales a
-# bigger drawing down to fit and leaves a smaller one alone.
-PNG_DPI = 96
-PNG_MAX_INCHES = 50
+# PNG: ``scale`` 1 is one pixel per point, as the SVG measures the drawing (72 dpi); never more
+# than PNG_MAX_PIXELS on a side: Graphviz scales a bigger drawing down to fit (a 20,000-node
+# graph would otherwise make a gigapixel file) and leaves a smaller one alone.
+POINTS_PER_INCH = 72
+DEFAULT_SCALE = 2.0
+PNG_MAX_PIXELS = 8000
 
 FORMATS = ("svg", "png", "pdf")
 
@@ -105,23 +107,32 @@ def _timeout() -> float:
         return DEFAULT_TIMEOUT_S
 
 
-def command(engine: Engine, format: str) -> list[str]:
+def command(engine: Engine, format: str, scale: float = DEFAULT_SCALE) -> list[str]:
     """The command line that renders DOT on stdin to ``format`` on stdout."""
     arguments = [engine.path, f"-T{format}"]
     if format == "png":
-        arguments += [f"-Gdpi={PNG_DPI}", f"-Gsize={PNG_MAX_INCHES},{PNG_MAX_INCHES}"]
+        dpi = POINTS_PER_INCH * scale
+        inches = PNG_MAX_PIXELS / dpi
+        arguments += [f"-Gdpi={dpi:g}", f"-Gsize={inches:.4f},{inches:.4f}"]
     return arguments
 
 
-def run(dot_source: str, format: str, engine: Engine | None = None) -> bytes:
-    """Render DOT text to ``format`` (svg, png, pdf) and return the bytes."""
+def png_size(data: bytes) -> tuple[int, int]:
+    """Width and height in pixels of PNG bytes (from the IHDR chunk)."""
+    return int.from_bytes(data[16:20], "big"), int.from_bytes(data[20:24], "big")
+
+
+def run(dot_source: str, format: str, engine: Engine | None = None, scale: float = DEFAULT_SCALE) -> bytes:
+    """Render DOT text to ``format`` (svg, png, pdf) and return the bytes; ``scale`` sizes a PNG."""
+    if not (0 < scale <= 16):
+        raise FxflowError(f"--scale must be above 0 and at most 16, not {scale:g}")
     if format not in FORMATS:
         raise FxflowError(f"cannot render format {format!r}", hint="use svg, png, pdf or dot")
     engine = engine or find_engine()
     if format == "pdf" and not engine.system_dot:
         raise FxflowError(f"PDF needs Graphviz's dot, and only {engine.name} is installed", hint=PDF_FIX)
     try:
-        completed = subprocess.run(command(engine, format), input=dot_source.encode("utf-8"),
+        completed = subprocess.run(command(engine, format, scale), input=dot_source.encode("utf-8"),
                                    capture_output=True, timeout=_timeout(), check=False)
     except subprocess.TimeoutExpired as error:
         raise FxflowError(f"{engine.name} took longer than {error.timeout:.0f}s to draw the graph",
@@ -129,15 +140,9 @@ def run(dot_source: str, format: str, engine: Engine | None = None) -> bytes:
     except OSError as error:
         raise FxflowError(f"cannot run {engine.path}: {error.strerror or error}") from error
     if completed.returncode != 0:
-        message = _first_line(completed.stderr.decode("utf-8", "replace"))
+        message = first_line(completed.stderr.decode("utf-8", "replace"))
         raise FxflowError(f"{engine.name} failed (exit {completed.returncode}) drawing {format}: {message or 'no message'}")
     if not completed.stdout:
         raise FxflowError(f"{engine.name} produced no {format} output")
     return completed.stdout
 
-
-def _first_line(text: str) -> str:
-    for line in text.splitlines():
-        if line.strip():
-            return line.strip()
-    return ""

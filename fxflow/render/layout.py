@@ -7,9 +7,14 @@ Reads ``report.graph`` (attributes documented in :mod:`fxflow.analyze`) and prod
   parameter is drawn as the parameter itself);
 * clusters nested as the modules nest (``module_stack``); a leaf module call is a node in its
   parent's cluster, with its parameters beside it;
+* nodes that carry no gradient are hidden unless ``show_all`` (see :mod:`.inert`);
 * ``depth``: modules nested deeper than ``depth`` collapse into one box each, colored by the worst
   state inside; ``focus``: only cut nodes, dry parameters and the paths between them and the
-  output; above ``budget`` items the depth is chosen automatically, and a note says so;
+  output. Both are the user's choice and nothing overrides them;
+* otherwise, above ``budget`` items, the choice is automatic (:func:`_automatic`): modules with
+  nothing wrong inside collapse into one box each, so the modules that hold a dry parameter or a
+  cut keep their ops; if that is still too many, dry modules with no cut inside collapse too,
+  then whole depth levels, then runs of like ops; the view lists what it collapsed;
 * runs of at least :data:`FOLD_MIN` sibling boxes ``name.0``, ``name.1`` ... with identical
   contents and verdicts fold into one box marked ``x12``;
 * parameters of modules forward never calls go to a "never called" cluster.
@@ -23,7 +28,9 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Iterable
 
-from ..verdicts import PARAM_PREFIX as PARAM
+from ..verdicts import PARAM_PREFIX as PARAM, NodeState
+from .auto import TALL_RANKS, choose_automatically, healthy_modules, ranks
+from .inert import Hidden, hide_inert
 from .norms import call_norms
 from .style import EDGE_PRECEDENCE, worst
 
@@ -33,7 +40,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..report import Report
 
 NODE_BUDGET = 300  # above this many items the depth is chosen automatically
-DRAWABLE_LIMIT = 2500  # above this many boxes even after collapsing, layout takes minutes
 FOLD_MIN = 3  # fewest identical sibling boxes that fold into one
 
 # Static verdict -> the state a parameter is drawn with when no graph was captured.
@@ -63,7 +69,7 @@ class Item:
     """One node of the drawing: an fx node, a parameter, a collapsed module or a folded run."""
 
     key: str
-    kind: str  # as Base.kind, or "module" (collapsed), "fold" (a run of identical modules)
+    kind: str  # as Base.kind, "module" (collapsed), "fold" (identical modules), "run" (like ops in a row)
     state: str
     cluster: tuple[str, ...]
     order: int
@@ -104,6 +110,9 @@ class View:
     total: int = 0  # items before collapsing and focusing
     has_graph: bool = True
     collapse_never: bool = False  # draw each never-called module as one box
+    hidden: int = 0  # nodes that carry no gradient, hidden (``show_all`` draws them)
+    markers: dict[str, Counter] = field(default_factory=dict)  # graph node -> its hidden inputs, by kind
+    collapsed: list[str] = field(default_factory=list)  # what the automatic choice collapsed
 
     def count(self) -> int:
         never = len(self.never_called) if self.collapse_never else sum(len(n.params) for n in self.never_called)
@@ -134,8 +143,9 @@ def _bases(graph: "nx.DiGraph", classes: dict[str, str]) -> tuple[list[Base], di
         if _bookkeeping(graph, name, data):
             continue
         if kind == "get_attr" and not data.get("reason"):
-            reads = [p for p in graph.predecessors(name) if p == PARAM + str(data.get("label"))]
-            if reads:
+            # a read of one parameter, under its own name or a tied one (lm_head.weight is wte.weight)
+            reads = [p for p in graph.predecessors(name) if p.startswith(PARAM)]
+            if len(reads) == 1 and graph.in_degree(name) == 1:
                 aliases[name] = reads[0]
                 continue
         stack = [(str(q), str(c)) for q, c in (data.get("module_stack") or [])]
@@ -188,8 +198,10 @@ def _parameter_bases(report: "Report") -> list[Base]:
 
 def _focus(graph: "nx.DiGraph") -> set[str]:
     """Cut nodes, dry parameters, the paths from those parameters to the cuts and from the cuts to the output."""
-    cuts = {n for n, d in graph.nodes(data=True) if d.get("state") == "cut" or (d.get("state") == "zero" and d.get("reason"))}
-    dry = {n for n, d in graph.nodes(data=True) if d.get("kind") == "param" and d.get("state") in ("dry", "zero")}
+    cuts = {n for n, d in graph.nodes(data=True)
+            if d.get("state") == NodeState.CUT or (d.get("state") == NodeState.ZERO and d.get("reason"))}
+    dry = {n for n, d in graph.nodes(data=True)
+           if d.get("kind") == "param" and d.get("state") in (NodeState.DRY, NodeState.ZERO)}
     outputs = {n for n, d in graph.nodes(data=True) if d.get("kind") == "output"}
     down_dry, up_cut = _reach(graph, dry, forward=True), _reach(graph, cuts, forward=False)
     down_cut, up_out = _reach(graph, cuts, forward=True), _reach(graph, outputs, forward=False)
@@ -197,44 +209,28 @@ def _focus(graph: "nx.DiGraph") -> set[str]:
 
 
 def _reach(graph: "nx.DiGraph", starts: set[str], forward: bool) -> set[str]:
-    seen = set(starts)
-    stack = list(starts)
-    step = graph.successors if forward else graph.predecessors
-    while stack:
-        for other in step(stack.pop()):
-            if other not in seen:
-                seen.add(other)
-                stack.append(other)
-    return seen
+    """``starts`` and every node reachable from them (forward) or reaching them (backward)."""
+    import networkx as nx
+
+    if not starts:
+        return set()
+    view = graph if forward else graph.reverse(copy=False)
+    return {node for layer in nx.bfs_layers(view, sorted(starts)) for node in layer}
 
 
-PROBLEM_STATES = frozenset({"dry", "cut", "zero", "unused"})
-
-
-def _healthy_modules(bases: list[Base]) -> set[str]:
-    """Modules with nothing dry, cut, zero or unused anywhere inside."""
-    sick: set[str] = set()
-    every: set[str] = set()
-    for base in bases:
-        every.update(base.owner)
-        if base.state in PROBLEM_STATES:
-            sick.update(base.owner)
-    return every - sick
-
-
-def _collapse(bases: list[Base], depth: int | None, classes: dict[str, str], module_norms: dict[str, list[float]],
-              healthy: set[str] | None = None) -> tuple[list[Item], dict[str, str]]:
+def _collapse(bases: list[Base], depth: int | None, classes: dict[str, str], module_norms: dict[str, list[float | None]],
+              collapse: set[str]) -> tuple[list[Item], dict[str, str]]:
     """Items at the given depth (None: nothing collapses) and graph node name -> item key.
 
-    With ``healthy``, modules in it collapse at any depth too (what ``focus`` does to the parts
-    that work).
+    Modules in ``collapse`` collapse at any depth too (the healthy ones, in ``focus`` and in the
+    automatic view).
     """
     items: dict[str, Item] = {}
     where: dict[str, str] = {}
     for base in bases:
         level = depth if depth is not None and len(base.owner) > depth else None
-        if healthy:
-            first = next((i for i, q in enumerate(base.owner) if q in healthy), None)
+        if collapse:
+            first = next((i for i, q in enumerate(base.owner) if q in collapse), None)
             if first is not None and (level is None or first < level):
                 level = first
         if level is not None:
@@ -300,14 +296,53 @@ def _fold(items: list[Item], where: dict[str, str]) -> list[Item]:
     return sorted(result.values(), key=lambda i: (i.order, i.key))
 
 
+RUN_MIN = 3  # fewest like items in a row that become one run box
+
+
+def _runs(items: list[Item], where: dict[str, str]) -> list[Item]:
+    """Merge items that follow each other in graph order, in the same cluster and state, into one
+    box: the last resort for a flat graph (thousands of ops, no modules to collapse into).
+    Inputs, outputs and the nodes that cut stay as they are."""
+    merged: list[Item] = []
+    run: list[Item] = []
+    renamed: dict[str, str] = {}
+
+    def close() -> None:
+        if len(run) < RUN_MIN:
+            merged.extend(run)
+        else:
+            first = run[0]
+            box = Item(f"run.{first.key}", "run", first.state, first.cluster, first.order, module=f"run of {len(run)}",
+                       members=[m for i in run for m in (i.members or [i.base])], count=1)
+            merged.append(box)
+            renamed.update((i.key, box.key) for i in run)
+        run.clear()
+
+    for item in items:
+        joinable = item.kind not in ("placeholder", "output") and not (item.base and item.base.attrs.get("reason"))
+        if run and (not joinable or item.cluster != run[0].cluster or item.state != run[0].state):
+            close()
+        if joinable:
+            run.append(item)
+        else:
+            merged.append(item)
+    close()
+    for name, key in where.items():
+        if key in renamed:
+            where[name] = renamed[key]
+    return sorted(merged, key=lambda i: (i.order, i.key))
+
+
 def _links(graph: "nx.DiGraph | None", where: dict[str, str], aliases: dict[str, str], items: dict[str, Item],
-           report: "Report", node_norms: dict[str, float]) -> list[Link]:
-    """One link per pair of drawn items that some graph edge joins; the most telling state wins."""
+           report: "Report", node_norms: dict[str, float], wires: list[tuple[str, str]] = ()) -> list[Link]:
+    """One link per pair of drawn items that some graph edge (or a wire through hidden nodes)
+    joins; the most telling state wins."""
     if graph is None:
         return []
     grad = {PARAM + p.name: p.grad_norm for p in report.parameters}
     best: dict[tuple[str, str], Link] = {}
     edges = sorted(graph.edges(data=True), key=lambda e: (graph.nodes[e[0]].get("order", 0), e[0], graph.nodes[e[1]].get("order", 0), e[1]))
+    edges += [(a, b, {"state": NodeState.INERT}) for a, b in wires]
     for source, target, data in edges:
         head, tail = where.get(aliases.get(source, source)), where.get(aliases.get(target, target))
         if head is None or tail is None or head == tail:
@@ -317,8 +352,9 @@ def _links(graph: "nx.DiGraph | None", where: dict[str, str], aliases: dict[str,
             state = "inert"
         norm = node_norms.get(source, grad.get(source))
         box = items[head]
-        if box.kind in ("module", "fold") and box.norms:
-            norm = max(box.norms)
+        measured = [n for n in box.norms if n is not None]  # a call no gradient reached has no norm
+        if box.kind in ("module", "fold") and measured:
+            norm = max(measured)
         old = best.get((head, tail))
         if old is not None:
             if EDGE_PRECEDENCE.get(old.state, 0) >= EDGE_PRECEDENCE.get(state, 0):
@@ -343,18 +379,26 @@ def _never_called(report: "Report", graph: "nx.DiGraph | None", classes: dict[st
 
 
 def build_view(report: "Report", *, depth: int | None = None, focus: bool = False,
-               budget: int = NODE_BUDGET, fold: bool = True) -> View:
-    """The drawing's contents for ``report`` (see the module docstring for every option)."""
+               budget: int = NODE_BUDGET, fold: bool = True, show_all: bool = False, automatic: bool = True) -> View:
+    """The drawing's contents for ``report`` (see the module docstring for every option;
+    ``automatic=False`` draws every module open, however big)."""
     graph = report.graph
     classes: dict[str, str] = {str(k): str(v) for k, v in (getattr(report, "module_classes", None) or {}).items()}
     module_norms = report.module_grad_norms or {}
     notes: list[str] = []
+    hidden = Hidden()
     if graph is not None:
         bases, aliases = _bases(graph, classes)
+        total = len(bases)
+        if not show_all:
+            bases, hidden = hide_inert(graph, bases, aliases)
     else:
         bases, aliases = _parameter_bases(report), {}
+        total = len(bases)
         notes.append("no graph was captured: parameters only, grouped by name")
-    total = len(bases)
+    if hidden.names:
+        notes.append(f"{len(hidden.names)} nodes that carry no gradient (int, bool, index, shape, mask) hidden; "
+                     "--all shows them")
     if focus and graph is not None:
         keep = _focus(graph)
         bases = [b for b in bases if b.name in keep]
@@ -363,43 +407,30 @@ def build_view(report: "Report", *, depth: int | None = None, focus: bool = Fals
     never = _never_called(report, graph, classes)
     node_norms = call_norms(graph, module_norms) if graph is not None else {}
 
-    healthy = _healthy_modules(bases) if focus else None
-
-    def make(level: int | None) -> View:
-        items, where = _collapse(bases, level, classes, module_norms, healthy)
-        if fold and (level is not None or healthy):
+    def make(level: int | None, collapse: set[str], runs: bool = False) -> View:
+        items, where = _collapse(bases, level, classes, module_norms, collapse)
+        if fold and (level is not None or collapse):
             items = _fold(items, where)
+        if runs:
+            items = _runs(items, where)
         by_key = {item.key: item for item in items}
-        links = _links(graph, where, aliases, by_key, report, node_norms)
+        links = _links(graph, where, aliases, by_key, report, node_norms, hidden.wires)
         return View(items, links, classes, never, list(notes), level, False, total, graph is not None,
-                    collapse_never=level is not None)
+                    collapse_never=level is not None or bool(collapse), hidden=len(hidden.names),
+                    markers=hidden.markers)
 
-    view = make(depth)
-    if depth is None and view.count() > budget:
-        deepest = max((len(b.owner) for b in bases), default=0)
-        for level in range(deepest - 1, -1, -1):
-            view = make(level)
-            if view.count() <= budget:
-                break
-        view.auto_depth = view.depth is not None
-        if view.auto_depth:
-            view.notes.append(f"{total} nodes is over the budget of {budget}: collapsed automatically to "
-                              f"--depth {view.depth} ({view.count()} boxes); pass --depth or --focus to choose")
-        else:
-            view.notes.append(f"{total} nodes is over the budget of {budget}, and there are no modules to collapse")
-        if view.count() > DRAWABLE_LIMIT:
-            return _too_big_to_draw(view)
-    elif depth is not None:
+    view = make(depth, healthy_modules(bases) if focus else set())
+    if depth is not None:
         view.notes.append(f"modules deeper than {depth} collapsed (--depth {depth})")
-    return view
-
-
-def _too_big_to_draw(view: View) -> View:
-    """Refuse, in one line, a drawing that collapsing could not shrink: its layout would take minutes."""
-    from ..errors import FxflowError
-
-    raise FxflowError(f"the graph has {view.count()} boxes even collapsed (no modules group its ops), too many to draw",
-                      hint="use --focus, or fxflow check for the table")
+    if focus or depth is not None or not automatic:
+        return view  # what was asked for
+    if view.count() > budget:
+        why = f"{view.count()} nodes, over the budget of {budget}"
+    elif ranks(view) > TALL_RANKS:
+        why = f"{ranks(view)} nodes from input to output, too tall to read"
+    else:
+        return view  # small enough to draw whole
+    return choose_automatically(why, budget, bases, make)
 
 
 def box_summary(members: Iterable[Base]) -> tuple[Counter, Counter, list[Base]]:

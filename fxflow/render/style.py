@@ -61,19 +61,21 @@ WET_FAINT = (0xA5, 0xD6, 0xA7)
 MIN_WIDTH, MAX_WIDTH = 0.6, 3.2
 
 LEGEND = (
-    ("wet", "wet: the gradient reaches it"),
-    ("dry", "dry: upstream of a cut, no gradient"),
-    ("cut", "cut: this node severs the gradient"),
-    ("zero", "zero: gradient arrives as exact 0"),
-    ("frozen", "frozen: requires_grad is False"),
-    ("unused", "unused: nothing it feeds reaches the output"),
-    ("inert", "inert: carries no gradient (inputs, ints)"),
+    ("wet", "wet: the gradient arrives"),
+    ("dry", "dry: no gradient (before a cut)"),
+    ("cut", "cut: severs the gradient"),
+    ("zero", "zero: the gradient is exactly 0"),
+    ("frozen", "frozen: requires_grad=False"),
+    ("unused", "unused: does not reach the output"),
+    ("inert", "inert: carries no gradient (inputs)"),
 )
 
 LEGEND_EDGES = (
-    ("wet", "gradient flows (width: log grad norm)"),
-    ("cut", "severed edge"),
+    ("wet", "gradient (width: log norm)"),
+    ("cut", "severed"),
+    ("zero", "exact-zero gradient"),
     ("dry", "no gradient flows"),
+    ("inert", "input, no gradient"),
 )
 
 CLUSTER_FILLS = ("#f6f8fa", "#ffffff")

@@ -3,6 +3,7 @@
     python tests/benchmarks/bench.py                      # everything, writes docs/performance.md
     python tests/benchmarks/bench.py --models seed,gpt2   # a subset, prints the table only
     python tests/benchmarks/bench.py --one gpt2 floor     # one measurement, JSON on stdout
+    python tests/benchmarks/bench.py --render             # the render table (PNG size, times)
 
 The floor is what no gradient-flow checker can beat: import, build the model, one torch.export
 capture, one forward and backward. Tools: floor, fxflow-check, fxflow-render, torchviz,
@@ -54,7 +55,9 @@ def measure(model_name: str, tool: str, workdir: str) -> dict[str, Any]:
     from models import MODELS
 
     torch.manual_seed(0)
-    model, inputs = _timed(phases, "build", MODELS[model_name])
+    model, inputs = _timed(phases, "build", {**MODELS, **RENDER_MODELS}[model_name])
+    extra: dict[str, Any] = {}
+    extra_nodes: int | None = None
     if tool == "floor":
         _timed(phases, "capture", lambda: torch.export.export(model, inputs, strict=False))
         if any(p.is_meta for p in model.parameters()):  # no values on meta: run it on fake tensors
@@ -69,11 +72,9 @@ def measure(model_name: str, tool: str, workdir: str) -> dict[str, Any]:
 
         report = fxflow.check(model, inputs)
         phases.update(report.timings)
+        extra_nodes = report.trace.nodes
         if tool == "fxflow-render":
-            dot = _timed(phases, "dot build", report.to_dot)
-            path = os.path.join(workdir, "flow.svg")
-            _timed(phases, "render", lambda: report.render(path))
-            phases["dot bytes"] = float(len(dot))
+            extra = _render_all(report, phases, workdir)
     elif tool == "torchviz":
         from torchviz import make_dot
 
@@ -97,9 +98,62 @@ def measure(model_name: str, tool: str, workdir: str) -> dict[str, Any]:
         "model": model_name,
         "tool": tool,
         "phases": phases,
+        "render": extra,
+        "nodes": extra_nodes,
         "total_s": time.perf_counter() - _PROCESS_START,
         "peak_rss_mib": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
+
+
+# -- render: the default view, as SVG, PNG at scale 1 and 2, and the HTML report ---------------
+def _gpt2_planted_cut() -> tuple[Any, tuple[Any, ...]]:
+    from fxflow.load import load_target
+
+    cwd = os.getcwd()
+    os.chdir(ROOT)  # source lines read examples/...
+    try:
+        loaded = load_target("examples/hf_gpt2_cut.py:DetachedMlpGpt2")
+    finally:
+        os.chdir(cwd)
+    return loaded.model, loaded.inputs
+
+
+RENDER_MODELS = {"gpt2-12-planted-cut": _gpt2_planted_cut}  # besides models.MODELS
+RENDER_TABLE_MODELS = ("gpt2-12-planted-cut", "gpt2", "llama-7b-meta", "synthetic-20k")
+
+
+def _render_all(report: Any, phases: dict[str, float], workdir: str) -> dict[str, Any]:
+    """Time the default view's DOT, SVG, PNG (scale 1 and 2) and HTML; returns sizes."""
+    from fxflow.render import build_view
+    from fxflow.render.engine import png_size
+
+    dot = _timed(phases, "dot build", lambda: report.to_dot(announce=False))
+    _timed(phases, "render", lambda: report.render(os.path.join(workdir, "flow.svg"), announce=False))
+    sizes: dict[str, Any] = {"boxes": build_view(report).count(), "dot_bytes": len(dot)}
+    for scale in (1, 2):
+        path = os.path.join(workdir, f"flow{scale}.png")
+        _timed(phases, f"png x{scale}", lambda: report.render(path, scale=scale, announce=False))
+        with open(path, "rb") as handle:
+            sizes[f"png_x{scale}"] = png_size(handle.read())
+    page = os.path.join(workdir, "report.html")
+    _timed(phases, "html", lambda: report.render(page, announce=False))
+    sizes["html_mib"] = os.path.getsize(page) / 2**20
+    return sizes
+
+
+def render_markdown(results: list[dict[str, Any]]) -> str:
+    """The render table of docs/performance.md."""
+    lines = ["| model | graph nodes | boxes drawn | DOT + SVG s | PNG x1 px | PNG x2 px | PNG x2 s | HTML s | HTML MiB |",
+             "|---|---:|---:|---:|---|---|---:|---:|---:|"]
+    for r in results:
+        if "error" in r:
+            lines.append(f"| {r['model']} | - | - | - | - | - | - | - | error: {r['error']} |")
+            continue
+        p, sizes = r["phases"], r["render"]
+        px = {k: "x".join(str(v) for v in sizes[k]) for k in ("png_x1", "png_x2")}
+        lines.append(f"| {r['model']} | {r.get('nodes', '-')} | {sizes['boxes']} | {p['dot build'] + p['render']:.2f} | "
+                     f"{px['png_x1']} | {px['png_x2']} | {p['png x2']:.2f} | {p['html']:.2f} | {sizes['html_mib']:.2f} |")
+    return "\n".join(lines) + "\n"
 
 
 # -- the driver ------------------------------------------------------------------------------
@@ -178,7 +232,7 @@ def markdown(results: list[dict[str, Any]], scale_rows: list[dict[str, Any]]) ->
         if "error" in r:
             lines.append(f"| {r['model']} | {r['tool']} | - | - | error: {r['error']} |")
             continue
-        phases = ", ".join(f"{k} {v:.3f}" for k, v in r["phases"].items() if k != "dot bytes")
+        phases = ", ".join(f"{k} {v:.3f}" for k, v in r["phases"].items())
         lines.append(f"| {r['model']} | {r['tool']} | {_fmt(r['wall_s'])} | {_fmt(r['peak_rss_mib'], 0)} | {phases} |")
     ratios = ["", "| model | fxflow check / floor (wall) | fxflow render phase / torchviz make_dot+dot | fxflow render / torchlens draw |",
               "|---|---:|---:|---:|"]
@@ -216,14 +270,24 @@ def main() -> None:
     parser.add_argument("--timeout", type=float, default=900)
     parser.add_argument("--slow-peers", action="store_true", help="also run the peers on the synthetic graph")
     parser.add_argument("--write", default=None, help="write the Markdown tables to this file")
+    parser.add_argument("--render", action="store_true",
+                        help="only the render table: PNG pixel sizes and times of the default view")
     options = parser.parse_args()
     if options.one:
         print(json.dumps(measure(*options.one, options.workdir or tempfile.mkdtemp())))
         return
+    if options.render:
+        rows = []
+        for model in RENDER_TABLE_MODELS:
+            result = run_one(model, "fxflow-render", options.timeout)
+            print(json.dumps(result), flush=True)
+            rows.append(result)
+        print(render_markdown(rows))
+        return
     results = []
     for model in filter(None, options.models.split(",")):
         for tool in options.tools.split(","):
-            if model.endswith("-meta") and tool not in ("floor", "fxflow-check"):
+            if model.endswith("-meta") and tool not in ("floor", "fxflow-check", "fxflow-render"):
                 continue  # no values on meta: nothing for the drawing tools to show
             if model.startswith("synthetic") and tool in PEERS and not options.slow_peers:
                 continue  # torchview takes minutes to lay it out, torchviz overflows the stack

@@ -24,6 +24,10 @@ CUT_KINDS = ("detach", "detach_", "data", "item", "tolist", "compare", "argmax",
              "cast_long", "cast_bool", "cast_int", "where", "masked_fill", "bool_index",
              "no_grad", "inference_mode", "set_grad_enabled")
 ZERO_KINDS = ("round", "floor", "ceil", "trunc", "sign")
+# in-place writes through views (issue 10): the written value must reach later reads of the base
+VIEW_WRITES = ("slice_set", "narrow_add", "masked_set", "index_put", "copy_into", "inplace_act")
+# calls with several outputs of which one is used (issue 10): flow per output, not per call
+MULTI_OUTPUTS = ("mha_weights", "lstm_hidden")
 ACTIVATIONS = ("torch.relu", "torch.tanh", "torch.sigmoid", "nn.functional.gelu", "nn.functional.leaky_relu")
 
 
@@ -86,6 +90,8 @@ class Generated:
     frozen: set[str]
     output: Value  # what reaches the outputs, all together
     planted: dict[int, str]  # line -> kind of every planted cut / zero op
+    unused_params: set[str] = field(default_factory=set)  # parameters only a discarded output needs
+    idioms: dict[int, str] = field(default_factory=dict)  # line -> view write / multi-output kind there
 
 
 class _Writer:
@@ -96,6 +102,8 @@ class _Writer:
         self.layers: dict[str, str] = {}
         self.kinds: dict[str, str] = {}  # layer -> "linear", "conv", ...
         self.planted: dict[int, str] = {}
+        self.unused_params: set[str] = set()
+        self.idioms: dict[int, str] = {}  # body line -> VIEW_WRITES / MULTI_OUTPUTS kind
         self.counter = 0
         self.header_lines = 0  # set once the header is known
 
@@ -113,10 +121,11 @@ class _Writer:
         return self.values[-1 - index]
 
     def layer(self, kind: str) -> str:
-        name = f"{kind[0]}{len(self.layers)}"
+        name = f"{'p' if kind == 'vector' else kind[0]}{len(self.layers)}"  # never v<i>: values are
         self.layers[name] = {
             "linear": "nn.Linear(D, D)", "mix": "nn.Linear(2 * D, D)", "conv": "nn.Conv1d(1, 1, 3, padding=1)",
-            "norm": "nn.LayerNorm(D)", "embed": "nn.Embedding(V, D)",
+            "norm": "nn.LayerNorm(D)", "embed": "nn.Embedding(V, D)", "vector": "nn.Parameter(torch.randn(D))",
+            "mha": "nn.MultiheadAttention(D, 2, batch_first=True)", "lstm": "nn.LSTM(D, D)",
         }[kind]
         self.kinds[name] = kind
         return name
@@ -125,8 +134,8 @@ class _Writer:
 def _step(w: _Writer, mark: list) -> None:
     """Append one random statement."""
     rng = w.rng
-    choice = rng.choices(("layer", "shared", "combine", "cut", "zero", "embed", "discard", "ste"),
-                         (30, 6, 18, 22, 6, 4, 3, 3))[0]
+    choice = rng.choices(("layer", "shared", "combine", "cut", "zero", "embed", "discard", "ste", "view", "multi"),
+                         (30, 6, 18, 22, 6, 4, 3, 3, 10, 4))[0]
     new = w.fresh()
     if choice == "layer" or (choice == "shared" and not any(k == "linear" for k in w.kinds.values())):
         value = w.pick()
@@ -176,9 +185,67 @@ def _step(w: _Writer, mark: list) -> None:
         mark.append((line, op))
         result = zero(value, line)
         result.name = new
+    elif choice == "view":
+        result = _view_write(w, new, rng.choice(VIEW_WRITES), mark)
+    elif choice == "multi":
+        result = _multi_output(w, new, rng.choice(MULTI_OUTPUTS))
     else:
         result = _plant_cut(w, new, rng.choice(CUT_KINDS), mark)
     w.values.append(result)
+
+
+def _view_write(w: _Writer, new: str, kind: str, mark: list) -> Value:
+    """A value built by writing into a view of a buffer (or of a copy of a value) in place."""
+    a, b = w.pick(), w.rng.choice(w.values)
+    layer = w.layer("vector" if kind == "masked_set" else "linear")
+    if kind == "slice_set":
+        w.emit(f"{new} = {a.name}.new_zeros(N, D)")
+        line = w.emit(f"{new}[:, :D // 2] = self.{layer}({a.name})[:, :D // 2]")
+    elif kind == "narrow_add":
+        w.emit(f"{new} = self.{layer}({a.name})")
+        line = w.emit(f"{new}.narrow(1, 0, D // 2).add_({b.name}[:, :D // 2])")
+        w.idioms[line] = kind
+        return _with(combine(new, a, b), layer)
+    elif kind == "masked_set":  # SpecAugment: rows picked by a mask get a learned vector
+        w.emit(f"{new} = {a.name}.clone()")
+        line = w.emit(f"{new}[{b.name}[:, 0] > 0] = self.{layer}")
+        mark.append((line, kind))  # the comparison cuts b's paths
+        w.idioms[line] = kind
+        return _with(combine(new, a, cut(b, line)), layer)
+    elif kind == "index_put":
+        w.emit(f"{new} = {a.name}.new_zeros(N, D)")
+        line = w.emit(f"{new}.index_put_((torch.arange(0, N, 2),), self.{layer}({a.name})[::2])")
+    elif kind == "copy_into":
+        w.emit(f"{new} = torch.zeros_like({a.name})")
+        line = w.emit(f"{new}.copy_(self.{layer}({a.name}))")
+    else:  # an in-place activation on a slice of a fresh layer output; the whole output is read
+        w.emit(f"{new} = self.{layer}({a.name})")
+        act = w.rng.choice(("torch.relu_({v})", "nn.functional.leaky_relu({v}, inplace=True)",
+                            "nn.functional.dropout({v}, 0.5, self.training, True)"))
+        line = w.emit(act.format(v=f"{new}[:, 1:]"))
+    w.idioms[line] = kind
+    return _with(combine(new, a), layer)
+
+
+def _multi_output(w: _Writer, new: str, kind: str) -> Value:
+    """One element of a module's tuple output is used; the other's parameters stay unused."""
+    a, b = w.pick(), w.rng.choice(w.values)
+    if kind == "mha_weights":  # (output, weights): only the weights, so out_proj and the values are unused
+        layer = w.layer("mha")
+        call = f"self.{layer}({a.name}.unsqueeze(0), {a.name}.unsqueeze(0), {b.name}.unsqueeze(0))"
+        line = w.emit(f"{new} = {a.name} * {call}[1].squeeze(0).sum(-1, keepdim=True)")
+        w.unused_params |= {f"{layer}.out_proj.weight", f"{layer}.out_proj.bias"}
+        w.idioms[line] = kind
+        return _with(combine(new, a), layer)
+    layer = w.layer("lstm")  # (output, (h_n, c_n)): h_n only
+    line = w.emit(f"{new} = {a.name} + self.{layer}({a.name}.unsqueeze(0))[1][0].squeeze(0)")
+    w.idioms[line] = kind
+    return _with(combine(new, a), layer)
+
+
+def _with(value: Value, layer: str) -> Value:
+    value.wet.add(layer)
+    return value
 
 
 def _plant_cut(w: _Writer, new: str, kind: str, mark: list) -> Value:
@@ -285,13 +352,16 @@ def generate(seed: int, steps: tuple[int, int] = (3, 14)) -> Generated:
     output.zero = {layer: shift(lines) for layer, lines in output.zero.items()}
     output.cut = {layer: shift(lines) for layer, lines in output.cut.items()}
     del unused  # never called: the prediction simply does not mention them
-    return Generated(source, dict(w.layers), frozen, output, {line + offset: kind for line, kind in marks})
+    return Generated(source, dict(w.layers), frozen, output, {line + offset: kind for line, kind in marks},
+                     set(w.unused_params), {line + offset: kind for line, kind in w.idioms.items()})
 
 
-def predicted_verdict(generated: Generated, layer: str) -> str:
-    """The static verdict the generator expects for every parameter of ``layer``."""
+def predicted_verdict(generated: Generated, layer: str, parameter: str | None = None) -> str:
+    """The static verdict the generator expects for every parameter of ``layer`` (or for ``parameter``)."""
     if layer in generated.frozen:
         return "frozen"
+    if parameter in generated.unused_params:
+        return "unused"
     if layer in generated.output.wet:
         return "reachable"
     if layer in generated.output.zero:

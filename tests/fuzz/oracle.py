@@ -23,6 +23,8 @@ class Outcome:
     problems: list[str] = field(default_factory=list)
     static: Counter = field(default_factory=Counter)
     planted: Counter = field(default_factory=Counter)
+    idioms: Counter = field(default_factory=Counter)
+    captured: bool = True  # False: the one capture method asked for cannot capture this model
 
 
 def load(path: str, name: str):
@@ -36,20 +38,25 @@ def load(path: str, name: str):
     return module
 
 
-def check_seed(seed: int, directory: str) -> Outcome:
-    """Generate model ``seed`` into ``directory``, run fxflow, compare with autograd."""
+def check_seed(seed: int, directory: str, method: str | None = None) -> Outcome:
+    """Generate model ``seed`` into ``directory``, run fxflow, compare with autograd.
+
+    ``method`` restricts the capture to one method; a model it cannot capture is then not a
+    finding (``outcome.captured`` is False), while the full chain must capture every model.
+    """
     generated: Generated = generate(seed)
     path = os.path.join(directory, f"fuzz_{seed}.py")
     with open(path, "w") as handle:
         handle.write(generated.source)
-    outcome = Outcome(seed, path, planted=Counter(generated.planted.values()))
+    outcome = Outcome(seed, path, planted=Counter(generated.planted.values()),
+                      idioms=Counter(generated.idioms.values()))
     module = load(path, f"fxflow_fuzz_{seed}")
     torch.manual_seed(seed)
     model = module.Model()
     inputs = module.example_inputs()
     before = ModelState.of(model)
     try:
-        report = fxflow.check(model, inputs, loss_fn=projection)
+        report = fxflow.check(model, inputs, loss_fn=projection, capture_methods=[method] if method else None)
     except Exception as error:  # a crash is a finding too
         outcome.problems.append(f"check raised {type(error).__name__}: {error}")
         return outcome
@@ -60,6 +67,9 @@ def check_seed(seed: int, directory: str) -> Outcome:
     grads = real_grads(model, inputs, loss_fn=projection)
     dynamic = reference_dynamic(grads)
     if report.trace.method == "none":
+        if method is not None:
+            outcome.captured = False
+            return outcome
         outcome.problems.append(f"no capture: {report.trace.notes}")
     for parameter in report.parameters:
         name = parameter.name
@@ -72,10 +82,11 @@ def check_seed(seed: int, directory: str) -> Outcome:
             outcome.problems.append(f"{name}: dynamic {parameter.dynamic} but reference {dynamic[name]}")
         if parameter.agree is not True:
             outcome.problems.append(f"{name}: report says static/dynamic disagree ({parameter.diagnosis})")
-        expected = predicted_verdict(generated, layer)
+        expected = predicted_verdict(generated, layer, name)
         if parameter.static != expected:
             outcome.problems.append(f"{name}: static {parameter.static} but generator predicts {expected}")
             continue
+        predicted = predicted_lines(generated, layer) if expected != "unused" else set()
         lines = set()
         for site in parameter.cut_by:
             where = split_source(site.source)
@@ -85,6 +96,6 @@ def check_seed(seed: int, directory: str) -> Outcome:
             lines.add(where[1])
             if where[1] not in generated.planted:
                 outcome.problems.append(f"{name}: cut site {site.op} at line {where[1]} was not planted")
-        if lines != predicted_lines(generated, layer):
-            outcome.problems.append(f"{name}: cut lines {sorted(lines)} but predicted {sorted(predicted_lines(generated, layer))}")
+        if lines != predicted:
+            outcome.problems.append(f"{name}: cut lines {sorted(lines)} but predicted {sorted(predicted)}")
     return outcome

@@ -1,0 +1,417 @@
+"""Where a gradient died or faded: the autograd node, the user's line, and why.
+
+For parameters the real backward left exactly zero or vanishing, forward and backward are
+replayed once (same inputs, same random state) with two recorders:
+
+* forward, under a :class:`~torch.overrides.TorchFunctionMode`: which torch call, user line and
+  module created each autograd node, and where ``register_hook`` was called;
+* backward, with post-hooks on the autograd nodes between the loss and those parameters: the
+  norm of the gradient arriving at each node and of the one it passes to each input.
+
+An exact zero is then traced from the parameter towards the loss to the node that received a
+nonzero gradient and passed back 0 (an op) or where a gradient hook turned it into 0. A vanishing
+gradient is followed up its largest contributions to the loss, and the stretch where its norm
+fell most is named. Nothing here runs for healthy models: the replay costs a forward and a
+backward with hooks, so only a zero or vanishing verdict pays for it.
+"""
+from __future__ import annotations
+
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_flatten
+
+from . import rules
+from .capture.source import current_user_source
+from .flow import gradient_norm
+from .verdicts import CutSite
+
+Node = Any  # torch.autograd.graph.Node (C++ nodes have no common Python base class to annotate with)
+
+# Ops whose zero gradient depends on the batch: the words say what state the data is in.
+_GATES = {"relu": "every unit is inactive on this batch", "relu_": "every unit is inactive on this batch",
+          "threshold": "every unit is below the threshold on this batch"}
+_SATURATING = frozenset({"clamp", "clamp_", "clip", "clip_", "clamp_min", "clamp_max", "hardtanh", "hardtanh_",
+                         "relu6"})
+
+# Products: the gradient one operand gets is the other operand times the incoming gradient.
+_PRODUCTS = frozenset({"linear", "matmul", "mm", "bmm", "mul", "mul_", "__mul__", "__rmul__", "__matmul__",
+                       "einsum", "conv1d", "conv2d", "conv3d", "bilinear", "addmm", "baddbmm", "outer"})
+
+
+def autograd_nodes(roots: Iterable[Node]) -> list[Node]:
+    """Every autograd node reachable from ``roots`` through ``next_functions``, each once."""
+    seen: set[Node] = set()
+    order: list[Node] = []
+    stack = [root for root in roots if root is not None]
+    while stack:
+        node = stack.pop()
+        if node in seen:
+            continue
+        seen.add(node)
+        order.append(node)
+        stack.extend(child for child, _ in node.next_functions if child is not None and child not in seen)
+    return order
+
+
+@dataclass(frozen=True)
+class NodeOrigin:
+    """What created an autograd node during forward."""
+
+    op: str  # the torch call: relu, clamp, round, linear
+    source: str | None  # file:line of the user's line
+    module: str | None  # qualified name of the innermost module being called
+
+
+class OriginRecorder(TorchFunctionMode):
+    """Forward: the torch call, user line and module behind each autograd node; user gradient hooks."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        super().__init__()
+        self.model = model
+        self.origins: dict[Node, NodeOrigin] = {}
+        self.hooks: dict[Any, str | None] = {}  # grad_fn (or id of a leaf) -> line that registered a hook
+        self.module_stack: list[str] = []
+
+    def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        result = func(*args, **(kwargs or {}))
+        if torch.compiler.is_compiling():  # inside torch.compile / torch.cond: record nothing (no side effects)
+            return result
+        name = _call_name(func)
+        if name == "register_hook" and args and isinstance(args[0], torch.Tensor):
+            tensor = args[0]
+            self.hooks[tensor.grad_fn if tensor.grad_fn is not None else id(tensor)] = current_user_source()
+            return result
+        for tensor in tree_flatten(result)[0]:
+            node = tensor.grad_fn if isinstance(tensor, torch.Tensor) else None
+            if node is not None and node not in self.origins:
+                module = self.module_stack[-1] if self.module_stack else None
+                self.origins[node] = NodeOrigin(name, current_user_source(), module)
+        return result
+
+    def hook_modules(self) -> list[Any]:
+        """Forward hooks that keep :attr:`module_stack` (removed by the caller)."""
+        handles = []
+        for name, module in self.model.named_modules():
+            if name:
+                handles.append(module.register_forward_pre_hook(lambda *_, name=name: self._enter(name)))
+                handles.append(module.register_forward_hook(lambda *_, name=name: self._leave(name), always_call=True))
+        return handles
+
+    def _enter(self, name: str) -> None:
+        if not torch.compiler.is_compiling():
+            self.module_stack.append(name)
+
+    def _leave(self, name: str) -> None:
+        if not torch.compiler.is_compiling() and self.module_stack and self.module_stack[-1] == name:
+            self.module_stack.pop()
+
+
+def _call_name(func: Callable) -> str:
+    owner = getattr(func, "__self__", None)
+    name = getattr(func, "__name__", "")
+    if name == "__get__" and owner is not None:  # an attribute read such as ``x.T``
+        return getattr(owner, "__name__", name)
+    return name
+
+
+class GradientNorms:
+    """Backward: gradient norms at the outputs of autograd nodes and along each of their edges."""
+
+    def __init__(self) -> None:
+        self.arriving: dict[Node, float] = {}  # the gradient w.r.t. the node's forward outputs
+        self.passed: dict[tuple[Node, int], float] = {}  # (node, input position) -> gradient sent there
+        self.handles: list[Any] = []
+
+    def watch(self, nodes: Iterable[Node]) -> None:
+        for node in nodes:
+            self.handles.append(node.register_hook(self._hook(node)))
+
+    def _hook(self, node: Node) -> Callable:
+        def hook(grad_inputs: tuple, grad_outputs: tuple) -> None:
+            self.arriving[node] = _norm(grad_outputs)
+            for position, grad in enumerate(grad_inputs):
+                self.passed[(node, position)] = _norm((grad,))
+
+        return hook
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+
+def _norm(grads: Iterable[torch.Tensor | None]) -> float:
+
+    return math.sqrt(sum(gradient_norm(g) ** 2 for g in grads if g is not None))
+
+
+class AutogradGraph:
+    """The autograd graph behind a loss, with each node's consumers (its neighbours towards the loss)."""
+
+    def __init__(self, root: Node) -> None:
+        self.root = root
+        self.nodes = autograd_nodes([root])
+        self.consumers: dict[Node, list[tuple[Node, int]]] = defaultdict(list)
+        self.leaves: dict[int, Node] = {}  # id(parameter) -> its AccumulateGrad node
+        for node in self.nodes:
+            for position, (child, _) in enumerate(node.next_functions):
+                if child is not None:
+                    self.consumers[child].append((node, position))
+            variable = getattr(node, "variable", None)
+            if isinstance(variable, torch.Tensor):
+                self.leaves[id(variable)] = node
+
+    def towards_loss(self, starts: Iterable[Node]) -> set[Node]:
+        """The nodes on some path from the loss to ``starts`` (starts included)."""
+        found: set[Node] = set()
+        stack = list(starts)
+        while stack:
+            node = stack.pop()
+            if node not in found:
+                found.add(node)
+                stack.extend(consumer for consumer, _ in self.consumers.get(node, ()))
+        return found
+
+
+class Localizer:
+    """Reads a recorded replay and explains one parameter's zero or vanishing gradient."""
+
+    def __init__(self, graph: AutogradGraph, norms: GradientNorms, origins: OriginRecorder,
+                 final: dict[int, float]) -> None:
+        self.graph, self.norms, self.origins = graph, norms, origins
+        self.final = final  # id(parameter) -> norm of the gradient the replay gave it
+        self._main: dict[Node, Node | None] = {}
+        self._falls: dict[Node, tuple[Node, tuple[Node, Node, float]]] = {}
+        self._stretches: dict[tuple[Node, Node], _Stretch] = {}
+        self._borrowed: dict[Node, NodeOrigin] = {}
+
+    def arriving(self, node: Node) -> float:
+        if node is self.graph.root:
+            return max(self.norms.arriving.get(node, 1.0), 1.0)  # the loss receives 1
+        if hasattr(node, "variable"):
+            return self.final.get(id(node.variable), 0.0)
+        return self.norms.arriving.get(node, 0.0)  # a node that never ran received nothing
+
+    def incoming(self, node: Node) -> list[float]:
+        return [self.norms.passed.get(edge, 0.0) for edge in self.graph.consumers.get(node, ())]
+
+    # -- exact zero -----------------------------------------------------------------------
+    def explain_zero(self, leaf: Node) -> CutSite | None:
+        """The node closest to the parameter where a nonzero gradient became exactly 0."""
+        seen: set[Node] = set()
+        frontier = [leaf]
+        while frontier:
+            node = frontier.pop(0)
+            if node in seen:
+                continue
+            seen.add(node)
+            incoming = [value for value in self.incoming(node) if value > 0]
+            if incoming:  # something nonzero arrived, and the node's hooks (or a sum) made it 0
+                return self._zeroed_at(node, len(incoming))
+            for consumer, _ in self.graph.consumers.get(node, ()):
+                if self.arriving(consumer) > 0:
+                    return self._zero_after(consumer)
+                frontier.append(consumer)
+        return None
+
+    def _zero_after(self, node: Node) -> CutSite:
+        origin = self.origin(node)
+        op, where = origin.op, _at(origin.source)
+        if op == "cond":
+            reason = f"exactly 0 after `torch.cond`{where}: the branch that uses it was not taken on this batch"
+        elif rules.zero_derivative_edges(node) is not False:
+            reason = f"`{op}`{where} has a derivative of exactly 0 everywhere, so nothing passes back through it"
+        elif op in _GATES:
+            reason = f"exactly 0 after `{op}`{where}: {_GATES[op]}"
+        elif op in _PRODUCTS:
+            reason = f"exactly 0 after `{op}`{where}: what it multiplies the parameter with is all zeros on this batch"
+        elif op in _SATURATING:
+            reason = f"`{op}`{where} is saturated: every element lies outside its range on this batch, so it passes back 0"
+        else:
+            reason = f"exactly 0 after `{op}`{where}: it passes back 0 for every element on this batch"
+        return CutSite(node.name(), op, origin.source, reason)
+
+    def _zeroed_at(self, node: Node, nonzero_inputs: int) -> CutSite:
+        key = id(node.variable) if hasattr(node, "variable") else node
+        origin = self.origin(node)
+        if key in self.origins.hooks:
+            source = self.origins.hooks[key]
+            where = f" at line {source.rsplit(':', 1)[1]}" if source else ""
+            reason = f"a gradient hook{where} ({source}) returns zeros" if source else "a gradient hook returns zeros"
+            return CutSite(node.name(), "hook", source, reason)
+        if hasattr(node, "variable") and getattr(node.variable, "_backward_hooks", None):
+            return CutSite(node.name(), "hook", None, "a gradient hook on the parameter returns zeros")
+        if nonzero_inputs > 1:
+            reason = f"the gradients reaching `{origin.op}`{_at(origin.source)} along different paths cancel exactly"
+            return CutSite(node.name(), origin.op, origin.source, reason)
+        reason = f"a backward hook on `{origin.op}`{_at(origin.source)} returns zeros"
+        return CutSite(node.name(), "hook", origin.source, reason)
+
+    # -- vanishing --------------------------------------------------------------------------
+    def explain_vanishing(self, leaf: Node) -> CutSite | None:
+        """The stretch of the largest-gradient path from the loss to the parameter where it fell most."""
+        start, end, factor = self._fall(leaf)[1]
+        if factor <= 1.0:
+            return None
+        stretch = self._stretch(end, start)
+        worst, node = stretch.worst
+        origin = self.origin(node)
+        if worst >= 0.9 * math.log(factor):  # one op does (nearly) all of it
+            reason = f"`{origin.op}`{_at(origin.source)} shrinks the gradient {_power(factor)}"
+            return CutSite(node.name(), origin.op, origin.source, reason)
+        op = max(stretch.ops, key=lambda name: stretch.ops[name][0])
+        _, nearest, farthest = stretch.ops[op]  # forward order: the parameter's side runs first
+        span = _span([m for m in (nearest.module, farthest.module) if m])
+        reason = f"the gradient shrinks {_power(factor)}{f' across {span}' if span else ''} (`{op}`{_at(nearest.source)})"
+        return CutSite(node.name(), op, nearest.source, reason)
+
+    def _up(self, node: Node) -> Node | None:
+        """The consumer that sent ``node`` the most gradient: the next step of its main path to the loss."""
+        if node not in self._main:
+            edges = self.graph.consumers.get(node)
+            self._main[node] = max(edges, key=lambda e: self.norms.passed.get(e, 0.0))[0] if edges else None
+        return self._main[node]
+
+    def _fall(self, node: Node) -> tuple[Node, tuple[Node, Node, float]]:
+        """On the main path from the loss down to ``node``: (the node with the largest gradient so far,
+        (i, j, arriving(i) / arriving(j)) for the deepest fall). Memoized: paths share their top."""
+        chain = []
+        while node not in self._falls and self._up(node) is not None:
+            chain.append(node)
+            node = self._up(node)
+        state = self._falls.setdefault(node, (node, (node, node, 1.0)))
+        for member in reversed(chain):
+            peak, best = state
+            ratio = self.arriving(peak) / max(self.arriving(member), _TINY)
+            if ratio > best[2]:
+                best = (peak, member, ratio)
+            state = (member if self.arriving(member) > self.arriving(peak) else peak, best)
+            self._falls[member] = state
+        return state
+
+    def _stretch(self, node: Node, stop: Node) -> "_Stretch":
+        """What the main path from ``node`` up to ``stop`` did to the gradient (memoized per stop)."""
+        chain = []
+        while node is not stop and (node, stop) not in self._stretches:
+            chain.append(node)
+            node = self._up(node)
+        stretch = self._stretches.get((node, stop), _Stretch({}, (0.0, stop)))
+        for child in reversed(chain):
+            parent = self._up(child)
+            shrink = math.log(max(self.arriving(parent), _TINY) / max(self.arriving(child), _TINY))
+            stretch = stretch.plus(parent, self.origin(parent), shrink)
+            self._stretches[(child, stop)] = stretch
+        return stretch
+
+    def origin(self, node: Node) -> NodeOrigin:
+        """Where ``node`` came from; an unrecorded one (inside a composite call) borrows from a consumer."""
+        unresolved = []
+        found = self.origins.origins.get(node) or self._borrowed.get(node)
+        while found is None:
+            unresolved.append(node)
+            node = self._up(node)
+            found = NodeOrigin("", None, None) if node is None else (
+                self.origins.origins.get(node) or self._borrowed.get(node))
+        for member in unresolved:
+            self._borrowed[member] = NodeOrigin(_node_op(member), found.source, found.module)
+        return self._borrowed[unresolved[0]] if unresolved else found
+
+
+@dataclass(frozen=True)
+class _Stretch:
+    """A stretch of a main path: log-shrink per op with its members nearest to and farthest from the
+    parameter, and the single node that shrank the gradient most."""
+
+    ops: dict[str, tuple[float, NodeOrigin, NodeOrigin]]
+    worst: tuple[float, Node]
+
+    def plus(self, node: Node, origin: NodeOrigin, shrink: float) -> "_Stretch":
+        """This stretch extended by ``node``, one step nearer the parameter."""
+        if shrink <= 0.0:
+            return self
+        ops = dict(self.ops)
+        total, _, farthest = ops.get(origin.op, (0.0, origin, origin))
+        ops[origin.op] = (total + shrink, origin, farthest)
+        return _Stretch(ops, max(self.worst, (shrink, node), key=lambda item: item[0]))
+
+
+_TINY = 1e-300
+
+
+def _node_op(node: Node) -> str:
+    """``ReluBackward0`` -> ``relu``; ``torch::autograd::AccumulateGrad`` -> ``AccumulateGrad``."""
+    name = node.name().rsplit("::", 1)[-1]
+    if "AutogradOp" in name:  # a higher-order op's backward: CondAutogradOpBackward -> cond
+        return name.split("AutogradOp")[0].lower()
+    stem = name.split("Backward")[0] if "Backward" in name else name
+    return stem.lower() if "Backward" in name else stem
+
+
+def _at(source: str | None) -> str:
+    return f" at {source}" if source else ""
+
+
+def _power(factor: float) -> str:
+    exponent = round(math.log10(factor))
+    return f"10^{exponent}" if exponent >= 2 else f"{factor:.3g}x"
+
+
+def _span(modules: list[str]) -> str | None:
+    """```blocks.3``–``blocks.27``` for the first and last module of a stretch (forward order), at the
+    first level where they differ."""
+    if not modules:
+        return None
+    parts = [m.split(".") for m in modules]
+    common = 0
+    while all(len(p) > common for p in parts) and len({p[common] for p in parts}) == 1:
+        common += 1
+    depth = min(common + 1, min(len(p) for p in parts))
+    first, last = (".".join(p[:depth]) for p in (parts[0], parts[-1]))
+    return f"`{first}`" if first == last else f"`{first}`–`{last}`"
+
+
+def localize(model: torch.nn.Module, forward: Callable[[], Any], loss_of: Callable[[Any], torch.Tensor | None],
+             zero: dict[str, torch.nn.Parameter], vanishing: dict[str, torch.nn.Parameter]) -> dict[str, CutSite]:
+    """Replay ``forward`` and the loss's backward once; explain each listed parameter's gradient.
+
+    ``zero`` and ``vanishing`` map names to the parameters the real backward left exactly zero or
+    vanishing. A parameter the replay does not reproduce (forward is not deterministic) gets no
+    explanation. The parameters' ``.grad`` are not touched.
+    """
+    origins = OriginRecorder(model)
+    handles = origins.hook_modules()
+    try:
+        with torch.enable_grad(), origins:
+            outputs = forward()
+    finally:
+        for handle in handles:
+            handle.remove()
+    loss = loss_of(outputs)
+    if not isinstance(loss, torch.Tensor) or loss.grad_fn is None:
+        return {}
+    graph = AutogradGraph(loss.grad_fn)
+    targets = {name: p for name, p in {**zero, **vanishing}.items() if id(p) in graph.leaves}
+    if not targets:
+        return {}
+    norms = GradientNorms()
+    norms.watch(graph.towards_loss(graph.leaves[id(p)] for p in targets.values()))
+    try:
+        grads = torch.autograd.grad(loss, list(targets.values()), allow_unused=True)
+    finally:
+        norms.remove()
+    final = {id(p): (0.0 if g is None else _norm((g,))) for p, g in zip(targets.values(), grads)}
+    localizer = Localizer(graph, norms, origins, final)
+    found: dict[str, CutSite] = {}
+    for name, parameter in targets.items():
+        leaf = graph.leaves[id(parameter)]
+        if name in zero:
+            site = localizer.explain_zero(leaf) if final[id(parameter)] == 0.0 else None
+        else:
+            site = localizer.explain_vanishing(leaf) if final[id(parameter)] > 0.0 else None
+        if site is not None:
+            found[name] = site
+    return found

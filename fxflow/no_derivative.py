@@ -1,0 +1,135 @@
+"""A forward whose backward stops where an op has no derivative, instead of raising.
+
+``torch.floor_divide(x, 2)``, ``torch.heaviside(x, v)`` and ``torch.igamma(a, x)`` (in ``a``)
+have no derivative: autograd records them anyway, and the backward raises
+``NotImplementedError`` when the gradient reaches them. For the probe that would end the check
+with a crash, though the answer is plain: nothing upstream of that input gets a gradient.
+
+:func:`stop_at_missing_derivatives` runs forward under a :class:`TorchFunctionMode` that looks
+at the history each torch call adds. Where an input reaches the result only through an edge with
+no derivative (per :func:`fxflow.rules.derivative_kinds`, the table the static analysis uses),
+the result is rebased in place, keeping the same tensor object (the run-time capture knows
+tensors by identity): with no differentiable input left it is detached; otherwise the call runs
+again with the blocked inputs detached and the result takes that history. The backward then
+treats the op as if the blocked inputs had no history: parameters upstream read ``missing``.
+
+Limits: an input fed to the op both through a no-derivative slot and a differentiable one
+(``igamma(x, x)``) cannot be split this way, nor can an in-place op be re-run, so there the
+whole result is detached (the other inputs lose their gradient through it too); a result that
+is a view (``h[:, 0] //= 2``) cannot be detached in place and keeps its raising history.
+"""
+from __future__ import annotations
+
+import contextlib
+import itertools
+from typing import Any, Callable, Iterator, Sequence
+
+import torch
+from torch.overrides import TorchFunctionMode
+from torch.utils._pytree import tree_flatten, tree_map
+
+from . import rules
+from .verdicts import EdgeKind
+
+_ALL_DIFF = itertools.repeat(EdgeKind.DIFF)
+
+# How many autograd nodes one call's history may hold before the mode stops looking (a function
+# closing over an old activation would otherwise send every call's walk through all of forward).
+_WALK_LIMIT = 10_000
+
+
+_ACCUMULATE_GRAD = torch._C._functions.AccumulateGrad  # the node where a gradient lands in a leaf
+
+
+def _key(tensor: torch.Tensor) -> tuple:
+    return ("leaf", id(tensor)) if tensor.grad_fn is None else (id(tensor.grad_fn), tensor.output_nr)
+
+
+def blocked_inputs(outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor]) -> tuple[set[int], bool]:
+    """Which ``inputs`` reach ``outputs`` only through an edge with no derivative.
+
+    Returns the positions of those inputs, and whether any such edge lies in the outputs'
+    history back to the inputs at all (it can, with no input blocked: ``igamma(x, x)``).
+    """
+    stops = {_key(t): index for index, t in enumerate(inputs)}
+    roots = [(t.grad_fn, t.output_nr) for t in outputs]
+    reached: dict[bool, set[int]] = {False: set(), True: set()}
+    found_none = False
+    for cross_none in (False, True):  # the second pass only where the first skipped such an edge
+        seen: set[tuple] = set()
+        stack = list(roots)
+        while stack and len(seen) < _WALK_LIMIT:
+            function, output_nr = stack.pop()
+            key = ("leaf", id(function.variable)) if type(function) is _ACCUMULATE_GRAD else (id(function), output_nr)
+            if key in stops:
+                reached[cross_none].add(stops[key])
+                continue
+            if key in seen or key[0] == "leaf":
+                continue
+            seen.add(key)
+            kinds = rules.derivative_kinds(function) if rules.may_lack_derivative(function) else _ALL_DIFF
+            for kind, (next_function, number) in zip(kinds, function.next_functions):
+                if next_function is None:
+                    continue
+                if kind == EdgeKind.NONE and not cross_none:
+                    found_none = True
+                    continue
+                stack.append((next_function, number))
+        if not found_none:
+            return set(), False
+    return reached[True] - reached[False], True
+
+
+class StopAtMissingDerivatives(TorchFunctionMode):
+    """Rebases each torch call's result so its backward skips inputs with no derivative."""
+
+    def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        kwargs = kwargs or {}
+        result = func(*args, **kwargs)
+        if torch.compiler.is_compiling():  # dynamo traces (torch.cond, a compiled submodule): reading grad_fn would break it
+            return result
+        with torch._C.DisableTorchFunction():  # what follows is ours: no outer mode sees or records it
+            outputs = [t for t in _tensors(result) if t.grad_fn is not None]
+            if outputs:
+                inputs = [t for t in _tensors((args, kwargs)) if t.requires_grad]
+                blocked, found = blocked_inputs(outputs, inputs)
+                if found:
+                    _rebase(func, args, kwargs, result, {id(inputs[i]) for i in blocked}, whole=not blocked)
+        return result
+
+
+def _tensors(value: Any) -> list[torch.Tensor]:
+    """The tensors in a call's arguments or result (tuples, lists, dicts): runs on every torch call,
+    so plain loops rather than pytree."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (tuple, list)):
+        return [t for item in value for t in _tensors(item)]
+    return []
+
+
+def _rebase(func: Callable, args: tuple, kwargs: dict, result: Any, blocked: set[int], whole: bool) -> None:
+    """Give ``result``'s tensors, in place, the history of the call with ``blocked`` inputs detached."""
+    inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
+    in_place = any(t is i for t in tree_flatten(result)[0] for i in inputs)
+    live = [t for t in inputs if t.requires_grad and id(t) not in blocked]
+    again = None
+    if live and not whole and not in_place:  # re-running an in-place op would apply it twice
+        detach = lambda v: v.detach() if isinstance(v, torch.Tensor) and id(v) in blocked else v  # noqa: E731
+        again_args, again_kwargs = tree_map(detach, (args, kwargs))
+        again = tree_flatten(func(*again_args, **again_kwargs))[0]
+    for position, tensor in enumerate(tree_flatten(result)[0]):
+        if not isinstance(tensor, torch.Tensor) or tensor.grad_fn is None or tensor._is_view():
+            continue
+        tensor.detach_()
+        if again is not None and isinstance(again[position], torch.Tensor) and again[position].requires_grad:
+            tensor.copy_(again[position])
+
+
+@contextlib.contextmanager
+def stop_at_missing_derivatives() -> Iterator[None]:
+    """Inside, forward builds a history whose backward stops at ops with no derivative."""
+    with StopAtMissingDerivatives():
+        yield

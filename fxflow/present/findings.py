@@ -1,0 +1,137 @@
+"""Findings: a Report cut into the units that CI annotations and code-scanning results show.
+
+One finding per cutting (or zeroing) node, at the user's line that created it; one per group of
+problem parameters that no node explains (unused modules, a dead ReLU's exact zeros, NaN), at the
+model's class; one warning for vanishing gradients. The GitHub and SARIF presenters format these;
+a baseline (:mod:`fxflow.baseline`) marks the ones it already knows.
+"""
+from __future__ import annotations
+
+import ast
+import os
+import sys
+from dataclasses import dataclass, field
+from typing import Iterable
+
+from ..report import ParameterReport, Report
+from ..verdicts import DynamicVerdict, StaticVerdict
+from .text import allowed_problems, format_norm, verdict_of
+
+ERROR, WARNING, NOTE = "error", "warning", "note"  # SARIF's level words; GitHub says "notice" for note
+
+# rule id -> (short description, level when it fails the check)
+RULES: dict[str, tuple[str, str]] = {
+    "cut": ("A node of forward cuts parameters off from the output: they never get a gradient", ERROR),
+    "zero": ("Every path from these parameters crosses an op whose derivative is exactly zero", ERROR),
+    "unused": ("Parameters that forward never uses, or whose results never reach an output", ERROR),
+    "missing": ("The real backward left no gradient in these parameters", ERROR),
+    "zero-gradient": ("The real backward left an exactly zero gradient in these parameters", ERROR),
+    "nonfinite": ("The real backward left NaN or inf in these parameters' gradients", ERROR),
+    "vanishing": ("Gradients that are vanishingly small next to the largest in the model", WARNING),
+}
+
+
+@dataclass
+class Finding:
+    """One annotation: what rule, how bad, what to say, where, and which parameters it is about."""
+
+    rule: str
+    level: str
+    message: str
+    path: str | None  # relative to the working directory when below it
+    line: int | None
+    parameters: list[str] = field(default_factory=list)
+    known: bool = False  # every failing parameter of it is in the baseline
+
+
+def split_source(source: str | None) -> tuple[str | None, int | None]:
+    """``"model.py:15"`` -> ("model.py", 15); a path outside the working directory stays absolute."""
+    if not source:
+        return None, None
+    path, _, line = source.rpartition(":")
+    if not path or not line.isdigit():
+        return source, None
+    return _display(path), int(line)
+
+
+def _display(path: str) -> str:
+    absolute = os.path.abspath(path)
+    relative = os.path.relpath(absolute)
+    return absolute if relative.startswith("..") else relative
+
+
+def target_location(target: str) -> tuple[str | None, int | None]:
+    """The file and line of ``class Name`` / ``def Name`` for a ``file.py:Name`` target, when readable."""
+    location, _, name = target.rpartition(":")
+    if not location.endswith(".py"):  # package.module:Name, imported by the check that made the report
+        module = sys.modules.get(location)
+        location = getattr(module, "__file__", None) or ""
+    if not location.endswith(".py") or not os.path.isfile(location):
+        return None, None
+    try:
+        tree = ast.parse(open(location, encoding="utf-8").read())
+    except (OSError, SyntaxError, ValueError):
+        return _display(location), None
+    for node in tree.body:
+        if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name == name:
+            return _display(location), node.lineno
+    return _display(location), None
+
+
+def _names(names: list[str], limit: int = 6) -> str:
+    return ", ".join(names) if len(names) <= limit else ", ".join(names[:limit]) + f" and {len(names) - limit} more"
+
+
+def findings(report: Report, known: Iterable[str] = ()) -> list[Finding]:
+    """The report's findings, in a stable order; ``known``: names of problem parameters a baseline accepts."""
+    known = set(known)
+    failing = {p.name for p in report.problems}
+    allowed = {p.name for p in allowed_problems(report)}
+    result: list[Finding] = []
+    explained: set[str] = set()
+    for site in report.cuts:
+        victims = [p for p in report.parameters if any(s.node == site.node for s in p.cut_by)
+                   and p.static != StaticVerdict.FROZEN]
+        if not victims:
+            continue
+        explained.update(p.name for p in victims)
+        zero = all(p.static == StaticVerdict.ZERO for p in victims)
+        names = _names([p.name for p in victims])
+        effect = f"gives {names} an exactly zero gradient" if zero else f"cuts {names} off from the output"
+        path, line = split_source(site.source)
+        finding = Finding("zero" if zero else "cut", ERROR, f"{site.op} {effect}: {site.reason}", path, line,
+                          [p.name for p in victims])
+        result.append(_leveled(finding, failing, allowed, known))
+    groups: dict[tuple[str, str | None], list[ParameterReport]] = {}
+    for parameter in report.parameters:
+        if parameter.name in explained or not (parameter.problem or parameter.name in allowed):
+            continue
+        groups.setdefault((verdict_of(parameter), parameter.diagnosis), []).append(parameter)
+    path, line = target_location(report.target)
+    for (verdict, diagnosis), parameters in groups.items():
+        rule = "zero-gradient" if verdict == DynamicVerdict.ZERO else str(verdict)
+        rule = rule if rule in RULES else "missing"
+        verb = "is" if len(parameters) == 1 else "are"
+        message = f"{_names([p.name for p in parameters])} {verb} {verdict}" + (f": {diagnosis}" if diagnosis else "")
+        finding = Finding(rule, ERROR, message, path, line, [p.name for p in parameters])
+        result.append(_leveled(finding, failing, allowed, known))
+    vanishing = [p for p in report.parameters if p.dynamic == DynamicVerdict.VANISHING]
+    if vanishing:
+        smallest = min((p.grad_norm for p in vanishing if p.grad_norm is not None), default=None)
+        size = f" (smallest norm {format_norm(smallest)})" if smallest is not None else ""
+        message = (f"{len(vanishing)} of {len(report.parameters)} parameters have vanishing gradients{size}: "
+                   f"{_names([p.name for p in vanishing])}")
+        result.append(Finding("vanishing", WARNING, message, path, line, [p.name for p in vanishing]))
+    return result
+
+
+def _leveled(finding: Finding, failing: set[str], allowed: set[str], known: set[str]) -> Finding:
+    """Error when a parameter of it fails the check and is not in the baseline; a note otherwise."""
+    fails = [name for name in finding.parameters if name in failing]
+    if not fails:
+        finding.level = NOTE
+        finding.message += " (allowed)" if any(name in allowed for name in finding.parameters) else ""
+    elif all(name in known for name in fails):
+        finding.level, finding.known = NOTE, True
+        finding.message += " (known: in the baseline)"
+    return finding

@@ -1,0 +1,127 @@
+"""The automatic view: what to collapse when the whole graph is too big or too tall to read.
+
+:func:`choose_automatically` tries, in order, until the picture fits (:data:`SCREEN_RANKS` boxes from input
+to output, at most the node budget):
+
+1. collapse every module with nothing wrong inside (one box each, with wet/dry counts; identical
+   blocks then fold ``x N``), and every module holding neither the cut nor a parameter that will
+   not learn, so the modules on the path from a dry parameter to its cut keep their ops; healthy
+   modules are then opened again one nesting level at a time while the picture still fits;
+2. also collapse dry modules with no cut inside;
+3. whole depth levels, deepest first;
+4. runs of like ops in a row (a flat graph with no modules to collapse into).
+
+The view it returns lists what it collapsed (``View.collapsed``) and says why in its notes.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Callable
+
+from ..errors import FxflowError
+from ..verdicts import NodeState
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .layout import Base, Item, View
+
+DRAWABLE_LIMIT = 2500  # above this many boxes even after collapsing, layout takes minutes
+
+# make(depth, modules to collapse, runs=False) -> View: layout's view builder for one choice
+Make = Callable[..., "View"]
+
+PROBLEM_STATES = frozenset({NodeState.DRY, NodeState.CUT, NodeState.ZERO, NodeState.UNUSED})
+
+
+def healthy_modules(bases: list["Base"]) -> set[str]:
+    """Modules with nothing dry, cut, zero or unused anywhere inside."""
+    sick: set[str] = set()
+    every: set[str] = set()
+    for base in bases:
+        every.update(base.owner)
+        if base.state in PROBLEM_STATES:
+            sick.update(base.owner)
+    return every - sick
+
+
+def open_healthy(view: "View", collapse: set[str], healthy: set[str], bases: list["Base"], budget: int, make: Make) -> "View":
+    """Open healthy modules one nesting level at a time while the picture still fits the screen:
+    a model with nothing wrong shows its blocks, not one box."""
+    nesting = {q: i for base in bases for i, q in enumerate(base.owner)}
+    for level in range(1, max(nesting.values(), default=0) + 2):
+        opened = make(None, (collapse - healthy) | {q for q in healthy if nesting[q] >= level})
+        if opened.count() > budget or ranks(opened) > SCREEN_RANKS:
+            break
+        view = opened
+    return view
+
+
+def _modules_without(bases: list["Base"], *, problem_params: bool) -> set[str]:
+    """Modules with no cutting node inside and, with ``problem_params``, no parameter that will
+    not learn either: what the automatic view may collapse."""
+    keep: set[str] = set()
+    every: set[str] = set()
+    for base in bases:
+        every.update(base.owner)
+        cutting = base.attrs.get("reason") or base.state == NodeState.CUT
+        if cutting or (problem_params and base.kind == "param" and base.state in PROBLEM_STATES):
+            keep.update(base.owner)
+    return every - keep
+
+
+SCREEN_RANKS = 24  # the automatic view aims at no more boxes than this from input to output
+TALL_RANKS = 2 * SCREEN_RANKS  # a whole graph taller than this is collapsed automatically
+
+
+def ranks(view: "View") -> int:
+    """The most boxes on one path through the view (wires against graph order are ignored):
+    about how tall the drawing is."""
+    order = {item.key: op_order(item) for item in view.items}
+    longest = {key: 1 for key in order}
+    for link in sorted(view.links, key=lambda l: (order[l.source], order[l.target])):
+        if order[link.source] < order[link.target]:
+            longest[link.target] = max(longest[link.target], longest[link.source] + 1)
+    return max(longest.values(), default=0)
+
+
+def op_order(item: "Item") -> int:
+    """An item's place in graph order, by its ops (a parameter's place is where it is first read,
+    which torch.export puts at the top of the graph)."""
+    ops = [m.order for m in item.members if m.kind != "param"]
+    return min(ops) if ops else item.order
+
+
+def choose_automatically(why: str, budget: int, bases: list["Base"], make: Make) -> "View":
+    """Over the budget: collapse healthy modules, then dry ones with no cut inside, then by depth,
+    then runs of like ops, until the picture fits; the view says what was collapsed."""
+    healthy = healthy_modules(bases)
+    # modules that hold a parameter that will not learn, or the cut, keep their ops; then only the cut's
+    plain = healthy | _modules_without(bases, problem_params=True)
+    quiet = healthy | _modules_without(bases, problem_params=False)
+    deepest = max((len(b.owner) for b in bases), default=0)
+    stages = [(None, plain), (None, quiet)] + [(level, quiet) for level in range(deepest - 1, -1, -1)]
+    view = None
+    fitting: "View | None" = None  # the first that fits the budget, should none fit the screen
+    for level, collapse in stages:
+        view = make(level, collapse)
+        if view.count() <= budget:
+            fitting = fitting or view
+            if ranks(view) <= SCREEN_RANKS:
+                view = open_healthy(view, collapse, healthy, bases, budget, make) if level is None else view
+                break
+    else:
+        view = fitting
+    if view is None or view.count() > budget:
+        view = make(0 if deepest else None, quiet, runs=True)
+    view.auto_depth = True
+    boxes = [i for i in view.items if i.kind in ("module", "fold", "run")]
+    view.collapsed = [(i.module or i.key) + (f" x{i.count}" if i.count > 1 else "") for i in boxes]
+    view.notes.append(f"{why}: {len(boxes)} boxes collapsed automatically ({view.count()} drawn); "
+                      "pass --depth or --focus to choose")
+    if view.count() > DRAWABLE_LIMIT:
+        return too_big_to_draw(view)
+    return view
+
+
+def too_big_to_draw(view: "View") -> "View":
+    """Refuse, in one line, a drawing that collapsing could not shrink: its layout would take minutes."""
+    raise FxflowError(f"the graph has {view.count()} boxes even collapsed (no modules group its ops), too many to draw",
+                      hint="use --focus, or fxflow check for the table")

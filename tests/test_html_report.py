@@ -1,0 +1,158 @@
+"""The HTML report in a real browser: Debian's chromium, driven by Playwright's Python package.
+
+Playwright's own browser download cannot work offline, so the tests launch the system chromium
+(``apt-get install -y chromium``, which .ci/run does). They are skipped, with that reason, only
+where chromium or the playwright package is missing. Screenshots go to pytest's tmp folder.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import time
+from pathlib import Path
+
+import pytest
+
+from fxflow.render import render_file
+from render_helpers import cached_report
+
+CHROMIUM = os.environ.get("FXFLOW_CHROMIUM") or shutil.which("chromium") or "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SEED = "examples/seed.py:Net"
+GPT2 = "examples/hf_gpt2_cut.py:DetachedMlpGpt2"
+
+sync_api = pytest.importorskip("playwright.sync_api", reason="the playwright package is not installed (pip install playwright)")
+if not os.path.exists(CHROMIUM):
+    pytest.skip(f"chromium is not installed at {CHROMIUM} (apt-get install -y chromium)", allow_module_level=True)
+
+
+@pytest.fixture(scope="module")
+def browser():
+    with sync_api.sync_playwright() as playwright:
+        launched = playwright.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        yield launched
+        launched.close()
+
+
+@pytest.fixture(scope="module")
+def seed_html(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("report") / "seed.html"
+    render_file(cached_report(SEED), str(path), announce=False)
+    return path
+
+
+class Page:
+    """One opened report, with the console errors it logged."""
+
+    def __init__(self, browser, path: Path) -> None:
+        self.page = browser.new_page(viewport={"width": 1400, "height": 900})
+        self.errors: list[str] = []
+        self.page.on("console", lambda message: self.errors.append(message.text) if message.type == "error" else None)
+        self.page.on("pageerror", lambda error: self.errors.append(str(error)))
+        started = time.perf_counter()
+        self.page.goto(path.as_uri())
+        self.page.wait_for_selector("body[data-ready=true]")
+        self.seconds = time.perf_counter() - started
+
+    def node(self, key: str):
+        """The SVG group Graphviz drew for the item ``key``."""
+        return self.page.locator("g.node", has=self.page.locator(f'title:text-is("{key}")'))
+
+    def classes(self, key: str) -> list[str]:
+        return (self.node(key).get_attribute("class") or "").split()
+
+    def in_viewport(self, key: str) -> bool:
+        box = self.node(key).bounding_box()
+        area = self.page.locator("#fx-diagram").bounding_box()
+        middle_x, middle_y = box["x"] + box["width"] / 2, box["y"] + box["height"] / 2
+        return area["x"] <= middle_x <= area["x"] + area["width"] and area["y"] <= middle_y <= area["y"] + area["height"]
+
+
+@pytest.fixture
+def seed_page(browser, seed_html, tmp_path):
+    page = Page(browser, seed_html)
+    yield page
+    page.page.screenshot(path=str(tmp_path / "seed_report.png"))
+    page.page.close()
+
+
+def test_the_page_loads_without_console_errors(seed_page):
+    assert seed_page.errors == []
+    assert seed_page.page.locator("#fx-table tbody tr").count() == 6
+    assert seed_page.node("detach").count() == 1
+
+
+def test_search_highlights_the_parameter(seed_page):
+    seed_page.page.fill("#fx-search", "first.weight")
+    assert "fx-hit" in seed_page.classes("param.first.weight")
+    assert "fx-hit" not in seed_page.classes("param.last.weight")
+    assert seed_page.page.inner_text("#fx-search-count") == "1 found"
+    assert seed_page.errors == []
+
+
+def test_clicking_the_cut_shows_its_line_and_reason(seed_page):
+    seed_page.node("detach").click()
+    panel = seed_page.page.inner_text("#fx-panel")
+    assert "examples/seed.py:15" in panel
+    assert "detach() returns a tensor with no autograd history" in panel
+    assert "16x32" in panel and "float32" in panel
+    assert "fx-selected" in seed_page.classes("detach")
+
+
+def test_go_to_cut_brings_the_cut_into_view(seed_page):
+    diagram = seed_page.page.locator("#fx-diagram")
+    box = diagram.bounding_box()
+    seed_page.page.mouse.move(box["x"] + 5, box["y"] + 5)  # zoom far into the top-left corner
+    for _ in range(12):
+        seed_page.page.mouse.wheel(0, -400)
+    assert not seed_page.in_viewport("detach")
+    seed_page.page.click("#fx-goto-cut")
+    assert seed_page.in_viewport("detach")
+    assert "examples/seed.py:15" in seed_page.page.inner_text("#fx-panel")
+
+
+def test_a_table_row_lights_up_the_path_to_the_cut(seed_page):
+    seed_page.page.click('#fx-table tr[data-name="first.weight"]')
+    on_path = {key for key in ("param.first.weight", "first", "relu", "middle", "relu_1", "detach", "last", "output")
+               if "fx-path" in seed_page.classes(key)}
+    assert on_path == {"param.first.weight", "first", "relu", "middle", "relu_1", "detach"}  # it ends at the cut
+    assert "fx-path" not in seed_page.classes("param.last.weight")
+    assert seed_page.page.locator("svg.fx-dim").count() == 1
+    assert seed_page.page.locator("g.edge.fx-path").count() >= 5
+    seed_page.page.click('#fx-table tr[data-name="last.weight"]')
+    assert {"param.last.weight", "last", "output"} <= {k for k in ("param.last.weight", "last", "output")
+                                                       if "fx-path" in seed_page.classes(k)}
+    assert "fx-path" not in seed_page.classes("detach")
+
+
+def test_expand_and_collapse_switch_views(seed_page):
+    seed_page.page.select_option("#fx-view", "depth0")
+    seed_page.node("module.middle").click()
+    seed_page.page.click("#fx-panel button")
+    assert seed_page.page.input_value("#fx-view") != "depth0"
+    assert seed_page.node("param.middle.weight").count() == 1  # drawn open again
+    assert seed_page.errors == []
+
+
+def test_sorting_the_table_by_grad_norm(seed_page):
+    header = seed_page.page.locator('#fx-table th[data-key="norm"]')
+    header.click()
+    header.click()  # descending: the largest measured norm first
+    first = seed_page.page.locator("#fx-table tbody tr").first.get_attribute("data-name")
+    assert first == "last.weight"
+
+
+def test_a_gpt2_sized_report_opens_quickly(browser, tmp_path):
+    path = tmp_path / "gpt2.html"
+    render_file(cached_report(GPT2), str(path), announce=False)
+    page = Page(browser, path)
+    try:
+        assert page.seconds < 2.0, page.seconds
+        assert page.errors == []
+        page.page.click("#fx-goto-cut")
+        assert page.in_viewport("detach")
+        assert "examples/hf_gpt2_cut.py:24" in page.page.inner_text("#fx-panel")
+        page.page.screenshot(path=str(tmp_path / "gpt2_report.png"))
+    finally:
+        page.page.close()

@@ -1,0 +1,215 @@
+"""Zero and vanishing gradients are explained where they happen (fxflow.localize).
+
+Each model's dynamic verdicts are checked against a plain forward/backward first, then the
+diagnosis must name the op (and the line of this file) where the real gradient died or shrank.
+"""
+from __future__ import annotations
+
+import re
+
+import pytest
+import torch
+import torch.nn.utils.parametrize as parametrize
+from torch import nn
+
+import fxflow
+from gradtruth import line_of, real_dynamic
+
+
+class DeadRelu(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.inp = nn.Linear(4, 8)
+        self.out = nn.Linear(8, 2)
+        with torch.no_grad():
+            self.inp.bias.fill_(-100.0)  # every pre-activation negative
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = torch.relu(self.inp(x))  # marker: dead relu
+        return self.out(hidden)  # marker: dead product
+
+
+class ZeroingHook(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.b = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = self.a(x)
+        hidden.register_hook(lambda grad: torch.zeros_like(grad))  # marker: zeroing hook
+        return self.b(hidden)
+
+
+class Saturated(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.b = nn.Linear(4, 2)
+        with torch.no_grad():
+            self.a.bias.fill_(50.0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(torch.clamp(self.a(x), -1.0, 1.0))  # marker: saturated clamp
+
+
+class SigmoidBlock(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(8, 8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return torch.sigmoid(self.lin(x))  # marker: sigmoid
+
+
+class DeepSigmoid(nn.Module):
+    def __init__(self, depth: int = 24) -> None:
+        super().__init__()
+        self.blocks = nn.Sequential(*[SigmoidBlock() for _ in range(depth)])
+        self.head = nn.Linear(8, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.head(self.blocks(x))
+
+
+class RoundWeights(nn.Module):
+    def forward(self, weight: torch.Tensor) -> torch.Tensor:
+        return weight.round()  # marker: round
+
+
+class Rounded(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        parametrize.register_parametrization(self.a, "weight", RoundWeights())
+        self.b = nn.Linear(4, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(self.a(x))
+
+
+def checked(model: nn.Module, width: int, methods: tuple[str, ...] | None = None) -> fxflow.Report:
+    """fxflow's report on ``model``, after asserting its dynamic verdicts match a real backward."""
+    torch.manual_seed(0)
+    inputs = (torch.randn(3, width),)
+    truth = real_dynamic(model, inputs)
+    before = {name: value.clone() for name, value in model.state_dict().items()}
+    report = fxflow.check(model, inputs, capture_methods=methods)
+    assert {p.name: p.dynamic for p in report.parameters} == truth
+    # the replay that localizes leaves the model as found
+    assert all(torch.equal(before[name], value) for name, value in model.state_dict().items())
+    assert all(p.grad is None for p in model.parameters())
+    return report
+
+
+def here(marker: str) -> str:
+    return f"test_localize.py:{line_of(__file__, 'marker: ' + marker)}"
+
+
+def test_dead_relu_is_named_at_its_line() -> None:
+    torch.manual_seed(0)
+    report = checked(DeadRelu(), 4)
+    for name in ("inp.weight", "inp.bias"):
+        diagnosis = report.parameter(name).diagnosis
+        assert diagnosis.startswith("exactly 0 after `relu` at ") and here("dead relu") in diagnosis
+        assert "every unit is inactive on this batch" in diagnosis
+    # out.weight multiplies the dead activations: its gradient is 0 because its input is
+    product = report.parameter("out.weight").diagnosis
+    assert "`linear`" in product and here("dead product") in product and "all zeros" in product
+    assert report.parameter("out.bias").diagnosis is None
+
+
+def test_a_hook_that_returns_zeros_is_named() -> None:
+    torch.manual_seed(0)
+    # the run-time capture: its one real forward is the probe's, and the replay follows it
+    report = checked(ZeroingHook(), 4, methods=("runtime",))
+    assert report.trace.method == "runtime"
+    for name in ("a.weight", "a.bias"):
+        diagnosis = report.parameter(name).diagnosis
+        assert "a gradient hook at line" in diagnosis and "returns zeros" in diagnosis
+        assert here("zeroing hook") in diagnosis
+
+
+def test_a_saturated_clamp_is_named() -> None:
+    torch.manual_seed(0)
+    report = checked(Saturated(), 4)
+    for name in ("a.weight", "a.bias"):
+        diagnosis = report.parameter(name).diagnosis
+        assert diagnosis.startswith("`clamp` at ") and "is saturated" in diagnosis
+        assert here("saturated clamp") in diagnosis
+
+
+def test_a_vanishing_sigmoid_stack_names_the_stretch_and_the_factor() -> None:
+    torch.manual_seed(0)
+    model = DeepSigmoid()
+    report = checked(model, 8)
+    first = report.parameter("blocks.0.lin.weight")
+    assert first.dynamic == "vanishing"
+    match = re.fullmatch(r"the gradient shrinks 10\^(\d+) across `blocks\.0`–`blocks\.23` \(`sigmoid` at (.+)\)",
+                         first.diagnosis)
+    assert match, first.diagnosis
+    assert here("sigmoid") == match.group(2).split("/")[-1]
+    # the factor is the real one: the gradient at the stack's output over the one blocks.0 gets
+    exponent = int(match.group(1))
+    assert exponent >= 6
+    deeper = report.parameter("blocks.1.lin.weight").diagnosis
+    assert int(re.search(r"10\^(\d+)", deeper).group(1)) <= exponent
+
+
+def test_round_inside_a_parametrization_is_named_not_the_linear() -> None:
+    torch.manual_seed(0)
+    report = checked(Rounded(), 4)
+    parameter = report.parameter("a.parametrizations.weight.original")
+    assert parameter.dynamic == "zero"
+    assert parameter.diagnosis.startswith("`round` at ") and here("round") in parameter.diagnosis
+    assert "Linear" not in parameter.diagnosis
+    # the static verdict sees the zero inside the module call and names the parametrization
+    [site] = parameter.cut_by
+    assert "its parametrization `RoundWeights` of `weight`" in site.reason
+
+
+def test_healthy_models_are_not_replayed() -> None:
+    """The localizing replay runs only when some gradient is zero or vanishing."""
+    calls = []
+
+    class Counting(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.lin = nn.Linear(4, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            calls.append(1)
+            return self.lin(x)
+
+    torch.manual_seed(0)
+    report = fxflow.check(Counting(), torch.randn(3, 4), capture_methods=("symbolic_trace",))
+    assert report.ok and len(calls) == 2  # the trace and the real run, no replay
+
+
+class FloorDivided(nn.Module):
+    """``a`` feeds an op with no derivative (floor_divide) and a dead relu: its gradient is exactly 0."""
+
+    def __init__(self, stop: bool = False) -> None:
+        super().__init__()
+        self.a = nn.Linear(4, 4)
+        self.c = nn.Linear(4, 2)
+        self.stop = stop  # detach what floor_divide returns: the reference for "the backward stops there"
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = self.a(x)
+        divided = torch.floor_divide(hidden, 2.0)
+        return self.c((divided.detach() if self.stop else divided) + torch.relu(hidden - 100.0))  # marker: two paths
+
+
+def test_the_replay_stops_where_the_real_backward_stopped() -> None:
+    """A plain backward raises at floor_divide; fxflow's stops there, and so must its replay."""
+    torch.manual_seed(0)
+    model, x = FloorDivided(), torch.randn(3, 4)
+    reference = FloorDivided(stop=True)
+    reference.load_state_dict(model.state_dict())
+    truth = real_dynamic(reference, (x,))
+    assert truth["a.weight"] == "zero"
+    report = fxflow.check(model, x)
+    assert {p.name: p.dynamic for p in report.parameters} == truth
+    diagnosis = report.parameter("a.weight").diagnosis
+    assert diagnosis.startswith("exactly 0 after `relu` at ") and here("two paths") in diagnosis
