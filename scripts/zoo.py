@@ -122,8 +122,8 @@ parameter must agree:
 | None | `cut`, `unused` or `frozen` | `missing` |
 
 The paths are the three capture methods on meta twin tensors (what models of real size get), and
-the run-time capture again on real twin tensors (what a tiny model gets on an idle machine); the
-twins are pinned (`FXFLOW_TWINS`) so no verdict depends on the machine's load. *Not available*
+the run-time capture again on real twin tensors (what a small model gets); the twins are pinned
+(`FXFLOW_TWINS`), since these tiny models would otherwise only ever get real ones. *Not available*
 means that capture failed for the model and fxflow fell back to nothing (`trace.method` is
 `none`): the path was not tried, which is not a disagreement. *Parameters* counts the parameter
 tensors (each gets a verdict), *values* their elements. *Check CPU s* is the CPU time of the

@@ -19,8 +19,8 @@ import torch  # noqa: E402
 class Path:
     """One way fxflow can check a model: a capture method, and the twin tensors its analysis
     re-runs forward's ops on (``meta``, what models of real size get, or ``real`` copies, what a
-    tiny model gets on an idle machine). Both are pinned so the verdicts cannot depend on the
-    machine's load."""
+    small model gets). Both are pinned (``FXFLOW_TWINS``): a tiny zoo model would otherwise only
+    ever be checked on real twins."""
 
     name: str
     capture: str
