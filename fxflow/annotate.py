@@ -29,9 +29,8 @@ Result: ``node.meta["fxflow"]`` is a :class:`NodeFlow`.
 from __future__ import annotations
 
 import contextlib
-import os
 from collections import ChainMap
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 import torch
 import torch.fx as fx
@@ -44,6 +43,7 @@ from .flow import (DIFF, META_KEY, NONE, ZERO, NodeFlow, OutputFlow, data_inputs
                    resolve_attribute_of, result_elements, tensors_in)
 from .rules import annotate_by_rules, in_place
 from .state import call_with_weights, weights_of
+from .twins import StandIn, choose_twins, make_twin, random_stand_in_maker, real_copy, stand_in
 
 # A walk inside one node's autograd history never needs to be longer than this; it guards against
 # tensors captured from far upstream (a module caching an earlier activation, say).
@@ -101,7 +101,7 @@ class FlowInterpreter(fx.Interpreter):
         """The twin of a real tensor, made once."""
         twin = self.twin_of.get(id(tensor))
         if twin is None:
-            twin = _twin(tensor, self.twins)
+            twin = make_twin(tensor, self.twins)
             if isinstance(tensor, torch.nn.Parameter):
                 self.twin_names[id(twin)] = self.names.get(id(tensor), "")
             self.twin_of[id(tensor)] = twin
@@ -208,8 +208,8 @@ class FlowInterpreter(fx.Interpreter):
             if not self.is_twin(value):
                 return value
             if id(value) not in stand_ins:
-                stand_in = _stand_in(value, self.device, self.keep_alive)
-                stand_ins[id(value)] = (value, stand_in, state(stand_in))
+                made = stand_in(value, self.device, self.keep_alive)
+                stand_ins[id(value)] = (value, made, state(made))
             return stand_ins[id(value)][1]
 
         try:
@@ -225,8 +225,7 @@ class FlowInterpreter(fx.Interpreter):
                 real_members = [(name, t) for name, t in members if not self.is_twin(t)]  # written in place
                 states = {id(t): state(t) for _, t in real_members}
                 result = getattr(self, node.op)(node.target, args, kwargs)
-                changed = {id(twin): stand_in for twin, stand_in, before in stand_ins.values()
-                           if state(stand_in) != before}
+                changed = {id(twin): made for twin, made, before in stand_ins.values() if state(made) != before}
                 written_twins = {storage_key(stand_ins[i][0]) for i in changed}  # written in their stand-ins
                 written = [(name, t) for name, t in members if storage_key(t) in written_twins]
                 written += written_members(real_members, states)
@@ -257,7 +256,7 @@ class FlowInterpreter(fx.Interpreter):
         """The node's arguments with every twin replaced by a real stand-in (one per twin, made by
         ``make``), and the entry points of those stand-ins keyed as in the walk."""
         stand_ins: dict[int, torch.Tensor] = {}
-        make = make or (lambda twin, device: _stand_in(twin, device, self.keep_alive))
+        make = make or (lambda twin, device: stand_in(twin, device, self.keep_alive))
 
         def real(value: Any) -> Any:
             if not self.is_twin(value):
@@ -283,7 +282,7 @@ class FlowInterpreter(fx.Interpreter):
 
         def copy_of(tensor: torch.Tensor) -> torch.Tensor:
             if id(tensor) not in copies:
-                copies[id(tensor)] = _real_copy(tensor, self.device)
+                copies[id(tensor)] = real_copy(tensor, self.device)
                 if id(tensor) in self.names:
                     names[id(copies[id(tensor)])] = self.names[id(tensor)]
             return copies[id(tensor)]
@@ -308,7 +307,7 @@ class FlowInterpreter(fx.Interpreter):
         try:
             with torch.enable_grad(), self.device:
                 if self.twins == "meta" or result is None:
-                    args, kwargs, entries = self._stand_in_arguments(node, inputs, _random_stand_in_maker())
+                    args, kwargs, entries = self._stand_in_arguments(node, inputs, random_stand_in_maker())
                     result = self.call_function(node.target, args, kwargs)
                 else:
                     entries = self._entry_points(inputs)
@@ -322,7 +321,7 @@ class FlowInterpreter(fx.Interpreter):
     def _retwin(self, value: Any) -> Any:
         if not isinstance(value, torch.Tensor) or self.is_twin(value):
             return value
-        return _twin(value, self.twins)
+        return make_twin(value, self.twins)
 
     def _flow(self, node: fx.Node, inputs: list[fx.Node], reached: dict[str, str], result: Any,
               region: GradRegion | None, written: Sequence[tuple[str, torch.Tensor]] = (),
@@ -388,49 +387,6 @@ class FlowInterpreter(fx.Interpreter):
             return []
         module = self.model.get_submodule(node.target)
         return [self.names[id(p)] for p in module.parameters() if id(p) in self.names]
-
-
-def _twin(tensor: torch.Tensor, kind: str) -> torch.Tensor:
-    """A stand-alone copy of ``tensor`` (shape, dtype, requires_grad): on meta, or real values."""
-    twin = tensor.detach().to("meta") if kind == "meta" else tensor.detach().clone()
-    return twin.requires_grad_(tensor.requires_grad) if twin.is_floating_point() or twin.is_complex() else twin
-
-
-def _stand_in(twin: torch.Tensor, device: torch.device, keep_alive: list[Any]) -> torch.Tensor:
-    """A real tensor shaped like ``twin``: ones (every mask entry True), zeros for integers
-    (always a valid index). Where the twin requires grad, a copy of a leaf that does (autograd
-    refuses in-place writes into the leaf itself, and ``h[mask] = v`` is such a write)."""
-    integer = not (twin.dtype.is_floating_point or twin.dtype.is_complex or twin.dtype == torch.bool)
-    make = torch.zeros if integer else torch.ones
-    tensor = make(tuple(twin.shape), dtype=twin.dtype, device=device)
-    if not twin.requires_grad:
-        return tensor
-    leaf = tensor.requires_grad_(True)
-    keep_alive.append(leaf)
-    return leaf.clone()
-
-
-StandIn = Callable[[torch.Tensor, torch.device], torch.Tensor]
-
-
-def _random_stand_in_maker(seed: int = 0) -> StandIn:
-    """Like :func:`_stand_in`, but floating-point stand-ins hold seeded normal values."""
-    generators: dict[torch.device, torch.Generator] = {}
-
-    def make(twin: torch.Tensor, device: torch.device) -> torch.Tensor:
-        if not (twin.dtype.is_floating_point or twin.dtype.is_complex):
-            return _stand_in(twin, device, [])
-        generator = generators.setdefault(device, torch.Generator(device).manual_seed(seed))
-        tensor = torch.randn(tuple(twin.shape), dtype=twin.dtype, device=device, generator=generator)
-        return tensor.requires_grad_(twin.requires_grad)
-
-    return make
-
-
-def _real_copy(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
-    """A real leaf with ``tensor``'s values (a stand-in when it lives on meta), same requires_grad."""
-    copy = _stand_in(tensor, device, []).detach() if tensor.is_meta else tensor.detach().clone()
-    return copy.requires_grad_(tensor.requires_grad) if copy.is_floating_point() or copy.is_complex() else copy
 
 
 _STRENGTH = {NONE: 0, ZERO: 1, DIFF: 2}
@@ -547,29 +503,3 @@ def _rule_notes(nodes: list[fx.Node]) -> list[str]:
     return [f"{len(parameters)} parameter{'s' if len(parameters) != 1 else ''} ({shown}) had their gradient "
             f"edges decided by a name rule at {calls}: nodes that could not run on twin or stand-in tensors, "
             "or that take the result of one"]
-
-
-def choose_twins(model: torch.nn.Module, inputs: Sequence[Any] | None = None) -> str:
-    """``real`` for small weights and inputs, else ``meta`` (``FXFLOW_TWINS`` overrides).
-
-    Decided by size alone, never by a measured time, so a busy machine gets the same twins as
-    an idle one; the verdicts do not depend on the choice either (a node that cannot run on meta
-    twins runs on real stand-ins). The choice is cost: a meta op costs ~0.1 ms whatever its size,
-    and the first one imports torch._dynamo (a second of start-up), while a small model's real ops
-    cost microseconds; real twins copy the weights and compute forward's ops once more.
-    """
-    forced = os.environ.get("FXFLOW_TWINS")
-    if forced in ("meta", "real"):
-        return forced
-    tensors = list(model.parameters()) + list(model.buffers())
-    if any(t.is_meta for t in tensors):
-        return "meta"
-    if sum(t.numel() * t.element_size() for t in tensors) > _REAL_TWIN_LIMIT_BYTES:
-        return "meta"
-    elements = sum(x.numel() for x in inputs or () if isinstance(x, torch.Tensor))
-    return "real" if elements <= _REAL_TWIN_LIMIT_ELEMENTS else "meta"
-
-
-# Real twins only below both of these (see choose_twins).
-_REAL_TWIN_LIMIT_BYTES = 16 * 2**20
-_REAL_TWIN_LIMIT_ELEMENTS = 2**20

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import math
 import sys
-import time
 from dataclasses import dataclass, field
 from typing import Any, Callable, Sequence
 
@@ -174,22 +173,18 @@ class GradientProbe:
         self.seed = seed
         self.verdicts = verdicts  # how the caller judges gradients: zero and vanishing ones get localized
         self.result: ProbeResult | None = None
-        self.forward_seconds: float | None = None
 
     def forward(self, call: Callable[[], Any]) -> Any:
         """Run ``call`` (the model's forward) with the per-module gradient hooks in place."""
         self._call = call  # replayed only to localize a zero or vanishing gradient
         self._random_state = RandomState.save()
         self._recorder = ModuleGradRecorder(self.model)
-        started = time.perf_counter()
         try:
             with torch.enable_grad():
                 return _forward(call)
         except BaseException:
             self._recorder.remove()
             raise
-        finally:
-            self.forward_seconds = time.perf_counter() - started
 
     def backward(self, outputs: Any) -> ProbeResult:
         """Differentiate the loss of ``outputs`` and read every parameter's gradient."""

@@ -71,7 +71,8 @@ GALLERY = (
     Entry("hidden_detach_inplace", "examples/hidden_detach_inplace.py:Net", "An in-place `detach_()`",
           "The fx graph still shows the old edge; fxflow follows the mutation and cuts every later read."),
     Entry("hidden_autograd_function", "examples/hidden_autograd_function.py:Net", "A custom autograd.Function",
-          "Drawn as one opaque op: its backward returns None for an input, which only the real backward can tell."),
+          "Its backward returns None for an input: fxflow runs that backward on stand-in tensors during the "
+          "analysis and names ScaleGrad.apply as the cut."),
     Entry("hidden_numpy", "examples/hidden_numpy.py:Net", "A trip through `.tolist()` and back",
           "The run-time capture links the tensor that comes back to the one that left: the cut is at `tolist`."),
     Entry("hidden_checkpoint", "examples/hidden_checkpoint.py:Net", "A reentrant checkpoint whose inputs need no grad",

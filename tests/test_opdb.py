@@ -18,6 +18,7 @@ quotes.
 """
 from __future__ import annotations
 
+import concurrent.futures
 import itertools
 import warnings
 from collections import Counter
@@ -175,7 +176,11 @@ def run_audit() -> Audit:
 
 @pytest.fixture(scope="module")
 def audit() -> Audit:
-    return run_audit()
+    pytest.importorskip("expecttest", reason="torch.testing's op_db needs expecttest (a test dependency)")
+    # On a thread of its own: op_db's sample iterators call inspect.stack() per sample, which reads
+    # the source of every frame; under pytest's deep stack that alone costs minutes.
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        return pool.submit(run_audit).result()
 
 
 def test_every_input_of_op_db_agrees_with_autograd(audit: Audit) -> None:

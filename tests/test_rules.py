@@ -91,6 +91,16 @@ def test_torch_table_agrees_with_the_hand_table(name: str) -> None:
     assert [k == flow.ZERO for k in kinds] == [hand is None or i in hand for i in range(len(kinds))]
 
 
+@pytest.mark.parametrize("name", sorted(BUILDERS))
+def test_hand_table_decides_without_torch_table(name: str, monkeypatch) -> None:
+    """Where derivatives.yaml cannot be read (no PyYAML), the hand table gives the same zeros."""
+    torch.manual_seed(0)
+    y = BUILDERS[name](X.clone().requires_grad_(), V.clone().requires_grad_())
+    with_table = rules.zero_derivative_edges(y.grad_fn)
+    monkeypatch.setattr(derivatives, "table", dict)
+    assert rules.zero_derivative_edges(y.grad_fn) == with_table
+
+
 @pytest.mark.parametrize("index", range(len(SAVED_ARGUMENT_BUILDERS)))
 def test_saved_argument_rule_matches_autograd(index: int) -> None:
     """The argument that decides gives every input an exact zero (ZERO) or no gradient (NONE);

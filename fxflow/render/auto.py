@@ -98,6 +98,8 @@ def choose_automatically(why: str, budget: int, bases: list["Base"], make: Make)
     quiet = healthy | _modules_without(bases, problem_params=False)
     deepest = max((len(b.owner) for b in bases), default=0)
     stages = [(None, plain), (None, quiet)] + [(level, quiet) for level in range(deepest - 1, -1, -1)]
+    if sum(1 for b in bases if not b.owner) > budget:
+        stages = []  # more top-level ops than the budget: no collapsing of modules can be enough
     view = None
     fitting: "View | None" = None  # the first that fits the budget, should none fit the screen
     for level, collapse in stages:

@@ -333,16 +333,22 @@ def _runs(items: list[Item], where: dict[str, str]) -> list[Item]:
     return sorted(merged, key=lambda i: (i.order, i.key))
 
 
-def _links(graph: "nx.DiGraph | None", where: dict[str, str], aliases: dict[str, str], items: dict[str, Item],
-           report: "Report", node_norms: dict[str, float], wires: list[tuple[str, str]] = ()) -> list[Link]:
-    """One link per pair of drawn items that some graph edge (or a wire through hidden nodes)
-    joins; the most telling state wins."""
+def _edges(graph: "nx.DiGraph | None", wires: list[tuple[str, str]]) -> list[tuple[str, str, dict]]:
+    """The graph's edges in graph order, then the wires through hidden nodes (sorted once per view)."""
+    if graph is None:
+        return []
+    order = {name: data.get("order", 0) for name, data in graph.nodes(data=True)}
+    edges = sorted(graph.edges(data=True), key=lambda e: (order[e[0]], e[0], order[e[1]], e[1]))
+    return edges + [(a, b, {"state": NodeState.INERT}) for a, b in wires]
+
+
+def _links(graph: "nx.DiGraph | None", edges: list[tuple[str, str, dict]], where: dict[str, str],
+           aliases: dict[str, str], items: dict[str, Item], report: "Report", node_norms: dict[str, float]) -> list[Link]:
+    """One link per pair of drawn items that some edge of ``edges`` joins; the most telling state wins."""
     if graph is None:
         return []
     grad = {PARAM + p.name: p.grad_norm for p in report.parameters}
     best: dict[tuple[str, str], Link] = {}
-    edges = sorted(graph.edges(data=True), key=lambda e: (graph.nodes[e[0]].get("order", 0), e[0], graph.nodes[e[1]].get("order", 0), e[1]))
-    edges += [(a, b, {"state": NodeState.INERT}) for a, b in wires]
     for source, target, data in edges:
         head, tail = where.get(aliases.get(source, source)), where.get(aliases.get(target, target))
         if head is None or tail is None or head == tail:
@@ -406,6 +412,7 @@ def build_view(report: "Report", *, depth: int | None = None, focus: bool = Fals
                      "modules with nothing wrong inside are collapsed")
     never = _never_called(report, graph, classes)
     node_norms = call_norms(graph, module_norms) if graph is not None else {}
+    edges = _edges(graph, hidden.wires)
 
     def make(level: int | None, collapse: set[str], runs: bool = False) -> View:
         items, where = _collapse(bases, level, classes, module_norms, collapse)
@@ -414,7 +421,7 @@ def build_view(report: "Report", *, depth: int | None = None, focus: bool = Fals
         if runs:
             items = _runs(items, where)
         by_key = {item.key: item for item in items}
-        links = _links(graph, where, aliases, by_key, report, node_norms, hidden.wires)
+        links = _links(graph, edges, where, aliases, by_key, report, node_norms)
         return View(items, links, classes, never, list(notes), level, False, total, graph is not None,
                     collapse_never=level is not None or bool(collapse), hidden=len(hidden.names),
                     markers=hidden.markers)
