@@ -21,7 +21,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from zoo.known import KNOWN_DISAGREEMENTS  # noqa: E402
-from zoo.registry import PATHS  # noqa: E402
+from zoo.registry import PATH_NAMES  # noqa: E402
 from zoo.run import SPECIMENS, PathResult, ZooResult, check_specimen  # noqa: E402
 
 PAGE = ROOT / "docs" / "tested-on.md"
@@ -38,25 +38,26 @@ def cell(result: ZooResult, path: PathResult) -> str:
 
 
 def table(results: list[ZooResult]) -> list[str]:
-    names = [path.name for path in PATHS]
-    lines = ["| model | family | parameters | " + " | ".join(names) + " | check CPU s |",
-             "|---|---|---:|" + "---|" * len(names) + "---:|"]
+    names = PATH_NAMES
+    lines = ["| model | family | parameters | values | " + " | ".join(names) + " | check CPU s |",
+             "|---|---|---:|---:|" + "---|" * len(names) + "---:|"]
     for result in results:
         cells = " | ".join(cell(result, result.paths[name]) for name in names)
-        lines.append(f"| {result.name} | {result.family} | {result.parameters:,} | {cells} | "
+        lines.append(f"| {result.name} | {result.family} | {len(result.truth)} | {result.parameters:,} | {cells} | "
                      f"{result.check_seconds:.1f} |")
     return lines
 
 
 def summary(results: list[ZooResult], seconds: float) -> list[str]:
     hf = [r for r in results if r.family != "torch.nn"]
-    outcomes = {path.name: Counter(r.paths[path.name].outcome for r in results) for path in PATHS}
+    outcomes = {name: Counter(r.paths[name].outcome for r in results) for name in PATH_NAMES}
     disagreeing = [r for r in results if any(p.outcome == "disagree" for p in r.paths.values())]
     new = [(r.name, p.path) for r in results for p in r.paths.values()
            if p.outcome == "disagree" and (r.name, p.path) not in KNOWN_DISAGREEMENTS]
     lines = [f"- **{len(results)} models**: {len(hf)} Hugging Face architectures in "
              f"{len({r.family for r in hf})} families, and {len(results) - len(hf)} torch.nn models; "
-             f"{sum(r.parameters for r in results):,} parameters in all.",
+             f"{sum(len(r.truth) for r in results):,} parameters ({sum(r.parameters for r in results):,} values) "
+             "in all, each with a verdict checked on every available path.",
              f"- **Agree on every available path: {len(results) - len(disagreeing)} of {len(results)} models.** "
              f"Disagreeing: {', '.join(r.name for r in disagreeing) or 'none'}."]
     for name, counts in outcomes.items():
@@ -88,13 +89,15 @@ def details(results: list[ZooResult]) -> list[str]:
 
 
 def unavailable(results: list[ZooResult]) -> list[str]:
-    reasons: dict[tuple[str, str], list[str]] = {}
+    """Models whose capture failed, grouped by path and exception type, with the first message."""
+    reasons: dict[tuple[str, str], list[tuple[str, str]]] = {}
     for result in results:
         for path in result.paths.values():
             if not path.available:
-                why = path.why_unavailable.split(":")[0] or "no reason given"
-                reasons.setdefault((path.path, why), []).append(result.name)
-    return [f"- `{path}`, {why}: {', '.join(names)}" for (path, why), names in sorted(reasons.items())]
+                kind = path.why_unavailable.split(":")[0] or "no reason given"
+                reasons.setdefault((path.path, kind), []).append((result.name, path.why_unavailable))
+    return [f"- `{path}`, {kind} (\"{failures[0][1].split(': ', 1)[-1][:100]}\" on {failures[0][0]}): "
+            + ", ".join(name for name, _ in failures) for (path, kind), failures in sorted(reasons.items())]
 
 
 INTRODUCTION = """\
@@ -119,11 +122,12 @@ parameter must agree:
 | None | `cut`, `unused` or `frozen` | `missing` |
 
 The paths are the three capture methods on meta twin tensors (what models of real size get), and
-the run-time capture again on real twin tensors (what a tiny model gets on an idle machine); the
-twins are pinned (`FXFLOW_TWINS`) so no verdict depends on the machine's load. *Not available*
+the run-time capture again on real twin tensors (what a small model gets); the twins are pinned
+(`FXFLOW_TWINS`), since these tiny models would otherwise only ever get real ones. *Not available*
 means that capture failed for the model and fxflow fell back to nothing (`trace.method` is
-`none`): the path was not tried, which is not a disagreement. *Check CPU s* is the CPU time of
-the model's checks on all paths.
+`none`): the path was not tried, which is not a disagreement. *Parameters* counts the parameter
+tensors (each gets a verdict), *values* their elements. *Check CPU s* is the CPU time of the
+model's checks on all paths.
 
 A disagreement marked with a number is a known failure class of issue 10 (1: in-place writes
 through views; 2: verdicts that depend on the twins; 3: multi-output modules), listed in

@@ -22,7 +22,7 @@ import torch
 pytest.importorskip("transformers")
 
 from zoo import known  # noqa: E402
-from zoo.registry import PATHS  # noqa: E402
+from zoo.registry import PATH_NAMES, PATHS, Path  # noqa: E402
 from zoo.run import SPECIMENS, check_path  # noqa: E402
 from zoo.truth import Truth, real_gradients  # noqa: E402
 
@@ -43,7 +43,7 @@ def _cases() -> list:
 
 
 @pytest.mark.parametrize("name, path", _cases())
-def test_every_verdict_agrees_with_the_real_backward(name: str, path) -> None:
+def test_every_verdict_agrees_with_the_real_backward(name: str, path: Path) -> None:
     model, inputs, truth = built(name)
     result = check_path(model, inputs, truth, path)
     if not result.available:
@@ -62,7 +62,7 @@ def test_the_zoo_covers_the_bar() -> None:
 
 def test_every_known_disagreement_names_a_model_a_path_and_a_class() -> None:
     for (name, path), reason in known.KNOWN_DISAGREEMENTS.items():
-        assert name in SPECIMENS and path in {p.name for p in PATHS}, (name, path)
+        assert name in SPECIMENS and path in PATH_NAMES, (name, path)
         assert reason.split(":")[0] in known.FAILURE_CLASSES, reason
 
 

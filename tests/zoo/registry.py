@@ -15,13 +15,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 import torch  # noqa: E402
 
 
-
 @dataclass(frozen=True)
 class Path:
     """One way fxflow can check a model: a capture method, and the twin tensors its analysis
     re-runs forward's ops on (``meta``, what models of real size get, or ``real`` copies, what a
-    tiny model gets on an idle machine). Both are pinned so the verdicts cannot depend on the
-    machine's load."""
+    small model gets). Both are pinned (``FXFLOW_TWINS``): a tiny zoo model would otherwise only
+    ever be checked on real twins."""
 
     name: str
     capture: str
@@ -46,25 +45,23 @@ class Specimen:
     name: str
     family: str
     build: Callable[[], Built]
-    train: bool = True  # checked in train() mode (dropout, SpecAugment live) or eval()
-    why_mode: str = ""  # why eval(), when it is
 
     def make(self, seed: int = 0) -> Built:
-        """The model (in its checking mode) and its inputs, from a fixed seed."""
+        """The model and its inputs, from a fixed seed, in train() mode as it is while training:
+        dropout, drop-path and SpecAugment run."""
         torch.manual_seed(seed)
         model, inputs = self.build()
-        model.train(self.train)
-        return model, inputs
+        return model.train(), inputs
 
 
 SPECIMENS: dict[str, Specimen] = {}
 
 
-def specimen(family: str, *, name: str | None = None, train: bool = True, why_mode: str = "") -> Callable:
+def specimen(family: str, *, name: str | None = None) -> Callable:
     """Register a builder as a zoo specimen under ``name`` (the function's name by default)."""
     def register(build: Callable[[], Built]) -> Callable[[], Built]:
         key = name or build.__name__
         assert key not in SPECIMENS, key
-        SPECIMENS[key] = Specimen(key, family, build, train, why_mode)
+        SPECIMENS[key] = Specimen(key, family, build)
         return build
     return register
