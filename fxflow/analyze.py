@@ -237,6 +237,8 @@ def _uncertain(graph_module: fx.GraphModule, graph: nx.DiGraph) -> dict[str, tup
             kinds.setdefault("name rules", []).append(node.name)
         elif flow.on_stand_ins:
             kinds.setdefault("stand-ins", []).append(node.name)
+        if flow.cut_short:
+            kinds.setdefault("cut-short walk", []).append(node.name)
     found = {}
     for kind, nodes in sorted(kinds.items()):
         upstream = {n for layer in nx.bfs_layers(graph.reverse(copy=False), nodes) for n in layer}

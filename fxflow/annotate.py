@@ -333,7 +333,7 @@ class FlowInterpreter(fx.Interpreter):
         ``elements``: what each element of a tuple/dict result reached on its own; ``depends``: the
         inputs without gradient that each element depends on (:meth:`_element_dependencies`)."""
         outputs = tensors_in(result)
-        flow = NodeFlow(grad_region=region)
+        flow = NodeFlow(grad_region=region, cut_short=getattr(reached, "cut_short", False))
         rules.mark_no_derivative(node, reached)
         if node.op == "output":
             for input_node in inputs:
@@ -445,8 +445,15 @@ def _static_shape(tensor: torch.Tensor) -> bool:
     return all(isinstance(s, int) for s in tensor.shape)
 
 
+class Reached(dict):
+    """What a walk reached (``{name: edge kind}``); ``cut_short`` when it stopped at the walk limit
+    with history left to see, so an input it did not reach may still feed the result."""
+
+    cut_short = False
+
+
 def _walk(outputs: list[torch.Tensor], entries: dict[tuple, list[str]], known: set[tuple],
-          parameter_names: dict[int, str]) -> dict[str, str]:
+          parameter_names: dict[int, str]) -> Reached:
     """Which inputs (and parameters) the outputs' history reaches, and whether only through zeros.
 
     Returns ``{input node name: DIFF|ZERO|NONE}`` plus ``{"param:<name>": ...}`` entries for leaves
@@ -457,7 +464,7 @@ def _walk(outputs: list[torch.Tensor], entries: dict[tuple, list[str]], known: s
     """
     roots = [(t.grad_fn, t.output_nr) for t in outputs if t.grad_fn is not None]
     leaves = [("leaf", id(t)) for t in outputs if t.requires_grad and t.grad_fn is None]
-    reached: dict[str, str] = {}
+    reached = Reached()
     for key in leaves:
         for name in entries.get(key, ()):
             reached[name] = DIFF
@@ -493,6 +500,7 @@ def _walk(outputs: list[torch.Tensor], entries: dict[tuple, list[str]], known: s
                     skipped.add(kind)
                     continue
                 stack.append((next_function, number))
+        reached.cut_short = reached.cut_short or bool(stack)
     return reached
 
 

@@ -55,6 +55,7 @@ class NodeFlow:
     grad_region: GradRegion | None = None
     evaluated: bool = True  # False: decided by name rules, not by running the node
     on_stand_ins: bool = False  # run on stand-in values (ones, zeros), not on twins of the real ones
+    cut_short: bool = False  # the walk of its history stopped at the limit: an input may be missed
     # Per element of a tuple/dict result (``nn.MultiheadAttention`` -> (output, weights)), only where
     # the elements reach different inputs or parameters; ``inputs``/``params`` are their union.
     outputs: dict[Any, OutputFlow] = field(default_factory=dict)

@@ -126,12 +126,15 @@ def uncertainty_notes(uncertain: dict[str, dict[str, Any]]) -> list[str]:
         names = found["parameters"]
         touched = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
         nodes = found["nodes"]
-        notes.append(f"{nodes} node{'s' if nodes != 1 else ''} decided on stand-in values (ones/zeros), "
-                     "not on twins of the real ones"
+        notes.append(f"{nodes} node{'s' if nodes != 1 else ''} {_HOW_DECIDED[kind]}"
                      + (f"; upstream parameters: {touched}" if names else ""))
     return notes
 
 
+_HOW_DECIDED = {
+    "stand-ins": "decided on stand-in values (ones/zeros), not on twins of the real ones",
+    "cut-short walk": "decided by a walk of its autograd history that stopped at the walk limit (an input may be missed)",
+}
 _NOTHING_VERIFIED = "nothing could be verified: no capture of forward worked and no backward ran"
 _NOTHING_VERIFIED_HINT = ("give example inputs: --input-size (e.g. --input-size 16,10, one per forward input) "
                           "or example_inputs() in the model's file")

@@ -156,3 +156,25 @@ def test_agree_is_never_forced_by_a_custom_function_downstream():
             expected = {"reachable": {"ok", "vanishing", "zero", "nonfinite", "present"}, "zero": {"zero", "present"},
                         "cut": {"missing"}, "frozen": {"missing"}, "unused": {"missing"}}[parameter.static]
             assert parameter.dynamic in expected, parameter
+
+
+def test_a_walk_cut_short_is_counted(monkeypatch):
+    import fxflow.annotate
+
+    monkeypatch.setattr(fxflow.annotate, "_WALK_LIMIT", 3)  # MultiheadAttention's history is longer than that
+
+    class Attends(nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.attention = nn.MultiheadAttention(8, 2, batch_first=True)
+            self.head = nn.Linear(8, 2)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            out, _ = self.attention(x, x, x)
+            return self.head(out)
+
+    report = fxflow.check(Attends(), torch.randn(2, 3, 8), capture_methods=["symbolic_trace"])
+    found = report.uncertain["cut-short walk"]
+    assert found["nodes"] >= 1
+    assert "attention.in_proj_weight" in found["parameters"]  # the call owns it: a missed edge would be its
+    assert any("walk limit" in note for note in report.notes)
