@@ -203,7 +203,8 @@ class Watch:
             return None, None, ["forward's inputs do not bind to its signature: static analysis skipped"]
         inputs, keywords = call
         if not inputs:  # a forward(*args, **kwargs) wrapper (PEFT without a task type) hides the real signature
-            return None, None, ["forward took every input through **kwargs: static analysis skipped"]
+            return None, None, ["forward was called with keyword arguments fxflow cannot bind to positions: "
+                                "static analysis skipped"]
         with distributed.plain_structure(self.module) as plain:
             if distributed.is_sharded(self.model) or any(p.is_meta for p in plain.parameters()):
                 inputs = distributed.to_meta(inputs)

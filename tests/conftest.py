@@ -21,6 +21,11 @@ from typing import Callable
 
 import pytest
 
+# pytest-xdist workers export COLUMNS=80 (and LINES): a model's text report must not wrap
+# differently under -n than in a plain run, so tests start from no width at all.
+os.environ.pop("COLUMNS", None)
+os.environ.pop("LINES", None)
+
 ROOT = Path(__file__).resolve().parent.parent
 TARGETS = Path(__file__).resolve().parent / "targets"
 
