@@ -82,6 +82,7 @@ def test_no_capture_gives_unknown_static_verdicts_and_real_dynamic_ones():
     notes = " ".join(report.notes + report.trace.notes)
     assert "no backward ran" not in notes and "only the real backward" not in notes
     assert "no static verdict" in notes
+    assert "6 static verdicts unknown (nothing captured)" in report.summary()
     data = json.loads(report.to_json())
     assert {p["static"] for p in data["parameters"]} == {"unknown", "frozen"}
 

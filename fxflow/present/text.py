@@ -168,6 +168,9 @@ def summary_line(report: Report) -> str:
     if vanishing:
         smallest = min((p.grad_norm for p in vanishing if p.grad_norm is not None), default=None)
         tail += f"; {len(vanishing)} vanishing" + (f" (smallest norm {format_norm(smallest)})" if smallest is not None else "")
+    unknown = sum(1 for p in report.parameters if p.static == StaticVerdict.UNKNOWN)
+    if unknown:  # the backward alone spoke for these: say so next to any "ok"
+        tail += f"; {unknown} static verdict{'s' if unknown > 1 else ''} unknown (nothing captured)"
     disagreements = sum(1 for p in report.parameters if p.agree is False)
     if disagreements:
         tail += f"; {disagreements} static/runtime disagreement{'s' if disagreements > 1 else ''}"
