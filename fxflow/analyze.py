@@ -30,11 +30,10 @@ import networkx as nx
 import torch
 import torch.fx as fx
 
-from .annotate import BACKWARD_RAN_KEY
 from .flow import DIFF, META_KEY, NONE, ZERO
-from .verdicts import OPAQUE_KEY, PARAM_PREFIX
 from .explain import describe_cut, describe_zero, node_op, node_source
-from .verdicts import PARAMETER_STATE, CutSite, NodeState, StaticVerdict as Static
+from .verdicts import (BACKWARD_RAN_KEY, OPAQUE_KEY, PARAM_PREFIX, PARAMETER_STATE, CutSite, NodeState,
+                       StaticVerdict as Static)
 
 PARAM = PARAM_PREFIX
 

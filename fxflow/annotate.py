@@ -39,6 +39,7 @@ from torch.utils._pytree import tree_map
 from . import rules
 from .aliasing import StorageMap, state, storage_key, written_members
 from .capture import GRAD_MODE_KEY, OPAQUE_KEY, GradRegion
+from .verdicts import BACKWARD_RAN_KEY
 from .flow import (DIFF, META_KEY, NONE, ZERO, NodeFlow, OutputFlow, data_inputs, parameter_names,
                    resolve_attribute_of, result_elements, tensors_in)
 from .rules import annotate_by_rules, in_place
@@ -48,10 +49,6 @@ from .twins import StandIn, choose_twins, make_twin, random_stand_in_maker, real
 # A walk inside one node's autograd history never needs to be longer than this; it guards against
 # tensors captured from far upstream (a module caching an earlier activation, say).
 _WALK_LIMIT = 100_000
-
-# node.meta[BACKWARD_RAN_KEY] is True on a custom autograd.Function whose own backward ran on
-# twins during the analysis: its edges are decided, not left to the real backward.
-BACKWARD_RAN_KEY = "fxflow_backward_ran"
 
 
 class _NotRun:

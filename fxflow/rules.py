@@ -25,13 +25,10 @@ import torch
 import torch.fx as fx
 
 from . import derivatives
-from .verdicts import GRAD_MODE_KEY
 from .flow import DIFF, NONE, ZERO, NodeFlow, data_inputs, resolve_attribute_of
-from .verdicts import EdgeKind
-
 # node.meta[NO_DERIVATIVE_KEY]: the inputs (and "param:<name>"s) that reach this node's result only
 # through an op with no derivative; set by the annotation, read by fxflow.explain for the reason.
-NO_DERIVATIVE_KEY = "fxflow_no_derivative"
+from .verdicts import GRAD_MODE_KEY, NO_DERIVATIVE_KEY, EdgeKind
 
 # Autograd nodes whose backward is identically zero, by exact class name -> which of their inputs
 # (positions in ``next_functions``) get the zero; ``None`` means all of them. The fallback where

@@ -66,6 +66,8 @@ PARAM_PREFIX = "param:"  # flow-graph node of a parameter: PARAM_PREFIX + qualif
 FLOW_KEY = "fxflow"  # node.meta[FLOW_KEY]: the node's NodeFlow annotation
 GRAD_MODE_KEY = "fxflow_grad_mode"  # node.meta[GRAD_MODE_KEY]: the GradRegion it was created in
 OPAQUE_KEY = "fxflow_opaque"  # node.meta[OPAQUE_KEY]: why only a real backward can decide the node
+BACKWARD_RAN_KEY = "fxflow_backward_ran"  # a custom Function whose own backward ran during the analysis
+NO_DERIVATIVE_KEY = "fxflow_no_derivative"  # inputs reached only through an op with no derivative
 
 
 @dataclass(frozen=True)
