@@ -20,7 +20,7 @@ from .capture import Capture, capture
 from .errors import FxflowError
 from .prepare import device_of, prepare
 from .probe import GradientProbe, ProbeResult, probe
-from .reconcile import dynamic_verdicts, parameter_reports
+from .reconcile import dynamic_verdicts, parameter_reports, uncertainty, uncertainty_notes
 from .report import Report, TraceInfo
 from .state import untouched
 
@@ -110,31 +110,6 @@ def check(
     )
 
 
-def uncertainty(static: StaticAnalysis | None) -> dict[str, dict[str, Any]]:
-    """The Report's ``uncertain`` field: nodes decided without running them on twins, per kind."""
-    if static is None:
-        return {}
-    return {kind: {"nodes": count, "parameters": names} for kind, (count, names) in static.uncertain.items()}
-
-
-def uncertainty_notes(uncertain: dict[str, dict[str, Any]]) -> list[str]:
-    """One note per kind of node decided without running it, naming the parameters it touches."""
-    notes = []
-    for kind, found in uncertain.items():
-        if kind == "name rules":  # the annotation's own note names the parameters such calls hold
-            continue
-        names = found["parameters"]
-        touched = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
-        nodes = found["nodes"]
-        notes.append(f"{nodes} node{'s' if nodes != 1 else ''} {_HOW_DECIDED[kind]}"
-                     + (f"; upstream parameters: {touched}" if names else ""))
-    return notes
-
-
-_HOW_DECIDED = {
-    "stand-ins": "decided on stand-in values (ones/zeros), not on twins of the real ones",
-    "cut-short walk": "decided by a walk of its autograd history that stopped at the walk limit (an input may be missed)",
-}
 _NOTHING_VERIFIED = "nothing could be verified: no capture of forward worked and no backward ran"
 _NOTHING_VERIFIED_HINT = ("give example inputs: --input-size (e.g. --input-size 16,10, one per forward input) "
                           "or example_inputs() in the model's file")

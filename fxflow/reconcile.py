@@ -9,12 +9,15 @@ Three steps, in order, for every parameter:
 3. :func:`judge`: ``agree`` and ``diagnosis``. A disagreement is never hidden by trusting one
    side: both verdicts stay, and the diagnosis says what the mismatch most likely means.
 
+And, for the report as a whole, :func:`uncertainty`: which nodes the walk decided without running
+them on twins, and the parameters upstream of them.
+
 Nothing here looks at torch.fx: it reads the static analysis's verdicts and graph attributes.
 """
 from __future__ import annotations
 
 import fnmatch
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 import torch
 
@@ -167,3 +170,30 @@ def _opaque_on_path(static: "StaticAnalysis", name: str) -> str | None:
         if graph.nodes[node].get("opaque"):
             return graph.nodes[node]["opaque"]
     return None
+
+
+def uncertainty(static: "StaticAnalysis | None") -> dict[str, dict[str, Any]]:
+    """The Report's ``uncertain`` field: nodes decided without running them on twins, per kind."""
+    if static is None:
+        return {}
+    return {kind: {"nodes": count, "parameters": names} for kind, (count, names) in static.uncertain.items()}
+
+
+def uncertainty_notes(uncertain: dict[str, dict[str, Any]]) -> list[str]:
+    """One note per kind of node decided without running it, naming the parameters it touches."""
+    notes = []
+    for kind, found in uncertain.items():
+        if kind == "name rules":  # the annotation's own note names the parameters such calls hold
+            continue
+        names = found["parameters"]
+        touched = ", ".join(names[:4]) + (f" and {len(names) - 4} more" if len(names) > 4 else "")
+        nodes = found["nodes"]
+        notes.append(f"{nodes} node{'s' if nodes != 1 else ''} {_HOW_DECIDED[kind]}"
+                     + (f"; upstream parameters: {touched}" if names else ""))
+    return notes
+
+
+_HOW_DECIDED = {
+    "stand-ins": "decided on stand-in values (ones/zeros), not on twins of the real ones",
+    "cut-short walk": "decided by a walk of its autograd history that stopped at the walk limit (an input may be missed)",
+}
