@@ -36,6 +36,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import FORK, zygote
+
 ROOT = Path(__file__).resolve().parent.parent
 DOCS = [ROOT / "README.md", *sorted((ROOT / "docs").glob("*.md"))]
 REGENERATE = os.environ.get("FXFLOW_REGEN_DOCS") == "1"
@@ -123,13 +125,16 @@ def run_example(example: Example) -> list[tuple[str, list[str]]]:
         shutil.copytree(ROOT / "examples", Path(folder) / "examples")
         bin_dir = Path(folder) / ".bin"
         bin_dir.mkdir()
-        for name, line in (("fxflow", f'exec "{sys.executable}" -m fxflow "$@"'),
-                           ("python", f'exec "{sys.executable}" "$@"')):
-            (bin_dir / name).write_text(f"#!/bin/sh\n{line}\n")
-            (bin_dir / name).chmod(0o755)
         env = dict(os.environ, NO_COLOR="1", COLUMNS="100", PYTHONHASHSEED="0", PYTHONUNBUFFERED="1",
                    OMP_NUM_THREADS="1", PYTHONPATH=str(ROOT), PATH=f"{bin_dir}{os.pathsep}{os.environ['PATH']}")
         env.pop("FXFLOW_REGEN_DOCS", None)
+        fxflow = f'exec "{sys.executable}" -m fxflow "$@"'
+        if FORK:  # forked from a process that imported torch already, as the CLI tests are
+            client = Path(__file__).with_name("cli_client.py")
+            fxflow = f'FXFLOW_ZYGOTE="{zygote(env).socket}" exec "{sys.executable}" -S -E "{client}" "$@"'
+        for name, line in (("fxflow", fxflow), ("python", f'exec "{sys.executable}" "$@"')):
+            (bin_dir / name).write_text(f"#!/bin/sh\n{line}\n")
+            (bin_dir / name).chmod(0o755)
         results = []
         for command, _ in example.commands:
             done = subprocess.run(["bash", "-c", command], cwd=folder, env=env, stdout=subprocess.PIPE,

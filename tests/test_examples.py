@@ -13,6 +13,7 @@ import sys
 
 import pytest
 import torch
+from conftest import fxflow_completed
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 EXAMPLES = os.path.join(ROOT, "examples")
@@ -44,7 +45,7 @@ def _builds_without_arguments(node: ast.ClassDef) -> bool:
 
 
 def _cli(*args):
-    return subprocess.run([sys.executable, "-m", "fxflow", *args], capture_output=True, text=True, cwd=ROOT, timeout=300)
+    return fxflow_completed(*args, cwd=ROOT)
 
 
 def _real_grads(target):

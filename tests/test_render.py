@@ -16,6 +16,7 @@ import pytest
 from fxflow.errors import FxflowError
 from fxflow.render import build_dot, render_file, to_svg_text
 from fxflow.render import engine
+from conftest import fxflow_completed
 from render_helpers import GOLDEN, REGEN_ENV, ROOT, cli_report, graph_attrs, parse_dot, parse_svg
 
 SEED = "examples/seed.py:Net"
@@ -205,10 +206,7 @@ def test_golden_dot(name):
 
 # -- the real command ------------------------------------------------------------------------
 def _fxflow(*args: str, cwd=ROOT) -> subprocess.CompletedProcess:
-    env = dict(os.environ, NO_COLOR="1")
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH")]))
-    return subprocess.run([sys.executable, "-m", "fxflow", *args], cwd=cwd, env=env, capture_output=True,
-                          text=True, timeout=300)
+    return fxflow_completed(*args, cwd=cwd)
 
 
 def test_cli_writes_svg_png_and_dot(tmp_path):
@@ -222,7 +220,7 @@ def test_cli_writes_svg_png_and_dot(tmp_path):
     png = outputs["png"].read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
-    assert 1000 < width <= engine.PNG_MAX_PIXELS and 1000 < height <= engine.PNG_MAX_PIXELS  # --scale 2
+    assert 1600 < width <= engine.PNG_MAX_PIXELS and 900 < height <= engine.PNG_MAX_PIXELS  # --scale 2: 859x475 at 1
     assert outputs["dot"].read_text() == (GOLDEN / "seed.dot").read_text()
     stdout = _fxflow("render", SEED, "-o", "-")
     assert stdout.returncode == 0 and stdout.stdout == outputs["dot"].read_text()

@@ -13,6 +13,7 @@ import torch
 import torch.nn as nn
 
 import fxflow
+from conftest import fxflow_completed
 from tests.models import STATIC_PROMISE, ModelState, grad_kind, marker_line, real_grads, split_source
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -100,8 +101,7 @@ def test_example_verdicts(example: str) -> None:
 
 def test_cli_json_on_seed() -> None:
     """`fxflow check examples/seed.py:Net --json` names the planted line."""
-    result = subprocess.run([sys.executable, "-m", "fxflow", "check", "examples/seed.py:Net", "--json"],
-                            cwd=ROOT, capture_output=True, text=True, timeout=120)
+    result = fxflow_completed("check", "examples/seed.py:Net", "--json", cwd=ROOT)
     assert result.returncode == 1, result.stderr
     data = json.loads(result.stdout)
     line = marker_line(load("seed").Net, "the bug: detach cuts the wire here")[1]

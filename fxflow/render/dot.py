@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Iterable
 import graphviz
 
 from . import style
+from .auto import op_order
 from .layout import STATE_WORDS, Base, Item, Link, NeverCalled, View, box_summary
 from .norms import call_norms
 
@@ -339,9 +340,9 @@ def _legend_entries(view: View) -> tuple[list[tuple[str, str, dict[str, str]]], 
     return nodes, edges
 
 
-def _legend(graph: graphviz.Digraph, view: View, anchor: str | None) -> None:
-    """A legend below the drawing, made of real node and edge samples in rows (an invisible edge
-    from ``anchor`` keeps it there)."""
+def _legend(graph: graphviz.Digraph, view: View, top: str | None) -> None:
+    """A legend beside the drawing, made of real node and edge samples in rows; its first row
+    shares a rank with ``top`` so that it takes width, which a tall model has to spare, not height."""
     nodes, edges = _legend_entries(view)
     entries: list[tuple[str, object]] = [("node", n) for n in nodes] + [("edge", e) for e in edges]
     if not entries:
@@ -358,8 +359,11 @@ def _legend(graph: graphviz.Digraph, view: View, anchor: str | None) -> None:
                 firsts.append(keys[0])
         for above, below in zip(firsts, firsts[1:]):
             legend.edge(above, below, style="invis", **{"class": "fxflow-legend"})
-    if anchor is not None:
-        graph.edge(anchor, firsts[0], style="invis", **{"class": "fxflow-legend"})
+    if top is not None:
+        with graph.subgraph() as same:
+            same.attr(rank="same")
+            same.node(top)
+            same.node(firsts[0])
 
 
 def _legend_entry(graph: graphviz.Digraph, what: str, entry) -> str:
@@ -388,7 +392,7 @@ def dot_source(report: "Report", view: View) -> str:
     """The complete DOT text for ``report`` drawn as ``view``."""
     graph = graphviz.Digraph("fxflow", graph_attr={
         "newrank": "true", "rankdir": "TB", "fontname": style.FONT, "labelloc": "t", "label": _title(report, view),
-        "nodesep": "0.2", "ranksep": "0.25", "bgcolor": "white", "compound": "false",
+        "nodesep": "0.2", "ranksep": "0.2", "bgcolor": "white", "compound": "false",
     }, node_attr={"fontname": style.FONT, "fontsize": "11", "shape": "box", "style": "rounded,filled",
                   "height": "0.3", "margin": "0.1,0.04"},
        edge_attr={"fontname": style.FONT, "arrowsize": "0.6"})
@@ -396,9 +400,14 @@ def dot_source(report: "Report", view: View) -> str:
     _emit(graph, _tree(view.items), ctx)
     _emit_never(graph, view.never_called, ctx)
     _emit_links(graph, view.links)
-    outputs = [i.key for i in view.items if i.kind == "output" or (i.kind in ("module", "fold", "run") and any(m.kind == "output" for m in i.members))]
-    _legend(graph, view, outputs[-1] if outputs else None)
+    _legend(graph, view, _top(view))
     return graph.source
+
+
+def _top(view: View) -> str | None:
+    """The first box in graph order that no cluster holds: the legend's rank-mate."""
+    loose = [i for i in view.items if not i.cluster]
+    return min(loose, key=op_order).key if loose else None
 
 
 def _node_norms(report: "Report") -> dict[str, float]:
