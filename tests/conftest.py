@@ -2,8 +2,9 @@
 
 Fixtures:
 
-* ``run_fxflow(*args, cwd=None, env=None, module=True)`` runs the real command in a subprocess
-  (``python -m fxflow ARGS``, or the ``fxflow`` console script with ``module=False``) and returns
+* ``run_fxflow(*args, cwd=None, env=None, module=True)`` runs the real command in a process of its
+  own (``python -m fxflow ARGS``, forked from a :class:`Zygote` that imported torch already; or the
+  ``fxflow`` console script in a fresh interpreter with ``module=False``) and returns
   ``(exit code, stdout, stderr)``.
 * ``write_model(tmp_path, source, name="model.py")`` writes a model file (source is dedented) and
   returns its path; use ``f"{path}:Net"`` as the CLI target.
