@@ -29,7 +29,8 @@ def report_from_dict(data: dict[str, Any]) -> Report:
             for p in data["parameters"]
         ]
         return Report(target=data["target"], trace=TraceInfo(**data["trace"]), parameters=parameters,
-                      backward=data.get("backward", True), device=data.get("device"), notes=list(data.get("notes", [])))
+                      backward=data.get("backward", True), device=data.get("device"), notes=list(data.get("notes", [])),
+                      backward_raises=[CutSite(**site) for site in data.get("backward_raises", [])])
     except (KeyError, TypeError) as error:
         raise FxflowError(f"not an fxflow JSON report: missing or malformed {error}") from error
 

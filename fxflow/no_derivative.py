@@ -13,6 +13,11 @@ tensors by identity): with no differentiable input left it is detached; otherwis
 again with the blocked inputs detached and the result takes that history. The backward then
 treats the op as if the blocked inputs had no history: parameters upstream read ``missing``.
 
+The real backward would raise where this one stops: each rebased result also gets a tripwire, a
+zero-valued term ``0 * marker`` added in place, so that :meth:`StopAtMissingDerivatives.reached`
+can tell after the backward which of those ops the gradient reached (an op whose result never
+reaches the loss raises nothing, in the real run either).
+
 Limits: an input fed to the op both through a no-derivative slot and a differentiable one
 (``igamma(x, x)``) cannot be split this way, nor can an in-place op be re-run, so there the
 whole result is detached (the other inputs lose their gradient through it too); a result that
@@ -29,7 +34,8 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map
 
 from . import rules
-from .verdicts import EdgeKind
+from .capture.source import current_user_source
+from .verdicts import CutSite, EdgeKind
 
 _ALL_DIFF = itertools.repeat(EdgeKind.DIFF)
 
@@ -83,6 +89,10 @@ def blocked_inputs(outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tenso
 class StopAtMissingDerivatives(TorchFunctionMode):
     """Rebases each torch call's result so its backward skips inputs with no derivative."""
 
+    def __init__(self) -> None:
+        super().__init__()
+        self._tripwires: list[tuple[CutSite, torch.Tensor]] = []  # (the op, its marker)
+
     def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
         result = func(*args, **kwargs)
@@ -94,8 +104,26 @@ class StopAtMissingDerivatives(TorchFunctionMode):
                 inputs = [t for t in _tensors((args, kwargs)) if t.requires_grad]
                 blocked, found = blocked_inputs(outputs, inputs)
                 if found:
-                    _rebase(func, args, kwargs, result, {id(inputs[i]) for i in blocked}, whole=not blocked)
+                    rebased = _rebase(func, args, kwargs, result, {id(inputs[i]) for i in blocked}, whole=not blocked)
+                    self._lay_tripwires(func, rebased)
         return result
+
+    def _lay_tripwires(self, func: Callable, rebased: list[torch.Tensor]) -> None:
+        """Add ``0 * marker`` to each rebased tensor in place: a gradient that reaches the tensor
+        lands in the marker, as in the real run it would have reached the op and raised."""
+        name = getattr(func, "__name__", str(func)).strip("_")
+        site = CutSite(node=name, op=name, source=current_user_source(),
+                       reason=f"{name} has no derivative, so the real loss.backward() raises NotImplementedError "
+                              "when the gradient reaches it; fxflow stopped the gradient there to check the rest")
+        for tensor in rebased:
+            marker = torch.zeros((), dtype=tensor.dtype, device=tensor.device, requires_grad=True)
+            with torch.enable_grad():
+                tensor.add_(marker * 0)
+            self._tripwires.append((site, marker))
+
+    def reached(self) -> list[CutSite]:
+        """The ops whose rebased results the backward reached: where the real backward raises."""
+        return list(dict.fromkeys(site for site, marker in self._tripwires if marker.grad is not None))
 
 
 def _tensors(value: Any) -> list[torch.Tensor]:
@@ -110,8 +138,9 @@ def _tensors(value: Any) -> list[torch.Tensor]:
     return []
 
 
-def _rebase(func: Callable, args: tuple, kwargs: dict, result: Any, blocked: set[int], whole: bool) -> None:
-    """Give ``result``'s tensors, in place, the history of the call with ``blocked`` inputs detached."""
+def _rebase(func: Callable, args: tuple, kwargs: dict, result: Any, blocked: set[int], whole: bool) -> list[torch.Tensor]:
+    """Give ``result``'s tensors, in place, the history of the call with ``blocked`` inputs detached;
+    returns the tensors rebased (a view keeps its raising history: it cannot be detached in place)."""
     inputs = [t for t in tree_flatten((args, kwargs))[0] if isinstance(t, torch.Tensor)]
     in_place = any(t is i for t in tree_flatten(result)[0] for i in inputs)
     live = [t for t in inputs if t.requires_grad and id(t) not in blocked]
@@ -120,16 +149,20 @@ def _rebase(func: Callable, args: tuple, kwargs: dict, result: Any, blocked: set
         detach = lambda v: v.detach() if isinstance(v, torch.Tensor) and id(v) in blocked else v  # noqa: E731
         again_args, again_kwargs = tree_map(detach, (args, kwargs))
         again = tree_flatten(func(*again_args, **again_kwargs))[0]
+    rebased = []
     for position, tensor in enumerate(tree_flatten(result)[0]):
         if not isinstance(tensor, torch.Tensor) or tensor.grad_fn is None or tensor._is_view():
             continue
         tensor.detach_()
         if again is not None and isinstance(again[position], torch.Tensor) and again[position].requires_grad:
             tensor.copy_(again[position])
+        rebased.append(tensor)
+    return rebased
 
 
 @contextlib.contextmanager
-def stop_at_missing_derivatives() -> Iterator[None]:
-    """Inside, forward builds a history whose backward stops at ops with no derivative."""
-    with StopAtMissingDerivatives():
-        yield
+def stop_at_missing_derivatives() -> Iterator[StopAtMissingDerivatives]:
+    """Inside, forward builds a history whose backward stops at ops with no derivative; after the
+    backward, the mode's :meth:`~StopAtMissingDerivatives.reached` names where the real one raises."""
+    with StopAtMissingDerivatives() as mode:
+        yield mode

@@ -17,7 +17,7 @@ from torch._subclasses.fake_tensor import is_fake
 from .errors import FxflowError, first_line
 from .flow import gradient_norm, stored_values, tensors_in
 from .fake import fake_inputs, fake_weights, new_fake_mode
-from .no_derivative import stop_at_missing_derivatives
+from .no_derivative import StopAtMissingDerivatives, stop_at_missing_derivatives
 from .state import RandomState, untouched
 from .verdicts import CutSite, DynamicVerdict
 
@@ -41,6 +41,13 @@ class ProbeResult:
     notes: list[str] = field(default_factory=list)
     # Zero or vanishing parameters -> where their gradient died or shrank most (fxflow.localize).
     explanations: dict[str, CutSite] = field(default_factory=dict)
+    # Ops with no derivative that the gradient reached: the real backward raises there, this one stopped.
+    backward_raises: list[CutSite] = field(default_factory=list)
+
+
+class BackwardFailed(Exception):
+    """The real backward itself raised (an op with no derivative written through a view, a custom
+    Function's broken backward): the gradients are unknown, not missing."""
 
 
 def floating_outputs(value: Any) -> list[torch.Tensor]:
@@ -151,7 +158,10 @@ def probe(model: torch.nn.Module, inputs: Sequence[Any], *, loss_fn: Callable[[A
     grads, flags, buffers, attributes, RNG state.
     """
     if fake:
-        return _probe_fake(model, inputs, loss_fn=loss_fn, kwargs=kwargs)
+        try:
+            return _probe_fake(model, inputs, loss_fn=loss_fn, kwargs=kwargs)
+        except BackwardFailed as error:
+            raise FxflowError(f"the backward on fake tensors raised {error}") from error
     with untouched(model) as notes:
         result = measure_gradients(model, inputs, loss_fn=loss_fn, seed=seed, kwargs=kwargs)
     result.notes.extend(notes)
@@ -173,32 +183,39 @@ class GradientProbe:
         self.seed = seed
         self.verdicts = verdicts  # how the caller judges gradients: zero and vanishing ones get localized
         self.result: ProbeResult | None = None
+        self.failure: CutSite | None = None  # the backward raised: no result, and why
 
     def forward(self, call: Callable[[], Any]) -> Any:
         """Run ``call`` (the model's forward) with the per-module gradient hooks in place."""
         self._call = call  # replayed only to localize a zero or vanishing gradient
         self._random_state = RandomState.save()
         self._recorder = ModuleGradRecorder(self.model)
+        self._stops = StopAtMissingDerivatives()
         try:
             with torch.enable_grad():
-                return _forward(call)
+                return _forward(call, self._stops)
         except BaseException:
             self._recorder.remove()
             raise
 
-    def backward(self, outputs: Any) -> ProbeResult:
-        """Differentiate the loss of ``outputs`` and read every parameter's gradient."""
+    def backward(self, outputs: Any) -> ProbeResult | None:
+        """Differentiate the loss of ``outputs`` and read every parameter's gradient; None when the
+        backward itself raised (:attr:`failure` says how)."""
         try:
             note = self._recorder.uninstrumented_note(outputs)
             with torch.enable_grad():
                 _backward(outputs, self.loss_fn, self.seed)
+        except BackwardFailed as error:
+            self.failure = CutSite(node="backward", op="backward", source=None, reason=str(error))
+            return None
         finally:
             self._recorder.remove()
         names = {id(p): name for name, p in self.model.named_parameters()}
         parameters = list(dict.fromkeys(self.model.parameters()))
         measurable = not any(p.is_meta for p in parameters)
         grads = {names[id(p)]: _grad_info(p.grad, measurable) for p in parameters if id(p) in names}
-        self.result = ProbeResult(grads, dict(self._recorder.norms), measurable, [note] if note else [])
+        self.result = ProbeResult(grads, dict(self._recorder.norms), measurable, [note] if note else [],
+                                  backward_raises=self._stops.reached())
         if measurable:
             self._localize(self.result)
         return self.result
@@ -232,7 +249,7 @@ class GradientProbe:
     def _loss(self, outputs: Any) -> torch.Tensor | None:
         return self.loss_fn(outputs) if self.loss_fn is not None else projection_loss(outputs, self.seed)
 
-    def run(self, inputs: Sequence[Any], kwargs: dict[str, Any] | None = None) -> ProbeResult:
+    def run(self, inputs: Sequence[Any], kwargs: dict[str, Any] | None = None) -> ProbeResult | None:
         return self.backward(self.forward(lambda: self.model(*inputs, **(kwargs or {}))))
 
 
@@ -243,12 +260,16 @@ def measure_gradients(model: torch.nn.Module, inputs: Sequence[Any], *,
 
     Call it inside :func:`fxflow.state.untouched`, which starts every ``.grad`` at None.
     """
-    return GradientProbe(model, loss_fn=loss_fn, seed=seed).run(inputs, kwargs)
+    probe = GradientProbe(model, loss_fn=loss_fn, seed=seed)
+    result = probe.run(inputs, kwargs)
+    if result is None:
+        raise FxflowError(f"the real backward raised {probe.failure.reason}")
+    return result
 
 
-def _forward(call: Callable[[], Any]) -> Any:
+def _forward(call: Callable[[], Any], stops: StopAtMissingDerivatives | None = None) -> Any:
     try:
-        with stop_at_missing_derivatives():  # floor_divide & co.: the backward stops there, not raises
+        with stops or StopAtMissingDerivatives():  # floor_divide & co.: the backward stops there, not raises
             outputs = call()
     except Exception as error:
         raise FxflowError(f"forward raised {type(error).__name__}: {first_line(error)}",
@@ -261,7 +282,10 @@ def _forward(call: Callable[[], Any]) -> Any:
 def _backward(outputs: Any, loss_fn: Callable[[Any], torch.Tensor] | None, seed: int) -> None:
     loss = loss_fn(outputs) if loss_fn is not None else projection_loss(outputs, seed)
     if isinstance(loss, torch.Tensor) and loss.requires_grad:
-        loss.backward()
+        try:
+            loss.backward()
+        except Exception as error:  # autograd's own failure, not the model's forward: report, don't crash
+            raise BackwardFailed(f"{type(error).__name__}: {first_line(error)}") from error
 
 
 def _forward_backward(model: torch.nn.Module, inputs: Sequence[Any], kwargs: dict[str, Any] | None,

@@ -77,12 +77,16 @@ class Report:
     # Nodes the analysis decided without running them on twins, by how ("name rules", "stand-ins"):
     # kind -> {"nodes": count, "parameters": the parameters upstream of them}.
     uncertain: dict[str, dict[str, Any]] = field(default_factory=dict)
+    # Where the real loss.backward() raises (an op with no derivative that the gradient reaches):
+    # training stops there, whatever the parameters' verdicts. fxflow's own backward stopped there.
+    backward_raises: list[CutSite] = field(default_factory=list)
 
     # -- queries ----------------------------------------------------------------------------
     @property
     def ok(self) -> bool:
-        """True when no parameter is a problem (see :attr:`ParameterReport.problem`)."""
-        return not any(p.problem for p in self.parameters)
+        """True when no parameter is a problem (see :attr:`ParameterReport.problem`) and the real
+        backward runs (:attr:`backward_raises` is empty)."""
+        return not any(p.problem for p in self.parameters) and not self.backward_raises
 
     @property
     def problems(self) -> list[ParameterReport]:
@@ -123,6 +127,7 @@ class Report:
             "counts": self.counts(),
             "notes": list(self.notes),
             "uncertain": self.uncertain,
+            "backward_raises": [asdict(site) for site in self.backward_raises],
             "ok": self.ok,
         }
 

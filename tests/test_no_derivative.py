@@ -79,9 +79,11 @@ def test_the_result_keeps_its_identity_and_values() -> None:
 def test_an_input_in_both_slots_loses_both() -> None:
     """igamma(x, x): x cannot be detached for one slot only, so the whole result is."""
     a, _ = leaves()
-    with stop_at_missing_derivatives():
+    with stop_at_missing_derivatives() as mode:
         y = torch.igamma(a, a)
-    assert not y.requires_grad
+    y.sum().backward()
+    assert a.grad is None  # only the tripwire's term is live, and it reports the op reached
+    assert [site.op for site in mode.reached()] == ["igamma"]
     outputs, inputs = [torch.igamma(a, a)], [a]
     assert blocked_inputs(outputs, inputs) == (set(), True)
 
@@ -194,3 +196,95 @@ def test_cli_exits_1_not_2(run_fxflow, write_model, tmp_path) -> None:
     row = next(line for line in out.splitlines() if line.startswith("embed.weight"))
     assert "cut" in row and "missing" in row and "floor_divide @ " in row
     assert "Traceback" not in err
+
+
+# -- where the real backward raises ---------------------------------------------------------------
+class BesideTheOp(nn.Module):
+    """``first`` reaches the output both around floor_divide and through it: it learns, but the
+    real loss.backward() raises at the op."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.first = nn.Linear(4, 4)
+        self.last = nn.Linear(4, 2)
+
+    def forward(self, x):
+        h = self.first(x)
+        return self.last(h + torch.floor_divide(h, 2))
+
+
+class OffThePath(BesideTheOp):
+    """floor_divide's result never reaches the output: the real backward never gets there."""
+
+    def forward(self, x):
+        h = self.first(x)
+        self.last(torch.floor_divide(h, 2))
+        return self.last(h)
+
+
+class ThroughAView(BesideTheOp):
+    """The op writes through a view: its history cannot be rebased, and fxflow's backward raises too."""
+
+    def forward(self, x):
+        h = self.first(x)
+        h[:, 0] //= 2
+        return self.last(h)
+
+
+def _plain_backward_raises(model: nn.Module, x: torch.Tensor) -> bool:
+    try:
+        model(x).sum().backward()
+    except RuntimeError as error:
+        assert "not implemented" in str(error)
+        return True
+    finally:
+        model.zero_grad(set_to_none=True)
+    return False
+
+
+@pytest.mark.parametrize("model_class, raises", [(BesideTheOp, True), (OffThePath, False), (ThroughAView, True)])
+def test_a_backward_that_raises_is_a_problem_even_when_every_parameter_learns(model_class, raises) -> None:
+    torch.manual_seed(0)
+    model, x = model_class(), torch.randn(3, 4)
+    assert _plain_backward_raises(model, x) == raises  # the premise, from autograd itself
+    report = fxflow.check(model, (x,))
+    assert bool(report.backward_raises) == raises and report.ok == (not raises)
+    assert {p.static for p in report.parameters} == {StaticVerdict.REACHABLE}
+    if model_class is BesideTheOp:  # rebased: the rest of the backward ran, and names the line
+        (site,) = report.backward_raises
+        assert site.op == "floor_divide" and site.source.endswith(f"test_no_derivative.py:{_line_with('return self.last(h + torch.floor_divide')}")
+        assert {p.dynamic for p in report.parameters} == {DynamicVerdict.OK}
+        assert report.summary() == f"problem: loss.backward() raises at floor_divide @ {site.source}"
+    if model_class is ThroughAView:  # autograd's own error, and no gradient read: unknown, not missing
+        assert "floor_divide_ is not implemented" in report.backward_raises[0].reason
+        assert {p.dynamic for p in report.parameters} == {None}
+    assert report.to_dict()["backward_raises"] == [dict(vars(site)) for site in report.backward_raises]
+
+
+def _line_with(text: str) -> int:
+    """The line of this file that holds ``text``."""
+    return next(i for i, line in enumerate(open(__file__).read().splitlines(), 1) if text in line)
+
+
+def test_cli_says_where_the_real_backward_raises(run_fxflow, write_model, tmp_path) -> None:
+    path = write_model(tmp_path, """
+        import torch, torch.nn as nn
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.first = nn.Linear(4, 4)
+                self.last = nn.Linear(4, 2)
+
+            def forward(self, x):
+                h = self.first(x)
+                return self.last(h + torch.floor_divide(h, 2))
+
+        def example_inputs():
+            return (torch.randn(3, 4),)
+        """)
+    code, out, err = run_fxflow("check", f"{path}:Net", cwd=tmp_path)
+    assert code == 1, err
+    assert out.splitlines()[-1] == "problem: loss.backward() raises at floor_divide @ model.py:11"
+    code, out, _ = run_fxflow("check", f"{path}:Net", "--format", "github", cwd=tmp_path)
+    assert code == 1 and out.startswith("::error file=model.py,line=11,title=fxflow backward-raises::floor_divide: ")

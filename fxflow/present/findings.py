@@ -1,8 +1,8 @@
 """Findings: a Report cut into the units that CI annotations and code-scanning results show.
 
-One finding per cutting (or zeroing) node, at the user's line that created it; one per group of
-problem parameters that no node explains (unused modules, a dead ReLU's exact zeros, NaN), at the
-model's class; one warning for vanishing gradients. The GitHub and SARIF presenters format these;
+One finding per op where the real backward raises; one per cutting (or zeroing) node, at the
+user's line that created it; one per group of problem parameters that no node explains (unused
+modules, a dead ReLU's exact zeros, NaN), at the model's class; one warning for vanishing gradients. The GitHub and SARIF presenters format these;
 a baseline (:mod:`fxflow.baseline`) marks the ones it already knows.
 """
 from __future__ import annotations
@@ -28,6 +28,7 @@ RULES: dict[str, tuple[str, str]] = {
     "zero-gradient": ("The real backward left an exactly zero gradient in these parameters", ERROR),
     "nonfinite": ("The real backward left NaN or inf in these parameters' gradients", ERROR),
     "vanishing": ("Gradients that are vanishingly small next to the largest in the model", WARNING),
+    "backward-raises": ("The real loss.backward() raises: training stops at its first step", ERROR),
 }
 
 
@@ -88,6 +89,11 @@ def findings(report: Report, known: Iterable[str] = ()) -> list[Finding]:
     failing = {p.name for p in report.problems}
     allowed = {p.name for p in allowed_problems(report)}
     result: list[Finding] = []
+    target_path, target_line = target_location(report.target)
+    for site in report.backward_raises:  # about no parameter: neither --allow nor a baseline can accept it
+        path, line = split_source(site.source) if site.source else (target_path, target_line)
+        message = f"{site.op}: {site.reason}" if site.source else f"loss.backward() raises {site.reason}"
+        result.append(Finding("backward-raises", ERROR, message, path, line))
     explained: set[str] = set()
     for site in report.cuts:
         victims = [p for p in report.parameters if any(s.node == site.node for s in p.cut_by)
@@ -107,7 +113,7 @@ def findings(report: Report, known: Iterable[str] = ()) -> list[Finding]:
         if parameter.name in explained or not (parameter.problem or parameter.name in allowed):
             continue
         groups.setdefault((verdict_of(parameter), parameter.diagnosis), []).append(parameter)
-    path, line = target_location(report.target)
+    path, line = target_path, target_line
     for (verdict, diagnosis), parameters in groups.items():
         rule = "zero-gradient" if verdict == DynamicVerdict.ZERO else str(verdict)
         rule = rule if rule in RULES else "missing"

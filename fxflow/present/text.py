@@ -82,7 +82,8 @@ def _wrap_cell(cell: str, room: int) -> list[str]:
 
 def cut_paragraphs(report: Report) -> list[str]:
     """One plain-words paragraph per cutting (or zeroing) node, then per unused module and disagreement."""
-    paragraphs = []
+    # where the real backward raises (one with no line of its own is a note already)
+    paragraphs = [f"{site.op} at {site.source}: {site.reason}." for site in report.backward_raises if site.source]
     for site in report.cuts:
         victims = [p for p in report.parameters if any(s.node == site.node for s in p.cut_by)]
         where = f" at {site.source}" if site.source else ""
@@ -174,6 +175,13 @@ def summary_line(report: Report) -> str:
     disagreements = sum(1 for p in report.parameters if p.agree is False)
     if disagreements:
         tail += f"; {disagreements} static/runtime disagreement{'s' if disagreements > 1 else ''}"
+    if report.backward_raises:  # training stops at the first step, whatever the verdicts
+        first = report.backward_raises[0]
+        raises = f"loss.backward() raises at {first.op} @ {first.source}" if first.source else \
+            f"loss.backward() raises {first.reason}"
+        if not problems:
+            return f"problem: {raises}{tail}"
+        tail = f"; {raises}{tail}"
     if not problems:
         if allowed:
             return f"ok: no unexpected problems{tail}"
