@@ -18,7 +18,7 @@ Call tree::
       FlowInterpreter.run(*twin_inputs)
         run_node(node)                         # per node, under its recorded grad mode
           placeholder / get_attr / call_* / output   (torch.fx.Interpreter; call_module: twins passed in)
-          _walk(outputs, entries, ...)         # the result's grad_fn history back to the inputs
+          walk_history(outputs, entries, ...)         # the result's grad_fn history back to the inputs
           _run_custom_backward(node)           # a custom autograd.Function: its own backward decides
         _run_on_stand_ins(node)                # what meta twins cannot run (.item(), masks, a whole
                                                # nn.Transformer): real stand-ins, modules' real weights
@@ -42,34 +42,16 @@ from .capture import GRAD_MODE_KEY, OPAQUE_KEY, GradRegion
 from .verdicts import BACKWARD_RAN_KEY
 from .flow import (DIFF, META_KEY, NONE, ZERO, NodeFlow, OutputFlow, data_inputs, parameter_names,
                    resolve_attribute_of, result_elements, tensors_in)
+from .history import backward_kinds, entry_key, walk_history
 from .rules import annotate_by_rules, in_place
 from .state import call_with_weights, weights_of
 from .twins import StandIn, choose_twins, make_twin, random_stand_in_maker, real_copy, stand_in
-
-# A walk inside one node's autograd history never needs to be longer than this; it guards against
-# tensors captured from far upstream (a module caching an earlier activation, say).
-_WALK_LIMIT = 100_000
-
 
 class _NotRun:
     """The value of a node that could not run on twins (nor on real stand-ins)."""
 
 
 NOT_RUN = _NotRun()
-
-
-def _key(tensor: torch.Tensor) -> tuple:
-    """Identifies where a tensor's gradient enters autograd's graph."""
-    if tensor.grad_fn is None:
-        return ("leaf", id(tensor))
-    return (id(tensor.grad_fn), tensor.output_nr)
-
-
-def _next_key(function: Any, output_nr: int) -> tuple:
-    variable = getattr(function, "variable", None)
-    if variable is not None:  # AccumulateGrad: the gradient lands in a leaf
-        return ("leaf", id(variable))
-    return (id(function), output_nr)
 
 
 class FlowInterpreter(fx.Interpreter):
@@ -137,9 +119,9 @@ class FlowInterpreter(fx.Interpreter):
             return self._run_on_stand_ins(node, inputs, members, region)
         written = written_members(members, states)
         outputs = tensors_in(result) + [t for _, t in written]
-        reached = _walk(outputs, entries, self.known, self.leaf_names) if node.op != "output" else {}
+        reached = walk_history(outputs, entries, self.known, self.leaf_names) if node.op != "output" else {}
         self.storages.spread(reached, self._readers(inputs), written)
-        elements = {key: _walk(tensors, entries, self.known, self.leaf_names)
+        elements = {key: walk_history(tensors, entries, self.known, self.leaf_names)
                     for key, tensors in result_elements(result).items()} if node.op != "output" else {}
         rerun = elements and not written and not region  # a second run must not write twice
         depends = self._element_dependencies(node, inputs, reached) if rerun else None
@@ -184,10 +166,10 @@ class FlowInterpreter(fx.Interpreter):
             name = self._read(input_node).name
             for tensor in tensors_in(self.env[input_node]):
                 if tensor.requires_grad:
-                    add(_key(tensor), name)
+                    add(entry_key(tensor), name)
         for name, tensor in members:
             if tensor.requires_grad:
-                add(_key(tensor), self.storages.read_name(name))
+                add(entry_key(tensor), self.storages.read_name(name))
         return entries
 
     def _run_on_stand_ins(self, node: fx.Node, inputs: list[fx.Node], members: list[tuple[str, torch.Tensor]],
@@ -220,7 +202,7 @@ class FlowInterpreter(fx.Interpreter):
                 for input_node in inputs:  # real tensors among the inputs (factories) are used as they are
                     for tensor in tensors_in(self.env[input_node]):
                         if tensor.requires_grad:
-                            entries.setdefault(_key(real(tensor)), []).append(self._read(input_node).name)
+                            entries.setdefault(entry_key(real(tensor)), []).append(self._read(input_node).name)
                 real_members = [(name, t) for name, t in members if not self.is_twin(t)]  # written in place
                 states = {id(t): state(t) for _, t in real_members}
                 result = getattr(self, node.op)(node.target, args, kwargs)
@@ -229,9 +211,9 @@ class FlowInterpreter(fx.Interpreter):
                 written = [(name, t) for name, t in members if storage_key(t) in written_twins]
                 written += written_members(real_members, states)
                 outputs = tensors_in(result) + list(changed.values()) + [t for _, t in written if not self.is_twin(t)]
-                reached = _walk(outputs, entries, set(), names)
+                reached = walk_history(outputs, entries, set(), names)
                 self.storages.spread(reached, self._readers(inputs), written)
-                elements = {key: _walk(tensors, entries, set(), names)
+                elements = {key: walk_history(tensors, entries, set(), names)
                             for key, tensors in result_elements(result).items()}
                 result = tree_map(self._retwin, result)
         except Exception:  # not even real values help (.numpy() of a tensor that needs grad, ...)
@@ -269,7 +251,7 @@ class FlowInterpreter(fx.Interpreter):
         for input_node in inputs:
             for tensor in tensors_in(self.env[input_node]):
                 if self.is_twin(tensor) and tensor.requires_grad:
-                    entries.setdefault(_key(real(tensor)), []).append(self._read(input_node).name)
+                    entries.setdefault(entry_key(real(tensor)), []).append(self._read(input_node).name)
         return args, kwargs, entries
 
     @contextlib.contextmanager
@@ -311,7 +293,7 @@ class FlowInterpreter(fx.Interpreter):
                 else:
                     entries = self._entry_points(inputs)
                     args, kwargs = self.fetch_args_kwargs_from_env(node)
-                kinds = _backward_kinds(result, tensors_in((args, kwargs)), entries)
+                kinds = backward_kinds(result, tensors_in((args, kwargs)), entries)
         except Exception:
             return
         node.meta[META_KEY].inputs.update(kinds)
@@ -368,7 +350,7 @@ class FlowInterpreter(fx.Interpreter):
                 floating = tensor.is_floating_point() or tensor.is_complex()
                 if reached.get(name, NONE) == NONE and floating and not tensor.requires_grad:
                     lifted[id(tensor)] = tensor.detach().requires_grad_(True)
-                    entries.setdefault(_key(lifted[id(tensor)]), []).append(name)
+                    entries.setdefault(entry_key(lifted[id(tensor)]), []).append(name)
         if not lifted:
             return None
         lift = lambda v: lifted.get(id(v), v) if isinstance(v, torch.Tensor) else v  # noqa: E731
@@ -377,7 +359,7 @@ class FlowInterpreter(fx.Interpreter):
             result = getattr(self, node.op)(node.target, args, kwargs)
         except Exception:  # it ran once; if not twice, keep every none edge
             return None
-        return {key: set(_walk(tensors, entries, set(), {})) for key, tensors in result_elements(result).items()}
+        return {key: set(walk_history(tensors, entries, set(), {})) for key, tensors in result_elements(result).items()}
 
     def _edges(self, node: fx.Node, sources: list[str], reached: dict[str, str]) -> OutputFlow:
         """Edges from the node's inputs (read under these names) and parameters, given what a walk reached."""
@@ -397,7 +379,7 @@ class FlowInterpreter(fx.Interpreter):
         """Walks of later nodes stop at these tensors: they are results of this node."""
         for tensor in tensors:
             if tensor.requires_grad:
-                self.known.add(_key(tensor))
+                self.known.add(entry_key(tensor))
                 self.keep_alive.append(tensor.grad_fn)
 
     def _own_names(self) -> dict[str, str]:
@@ -418,90 +400,8 @@ class FlowInterpreter(fx.Interpreter):
         return [self.names[id(p)] for p in module.parameters() if id(p) in self.names]
 
 
-_STRENGTH = {NONE: 0, ZERO: 1, DIFF: 2}
-
-
-def _backward_kinds(result: Any, arguments: list[torch.Tensor], entries: dict[tuple, list[str]]) -> dict[str, str]:
-    """``{input node: NONE|ZERO|DIFF}`` from one backward of ones through ``result`` to ``arguments``."""
-    outputs = [t for t in tensors_in(result) if t.requires_grad]
-    sources = list({id(t): t for t in arguments if t.requires_grad and _key(t) in entries}.values())
-    if not outputs or not sources:
-        return {}
-    grads = torch.autograd.grad(outputs, sources, grad_outputs=[torch.ones_like(t) for t in outputs],
-                                allow_unused=True, retain_graph=True)
-    kinds: dict[str, str] = {}
-    for source, grad in zip(sources, grads):
-        kind = NONE if grad is None else DIFF if grad.is_meta or bool(grad.any()) else ZERO
-        for name in entries[_key(source)]:
-            if _STRENGTH[kind] >= _STRENGTH[kinds.get(name, NONE)]:
-                kinds[name] = kind
-    return kinds
-
-
 def _static_shape(tensor: torch.Tensor) -> bool:
     return all(isinstance(s, int) for s in tensor.shape)
-
-
-class Reached(dict):
-    """What a walk reached (``{name: edge kind}``); ``cut_short`` when it stopped at the walk limit
-    with history left to see, so an input it did not reach may still feed the result."""
-
-    cut_short = False
-
-
-def _walk(outputs: list[torch.Tensor], entries: dict[tuple, list[str]], known: set[tuple],
-          parameter_names: dict[int, str]) -> Reached:
-    """Which inputs (and parameters) the outputs' history reaches, and whether only through zeros.
-
-    Returns ``{input node name: DIFF|ZERO|NONE}`` plus ``{"param:<name>": ...}`` entries for leaves
-    that are parameters (a module call's own weights). NONE: reached only through an op with no
-    derivative for it (``floor_divide``): its backward raises, so no gradient gets there. Each pass
-    crosses one more kind of edge (see :func:`fxflow.rules.derivative_kinds`); a pass runs only
-    if the one before skipped such an edge.
-    """
-    roots = [(t.grad_fn, t.output_nr) for t in outputs if t.grad_fn is not None]
-    leaves = [("leaf", id(t)) for t in outputs if t.requires_grad and t.grad_fn is None]
-    reached = Reached()
-    for key in leaves:
-        for name in entries.get(key, ()):
-            reached[name] = DIFF
-    skipped: set[str] = {DIFF}
-    for crossing in (DIFF, ZERO, NONE):  # edges of this kind and the ones before it are crossed
-        if crossing not in skipped:
-            continue
-        crossable = _CROSSABLE[crossing]
-        seen: set[tuple] = set()
-        stack = list(roots)
-        while stack and len(seen) < _WALK_LIMIT:
-            function, output_nr = stack.pop()
-            key = _next_key(function, output_nr)
-            if key in seen:
-                continue
-            seen.add(key)
-            if key in entries:
-                for name in entries[key]:
-                    reached.setdefault(name, crossing)
-                continue
-            variable = getattr(function, "variable", None)
-            if variable is not None:
-                name = parameter_names.get(id(variable))
-                if name:
-                    reached.setdefault("param:" + name, crossing)
-                continue
-            if key in known:  # the result of an earlier node that is not an input here
-                continue
-            for kind, (next_function, number) in zip(rules.derivative_kinds(function), function.next_functions):
-                if next_function is None:
-                    continue
-                if kind not in crossable:  # gradient arrives as an exact zero, or not at all: a later pass
-                    skipped.add(kind)
-                    continue
-                stack.append((next_function, number))
-        reached.cut_short = reached.cut_short or bool(stack)
-    return reached
-
-
-_CROSSABLE = {DIFF: {DIFF}, ZERO: {DIFF, ZERO}, NONE: {DIFF, ZERO, NONE}}
 
 
 def annotate(graph_module: fx.GraphModule, model: torch.nn.Module,

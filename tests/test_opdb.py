@@ -4,7 +4,7 @@ Each OpInfo of ``op_db`` that supports autograd runs its first sample on CPU in 
 where float64 is not supported), with every floating input a leaf that requires grad. Two answers
 per input are compared:
 
-* fxflow's: the walk the annotation runs on every node (``fxflow.annotate._walk``, with the rules
+* fxflow's: the walk the annotation runs on every node (``fxflow.history.walk_history``, with the rules
   of ``fxflow.rules``) from the op's result back to the inputs: DIFF, ZERO or NONE;
 * autograd's: ``torch.autograd.grad`` of a seeded random projection of the result, one input at a
   time: a nonzero gradient, an exact zero, None, or a backward that raises because the op has no
@@ -29,7 +29,7 @@ import pytest
 import torch
 from torch.utils._pytree import tree_flatten
 
-from fxflow.annotate import _key, _walk
+from fxflow.history import entry_key, walk_history
 from fxflow.flow import DIFF, NONE, ZERO
 
 NOTHING = "nothing"  # autograd: the gradient is None
@@ -98,7 +98,7 @@ def measure(op, sample) -> tuple[list[str], list[str], list[str]]:
     except Exception as error:  # noqa: BLE001 - a sample torch itself cannot run here
         raise Refused("sample fails to run") from error
     outputs = [t for t in tree_flatten(result)[0] if isinstance(t, torch.Tensor) and t.requires_grad]
-    reached = _walk(outputs, {_key(leaf): [str(index)] for index, leaf in enumerate(leaves)}, set(), {})
+    reached = walk_history(outputs, {entry_key(leaf): [str(index)] for index, leaf in enumerate(leaves)}, set(), {})
     loss = projection(outputs) if outputs else None
     try:
         theirs = [autograd_kind(loss, leaf) if loss is not None and loss.requires_grad else NOTHING for leaf in leaves]

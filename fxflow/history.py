@@ -1,0 +1,121 @@
+"""What a node's result owes to its inputs: walks of its autograd history, and one backward through it.
+
+The annotation (:mod:`fxflow.annotate`) runs each node on twin tensors and asks two questions of
+the result's history, which this module answers without knowing anything of fx:
+
+* :func:`walk_history`: which of the node's inputs (and which parameter leaves) the history
+  reaches, and over which kind of edge (differentiable, identically zero, no derivative), reading
+  torch's own derivative table through :func:`fxflow.rules.derivative_kinds`;
+* :func:`backward_kinds`: the same from one real backward of ones, for what only running the
+  backward tells (a custom ``autograd.Function``'s own backward).
+
+Inputs are known by :func:`entry_key`: where a tensor's gradient enters autograd's graph.
+"""
+from __future__ import annotations
+
+from typing import Any
+
+import torch
+
+from . import rules
+from .flow import DIFF, NONE, ZERO, tensors_in
+
+# A walk inside one node's autograd history never needs to be longer than this; it guards against
+# tensors captured from far upstream (a module caching an earlier activation, say).
+_WALK_LIMIT = 100_000
+
+
+def entry_key(tensor: torch.Tensor) -> tuple:
+    """Identifies where a tensor's gradient enters autograd's graph."""
+    if tensor.grad_fn is None:
+        return ("leaf", id(tensor))
+    return (id(tensor.grad_fn), tensor.output_nr)
+
+
+def _next_key(function: Any, output_nr: int) -> tuple:
+    variable = getattr(function, "variable", None)
+    if variable is not None:  # AccumulateGrad: the gradient lands in a leaf
+        return ("leaf", id(variable))
+    return (id(function), output_nr)
+
+
+_STRENGTH = {NONE: 0, ZERO: 1, DIFF: 2}
+
+
+def backward_kinds(result: Any, arguments: list[torch.Tensor], entries: dict[tuple, list[str]]) -> dict[str, str]:
+    """``{input node: NONE|ZERO|DIFF}`` from one backward of ones through ``result`` to ``arguments``."""
+    outputs = [t for t in tensors_in(result) if t.requires_grad]
+    sources = list({id(t): t for t in arguments if t.requires_grad and entry_key(t) in entries}.values())
+    if not outputs or not sources:
+        return {}
+    grads = torch.autograd.grad(outputs, sources, grad_outputs=[torch.ones_like(t) for t in outputs],
+                                allow_unused=True, retain_graph=True)
+    kinds: dict[str, str] = {}
+    for source, grad in zip(sources, grads):
+        kind = NONE if grad is None else DIFF if grad.is_meta or bool(grad.any()) else ZERO
+        for name in entries[entry_key(source)]:
+            if _STRENGTH[kind] >= _STRENGTH[kinds.get(name, NONE)]:
+                kinds[name] = kind
+    return kinds
+
+
+class Reached(dict):
+    """What a walk reached (``{name: edge kind}``); ``cut_short`` when it stopped at the walk limit
+    with history left to see, so an input it did not reach may still feed the result."""
+
+    cut_short = False
+
+
+def walk_history(outputs: list[torch.Tensor], entries: dict[tuple, list[str]], known: set[tuple],
+          parameter_names: dict[int, str]) -> Reached:
+    """Which inputs (and parameters) the outputs' history reaches, and whether only through zeros.
+
+    Returns ``{input node name: DIFF|ZERO|NONE}`` plus ``{"param:<name>": ...}`` entries for leaves
+    that are parameters (a module call's own weights). NONE: reached only through an op with no
+    derivative for it (``floor_divide``): its backward raises, so no gradient gets there. Each pass
+    crosses one more kind of edge (see :func:`fxflow.rules.derivative_kinds`); a pass runs only
+    if the one before skipped such an edge.
+    """
+    roots = [(t.grad_fn, t.output_nr) for t in outputs if t.grad_fn is not None]
+    leaves = [("leaf", id(t)) for t in outputs if t.requires_grad and t.grad_fn is None]
+    reached = Reached()
+    for key in leaves:
+        for name in entries.get(key, ()):
+            reached[name] = DIFF
+    skipped: set[str] = {DIFF}
+    for crossing in (DIFF, ZERO, NONE):  # edges of this kind and the ones before it are crossed
+        if crossing not in skipped:
+            continue
+        crossable = _CROSSABLE[crossing]
+        seen: set[tuple] = set()
+        stack = list(roots)
+        while stack and len(seen) < _WALK_LIMIT:
+            function, output_nr = stack.pop()
+            key = _next_key(function, output_nr)
+            if key in seen:
+                continue
+            seen.add(key)
+            if key in entries:
+                for name in entries[key]:
+                    reached.setdefault(name, crossing)
+                continue
+            variable = getattr(function, "variable", None)
+            if variable is not None:
+                name = parameter_names.get(id(variable))
+                if name:
+                    reached.setdefault("param:" + name, crossing)
+                continue
+            if key in known:  # the result of an earlier node that is not an input here
+                continue
+            for kind, (next_function, number) in zip(rules.derivative_kinds(function), function.next_functions):
+                if next_function is None:
+                    continue
+                if kind not in crossable:  # gradient arrives as an exact zero, or not at all: a later pass
+                    skipped.add(kind)
+                    continue
+                stack.append((next_function, number))
+        reached.cut_short = reached.cut_short or bool(stack)
+    return reached
+
+
+_CROSSABLE = {DIFF: {DIFF}, ZERO: {DIFF, ZERO}, NONE: {DIFF, ZERO, NONE}}
