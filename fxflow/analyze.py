@@ -31,8 +31,8 @@ import torch
 import torch.fx as fx
 
 from .flow import DIFF, META_KEY, NONE, ZERO
-from .explain import describe_cut, describe_zero, node_op, node_source
-from .verdicts import (BACKWARD_RAN_KEY, OPAQUE_KEY, PARAM_PREFIX, PARAMETER_STATE, CutSite, NodeState,
+from .explain import describe_cut, describe_raise, describe_zero, node_op, node_source
+from .verdicts import (BACKWARD_RAN_KEY, NO_DERIVATIVE_KEY, OPAQUE_KEY, PARAM_PREFIX, PARAMETER_STATE, CutSite, NodeState,
                        StaticVerdict as Static)
 
 PARAM = PARAM_PREFIX
@@ -54,6 +54,8 @@ class StaticAnalysis:
     # How nodes were decided when not by running them on twins ("name rules", "stand-ins"):
     # kind -> (how many nodes, the parameters upstream of them, sorted).
     uncertain: dict[str, tuple[int, list[str]]] = field(default_factory=dict)
+    # Ops with no derivative that the gradient reaches: where the real loss.backward() raises.
+    raises: list[CutSite] = field(default_factory=list)
 
 
 def build_graph(graph_module: fx.GraphModule) -> tuple[nx.DiGraph, str]:
@@ -75,6 +77,7 @@ def build_graph(graph_module: fx.GraphModule) -> tuple[nx.DiGraph, str]:
             kind=node.op, op=node_op(node), label=_label(node), source=node_source(node),
             module_stack=_module_stack(node), shape=flow.shape, dtype=flow.dtype, state="",
             requires_grad=flow.requires_grad, order=order, opaque=_undecided_opaque(node),
+            no_derivative=bool(node.meta.get(NO_DERIVATIVE_KEY)),
         )
         graph.add_node(node.name, **attributes)
         for source, kind in flow.inputs.items():
@@ -221,10 +224,14 @@ def analyze(graph_module: fx.GraphModule, model: torch.nn.Module) -> StaticAnaly
             verdict = ParameterFinding(Static.CUT, [describe_cut(nodes[s]) for s in sorted(cut_sites[key], key=_order(graph))])
         verdicts[name] = verdict
 
-    _paint(graph, connected, wet_any, wet, verdicts)
+    # The engine runs the backward of every node the gradient reaches: one with no derivative raises.
+    raising = sorted((name for name, data in graph.nodes(data=True)
+                      if data.get("no_derivative") and name in wet_any and "part_of" not in data), key=_order(graph))
+    raises = [describe_raise(nodes[name]) for name in raising]
+    _paint(graph, connected, wet_any, wet, verdicts, raises)
     uncertain = _uncertain(graph_module, graph)
     _remove_parts(graph)
-    return StaticAnalysis(graph, verdicts, uncertain)
+    return StaticAnalysis(graph, verdicts, uncertain, raises)
 
 
 def _uncertain(graph_module: fx.GraphModule, graph: nx.DiGraph) -> dict[str, tuple[int, list[str]]]:
@@ -250,9 +257,11 @@ def _order(graph: nx.DiGraph):
 
 
 def _paint(graph: nx.DiGraph, connected: set[str], wet_any: set[str], wet: set[str],
-           verdicts: dict[str, ParameterFinding]) -> None:
-    """Give every node and edge the state the diagram colours it by."""
-    cutting = {site.node: site for v in verdicts.values() if v.static == Static.CUT for site in v.cut_by}
+           verdicts: dict[str, ParameterFinding], raises: list[CutSite]) -> None:
+    """Give every node and edge the state the diagram colours it by (a node where the backward
+    raises is drawn as a cut: it is one, for the inputs it has no derivative for)."""
+    cutting = {site.node: site for site in raises}
+    cutting.update({site.node: site for v in verdicts.values() if v.static == Static.CUT for site in v.cut_by})
     zeroing = {site.node: site for v in verdicts.values() if v.static == Static.ZERO for site in v.cut_by}
     for name, data in graph.nodes(data=True):
         if data["kind"] == "param":
@@ -272,7 +281,7 @@ def _paint(graph: nx.DiGraph, connected: set[str], wet_any: set[str], wet: set[s
             data["state"] = NodeState.INERT
     for source, target, data in graph.edges(data=True):
         source_state = graph.nodes[source]["state"]
-        if data["kind"] == NONE and graph.nodes[target]["state"] == NodeState.CUT and source_state in (NodeState.DRY, NodeState.FROZEN):
+        if data["kind"] == NONE and graph.nodes[target]["state"] == NodeState.CUT and source_state in (NodeState.DRY, NodeState.FROZEN, NodeState.WET):
             data["state"] = NodeState.CUT
         elif data["kind"] == DIFF and source_state == NodeState.WET and target in wet:
             data["state"] = NodeState.WET

@@ -7,7 +7,7 @@ import torch.fx as fx
 from . import rules
 from .flow import META_KEY, NodeFlow
 from .capture.source import source_of_stack_trace
-from .verdicts import OPAQUE_KEY, CutSite
+from .verdicts import OPAQUE_KEY, CutSite, raises_reason
 
 _CASTS = {"to", "type", "long", "int", "short", "bool", "byte", "char", "half", "float", "double"}
 _COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge", "isclose", "equal"}
@@ -68,6 +68,12 @@ def describe_cut(node: fx.Node) -> CutSite:
     else:
         reason = f"{op} uses this input only for its shape, indices or mask, not as a differentiable value"
     return CutSite(node.name, op, source, reason)
+
+
+def describe_raise(node: fx.Node) -> CutSite:
+    """A node with no derivative for an input, which the gradient reaches: the real backward raises there."""
+    op = node_op(node)
+    return CutSite(node.name, op, node_source(node), raises_reason(op))
 
 
 def describe_zero(node: fx.Node) -> CutSite:

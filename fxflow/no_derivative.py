@@ -35,7 +35,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from . import rules
 from .capture.source import current_user_source
-from .verdicts import CutSite, EdgeKind
+from .verdicts import CutSite, EdgeKind, raises_reason
 
 _ALL_DIFF = itertools.repeat(EdgeKind.DIFF)
 
@@ -112,9 +112,7 @@ class StopAtMissingDerivatives(TorchFunctionMode):
         """Add ``0 * marker`` to each rebased tensor in place: a gradient that reaches the tensor
         lands in the marker, as in the real run it would have reached the op and raised."""
         name = getattr(func, "__name__", str(func)).strip("_")
-        site = CutSite(node=name, op=name, source=current_user_source(),
-                       reason=f"{name} has no derivative, so the real loss.backward() raises NotImplementedError "
-                              "when the gradient reaches it; fxflow stopped the gradient there to check the rest")
+        site = CutSite(node=name, op=name, source=current_user_source(), reason=raises_reason(name))
         for tensor in rebased:
             marker = torch.zeros((), dtype=tensor.dtype, device=tensor.device, requires_grad=True)
             with torch.enable_grad():

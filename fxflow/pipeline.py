@@ -20,7 +20,7 @@ from .capture import Capture, capture
 from .errors import FxflowError
 from .prepare import device_of, prepare
 from .probe import GradientProbe, ProbeResult, probe
-from .reconcile import dynamic_verdicts, parameter_reports, uncertainty, uncertainty_notes
+from .reconcile import backward_raises, dynamic_verdicts, parameter_reports, uncertainty, uncertainty_notes
 from .report import Report, TraceInfo
 from .state import untouched
 from .verdicts import CutSite
@@ -67,27 +67,26 @@ def check(
 
         # The real backward goes first: a forward that raises is reported as the model's own error.
         result: ProbeResult | None = None
-        backward_raises: list[CutSite] = []
+        failure: CutSite | None = None  # the real backward raised: no gradient to read
         if backward and example is not None:
             step("running forward and backward", phase="backward")
             if fake:
                 result = probe(runner, example, loss_fn=loss_fn, seed=seed, fake=True)
             elif shared.failure is None:  # the run-time capture may have run the one real forward and backward already
                 result = shared.result or shared.run(example)
-            if shared is not None and shared.failure is not None:
-                backward_raises = [shared.failure]
-                notes.append(f"the real backward raised {shared.failure.reason}: no gradient could be read, "
+            failure = shared.failure if shared is not None else None
+            if failure is not None:
+                notes.append(f"the real backward raised {failure.reason}: no gradient could be read, "
                              "so the dynamic verdicts are unknown")
             if result is not None:
-                backward_raises = result.backward_raises
                 notes.extend(result.notes)
                 if not result.measurable:
                     notes.append("meta run: the backward shows which parameters get a gradient, not its size, "
                                  "so the zero, vanishing and nonfinite verdicts cannot be given")
         if captured.graph_module is None and result is None:
-            if backward_raises:
+            if failure is not None:
                 raise FxflowError(f"nothing could be verified: no capture of forward worked and the real backward "
-                                  f"raised {backward_raises[0].reason}")
+                                  f"raised {failure.reason}")
             raise FxflowError(_NOTHING_VERIFIED, hint=_NOTHING_VERIFIED_HINT)
 
         static, static_notes = analyze_capture(captured, runner, example, step=step)
@@ -118,7 +117,7 @@ def check(
         timings=clock.finish(),
         module_classes={name: type(module).__name__ for name, module in model.named_modules() if name},
         uncertain=uncertain,
-        backward_raises=backward_raises,
+        backward_raises=backward_raises(static, result, failure),
     )
 
 

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 import torch
 
 from .report import ParameterReport
-from .verdicts import PARAM_PREFIX, DynamicVerdict as Dynamic, StaticVerdict as Static
+from .verdicts import PARAM_PREFIX, CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static
 
 if TYPE_CHECKING:  # pragma: no cover
     from .analyze import StaticAnalysis
@@ -170,6 +170,20 @@ def _opaque_on_path(static: "StaticAnalysis", name: str) -> str | None:
         if graph.nodes[node].get("opaque"):
             return graph.nodes[node]["opaque"]
     return None
+
+
+def backward_raises(static: "StaticAnalysis | None", result: "ProbeResult | None",
+                    failure: CutSite | None) -> list[CutSite]:
+    """Where the real loss.backward() raises. The backward that ran decides (its tripwires, or its
+    own error); the static analysis names the nodes, with their lines, and speaks alone when no
+    backward ran."""
+    found = static.raises if static is not None else []
+    if result is not None:  # each op the gradient reached, as the graph names it when it can
+        by_source = {site.source: site for site in found if site.source}
+        return list(dict.fromkeys(by_source.get(site.source, site) for site in result.backward_raises))
+    if failure is not None:  # autograd's own error: the graph may know which line it came from
+        return found or [failure]
+    return list(found)
 
 
 def uncertainty(static: "StaticAnalysis | None") -> dict[str, dict[str, Any]]:

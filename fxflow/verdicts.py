@@ -80,6 +80,11 @@ class CutSite:
     reason: str  # one sentence in plain words
 
 
+def raises_reason(op: str) -> str:
+    """Why the real backward raises at an op with no derivative (the static and the dynamic side say it alike)."""
+    return f"{op} has no derivative: the real loss.backward() raises here (NotImplementedError)"
+
+
 @dataclass(frozen=True)
 class GradRegion:
     """A stretch of forward that autograd does not record."""

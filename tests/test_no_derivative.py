@@ -255,6 +255,9 @@ def test_a_backward_that_raises_is_a_problem_even_when_every_parameter_learns(mo
         assert site.op == "floor_divide" and site.source.endswith(f"test_no_derivative.py:{_line_with('return self.last(h + torch.floor_divide')}")
         assert {p.dynamic for p in report.parameters} == {DynamicVerdict.OK}
         assert report.summary() == f"problem: loss.backward() raises at floor_divide @ {site.source}"
+        assert report.graph.nodes[site.node]["state"] == "cut"  # drawn as the node that severs
+        static_only = fxflow.check(model, (x,), backward=False)  # the graph alone names it too
+        assert static_only.backward_raises == [site] and not static_only.ok
     if model_class is ThroughAView:  # autograd's own error, and no gradient read: unknown, not missing
         assert "floor_divide_ is not implemented" in report.backward_raises[0].reason
         assert {p.dynamic for p in report.parameters} == {None}
