@@ -6,7 +6,8 @@
 * ``.html`` — the interactive report (:mod:`.html`), also what ``Report._repr_html_`` shows.
 
 Modules: :mod:`.layout` decides what is drawn (clusters, ``depth``, ``focus``, the node budget,
-folding), :mod:`.dot` how it looks, :mod:`.engine` which executable draws it.
+folding), :mod:`.dot` how it looks (with :mod:`.labels`, and :mod:`.legend` beside it),
+:mod:`.engine` which executable draws it.
 """
 from __future__ import annotations
 

@@ -7,38 +7,22 @@ addresses, no timestamps: the same report gives byte-identical DOT.
 """
 from __future__ import annotations
 
-import html
 import textwrap
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
 
 import graphviz
 
 from . import style
-from .auto import op_order
+from .labels import MARKER_COLOR, NL, html_text, node_attrs, plain, small, tooltip_of
+from .legend import LEGEND_KEY, add_legend
 from .layout import STATE_WORDS, Base, Item, Link, NeverCalled, View, box_summary
 from .norms import call_norms
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..report import ParameterReport, Report
 
-NL = "&#10;"  # a newline inside a tooltip, for dot and graphviz-pure alike
-LEGEND_KEY = "fxflow.legend"
 NEVER_CLUSTER = "cluster_fxflow.never"
-
-
-def _text(value: str) -> str:
-    """Escape for an HTML-like label."""
-    return html.escape(value, quote=False)
-
-
-def _plain(value: str) -> graphviz.quoting.NoHtml:
-    """A non-HTML attribute value (tooltips, cluster labels), with DOT's backslash escapes defused."""
-    return graphviz.nohtml(value.replace("\\", "\\\\"))
-
-
-def _tooltip(lines: Iterable[str | None]) -> graphviz.quoting.NoHtml:
-    return _plain(NL.join(line for line in lines if line))
 
 
 def _norm(value: float | None) -> str:
@@ -60,49 +44,36 @@ def _relative(name: str, cluster: tuple[str, ...]) -> str:
     return name
 
 
-def _small(text: str, color: str | None = None) -> str:
-    tint = f' color="{color}"' if color else ""
-    return f'<font point-size="9"{tint}>{_text(text)}</font>'
-
-
 def _module_title(module: str, classes: dict[str, str]) -> str:
     cls = classes.get(module)
     return f"{module} ({cls})" if cls else module
 
 
 # -- nodes -----------------------------------------------------------------------------------
-def _node_attrs(state: str, classes: str, tooltip: graphviz.quoting.NoHtml, **extra: str) -> dict[str, str]:
-    look = style.NODE_STYLES.get(state, style.NODE_STYLES["inert"])
-    attrs = {"class": classes, "tooltip": tooltip, "fillcolor": look.fill, "color": look.border,
-             "fontcolor": look.font, "style": look.style, "penwidth": f"{look.penwidth:g}"}
-    attrs.update(extra)
-    return attrs
-
-
 def _op_node(item: Item, base: Base, view: View, norms: dict[str, float]) -> tuple[str, dict[str, str]]:
     data = base.attrs
     op, kind, label = str(data.get("op", "")), base.kind, str(data.get("label", base.name))
     shape, source, reason = _shape(data.get("shape")), data.get("source"), data.get("reason")
     if kind == "call_module":
-        head = f"<b>{_text(_relative(label, base.cluster))}</b> {_text(op)}"
+        head = f"<b>{html_text(_relative(label, base.cluster))}</b> {html_text(op)}"
     elif kind == "placeholder":
-        head = f"<b>{_text(label)}</b> input"
+        head = f"<b>{html_text(label)}</b> input"
     elif kind == "output":
         head = "<b>output</b>"
     else:
-        head = f"<b>{_text(op or label)}</b>"
+        head = f"<b>{html_text(op or label)}</b>"
     lines = [head]
     if reason:
         color = style.NODE_STYLES[base.state].font
-        lines.append(_small(source or "source unknown", color))
-        lines.extend(_small(part, color) for part in textwrap.wrap(str(reason), 36))
+        lines.append(small(source or "source unknown", color))
+        lines.extend(small(part, color) for part in textwrap.wrap(str(reason), 36))
     elif shape:
-        lines.append(_small(shape + ("" if data.get("dtype") in (None, "float32") else f" {data.get('dtype')}")))
+        lines.append(small(shape + ("" if data.get("dtype") in (None, "float32") else f" {data.get('dtype')}")))
     hidden = view.markers.get(base.name)
     if hidden:
-        lines.append(_small("+ " + _marker_words(hidden), MARKER_COLOR))
+        lines.append(small("+ " + _marker_words(hidden), MARKER_COLOR))
     module = base.cluster[-1] if base.cluster else None
-    tooltip = _tooltip([
+    tooltip = tooltip_of([
         f"{op or label} ({kind})", f"node {base.name}",
         f"shape {shape or '?'} {data.get('dtype') or ''}".rstrip(),
         f"source {source}" if source else "source unknown",
@@ -114,10 +85,7 @@ def _op_node(item: Item, base: Base, view: View, norms: dict[str, float]) -> tup
     extra = {"shape": "oval"} if kind in ("placeholder", "output") else {}
     if reason:
         extra["fontsize"] = "11"
-    return "<" + "<br/>".join(lines) + ">", _node_attrs(base.state, style.node_class(base.state, "op"), tooltip, **extra)
-
-
-MARKER_COLOR = "#78909c"
+    return "<" + "<br/>".join(lines) + ">", node_attrs(base.state, style.node_class(base.state, "op"), tooltip, **extra)
 
 
 def _marker_words(counts) -> str:
@@ -125,12 +93,12 @@ def _marker_words(counts) -> str:
     return ", ".join(word if n == 1 else f"{n} {word}" for word, n in sorted(counts.items()))
 
 
-def _param_tooltip(name: str, state: str, parameter: "ParameterReport | None") -> graphviz.quoting.NoHtml:
+def _paramtooltip(name: str, state: str, parameter: "ParameterReport | None") -> graphviz.quoting.NoHtml:
     if parameter is None:
-        return _tooltip([name, f"parameter, state {state}"])
+        return tooltip_of([name, f"parameter, state {state}"])
     shape = "x".join(str(s) for s in parameter.shape) or "scalar"
     cut = ", ".join(f"{s.op} @ {s.source or s.node}" for s in parameter.cut_by)
-    return _tooltip([
+    return tooltip_of([
         name, f"parameter {shape}", f"state {state}",
         f"static {parameter.static}, dynamic {parameter.dynamic or '-'}",
         f"grad norm {_norm(parameter.grad_norm)}",
@@ -141,29 +109,29 @@ def _param_tooltip(name: str, state: str, parameter: "ParameterReport | None") -
 
 def _param_node(name: str, state: str, cluster: tuple[str, ...], parameter: "ParameterReport | None",
                 *extra_classes: str) -> tuple[str, dict[str, str]]:
-    label = "<" + _small(_relative(name, cluster)) + ">"
-    return label, _node_attrs(state, style.node_class(state, "param", *extra_classes),
-                              _param_tooltip(name, state, parameter), shape="box", height="0.2",
+    label = "<" + small(_relative(name, cluster)) + ">"
+    return label, node_attrs(state, style.node_class(state, "param", *extra_classes),
+                              _paramtooltip(name, state, parameter), shape="box", height="0.2",
                               margin="0.06,0.02", style=style.NODE_STYLES[state].style.replace("rounded,", ""))
 
 
 def _box_node(item: Item, view: View) -> tuple[str, dict[str, str]]:
     ops, params, cuts = box_summary(item.members)
     name = _relative(item.module or "", item.cluster)
-    cls = f" {_text(item.module_class)}" if item.module_class else ""
+    cls = f" {html_text(item.module_class)}" if item.module_class else ""
     times = f" <b>x{item.count}</b>" if item.count > 1 else ""
     per = item.count if item.count > 1 else 1
     counts = _counts(ops, per, "op")
     if params:
         counts += ", " + _counts(params, per, "param")
-    lines = [f"<b>{_text(name)}</b>{cls}{times}", _small(counts + (" each" if per > 1 else ""))]
+    lines = [f"<b>{html_text(name)}</b>{cls}{times}", small(counts + (" each" if per > 1 else ""))]
     seen = set()
     for cut in cuts:
         where = f"{cut.attrs.get('op')} @ {cut.attrs.get('source') or cut.name}"
         if where not in seen:
             seen.add(where)
-            lines.append(_small(f"{STATE_WORDS[cut.state]}: {where}", style.NODE_STYLES[cut.state].font))
-    tooltip = _tooltip([
+            lines.append(small(f"{STATE_WORDS[cut.state]}: {where}", style.NODE_STYLES[cut.state].font))
+    tooltip = tooltip_of([
         _module_title(item.module or "", view.classes) + (f" x{item.count}" if item.count > 1 else ""),
         f"collapsed: {_counts(ops, 1, 'op')}" + (f", {_counts(params, 1, 'param')}" if params else ""),
         *(f"{STATE_WORDS[c.state]} {c.attrs.get('op')} @ {c.attrs.get('source') or '?'}: {c.attrs.get('reason')}" for c in cuts[:8]),
@@ -171,7 +139,7 @@ def _box_node(item: Item, view: View) -> tuple[str, dict[str, str]]:
     ])
     extra = {"peripheries": "2"} if item.count > 1 else {}
     kinds = ("module", "folded") if item.count > 1 else ("run",) if item.kind == "run" else ("module",)
-    attrs = _node_attrs(item.state, style.node_class(item.state, *kinds), tooltip, **extra)
+    attrs = node_attrs(item.state, style.node_class(item.state, *kinds), tooltip, **extra)
     attrs["style"] = attrs["style"].replace("rounded,", "") + ",bold"
     return "<" + "<br/>".join(lines) + ">", attrs
 
@@ -216,7 +184,7 @@ def _emit(graph: graphviz.Digraph, cluster: _Cluster, ctx: _Context) -> None:
                 state = style.worst(entry.states)
                 fill = style.CLUSTER_FILLS[(len(entry.path) - 1) % len(style.CLUSTER_FILLS)]
                 grad = view_module_norms(ctx.report, module)
-                sub.attr(label=_plain(_module_title(module, view.classes)), tooltip=_tooltip([
+                sub.attr(label=plain(_module_title(module, view.classes)), tooltip=tooltip_of([
                     _module_title(module, view.classes), f"worst state inside: {state}",
                     f"grad norm out {grad}" if grad else None]),
                     style="rounded,filled", fillcolor=fill, color=style.CLUSTER_BORDER, fontsize="10",
@@ -256,23 +224,23 @@ def _emit_never(graph: graphviz.Digraph, never: list[NeverCalled], ctx: _Context
         return
     with graph.subgraph(name=NEVER_CLUSTER) as sub:
         total = sum(len(n.params) for n in never)
-        sub.attr(label=_plain("never called in forward"), style="rounded,dashed", color=style.NEVER_BORDER,
+        sub.attr(label=plain("never called in forward"), style="rounded,dashed", color=style.NEVER_BORDER,
                  fontcolor="#616161", fontsize="10", labeljust="l", penwidth="1.2",
-                 tooltip=_tooltip([f"{len(never)} module(s) forward never calls", f"{total} parameter(s) that cannot learn"]),
+                 tooltip=tooltip_of([f"{len(never)} module(s) forward never calls", f"{total} parameter(s) that cannot learn"]),
                  **{"class": "fxflow-cluster fxflow-never-called"})
         for group in never:
             title = _module_title(group.module or "(root)", {**view.classes, **({group.module: group.module_class} if group.module_class else {})})
             states = [s for _, s in group.params]
             if view.collapse_never:
                 state = style.worst(states)
-                lines = [f"<b>{_text(title)}</b>", _small(f"{len(states)} param{'s' if len(states) != 1 else ''}: never called")]
-                attrs = _node_attrs(state, style.node_class(state, "module", "never-called"),
-                                    _tooltip([title, "never called in forward", *(f"{n}: {s}" for n, s in group.params[:20])]))
+                lines = [f"<b>{html_text(title)}</b>", small(f"{len(states)} param{'s' if len(states) != 1 else ''}: never called")]
+                attrs = node_attrs(state, style.node_class(state, "module", "never-called"),
+                                    tooltip_of([title, "never called in forward", *(f"{n}: {s}" for n, s in group.params[:20])]))
                 sub.node("never." + (group.module or "(root)"), label="<" + "<br/>".join(lines) + ">", **attrs)
                 continue
             with sub.subgraph(name=f"{NEVER_CLUSTER}.{group.module}") as inner:
-                inner.attr(label=_plain(title), style="rounded,dashed", color=style.NEVER_BORDER, fontcolor="#616161",
-                           fontsize="10", labeljust="l", tooltip=_tooltip([title, "never called in forward"]),
+                inner.attr(label=plain(title), style="rounded,dashed", color=style.NEVER_BORDER, fontcolor="#616161",
+                           fontsize="10", labeljust="l", tooltip=tooltip_of([title, "never called in forward"]),
                            **{"class": "fxflow-cluster fxflow-never-called"})
                 cluster = (group.module,) if group.module else ()
                 for name, state in group.params:
@@ -289,7 +257,7 @@ def _emit_links(graph: graphviz.Digraph, links: list[Link]) -> None:
         if link.state == "wet" and scale is not None:
             width, color = style.wet_edge_look(link.norm, scale)
         attrs = {"class": f"fxflow-edge fxflow-edge-{link.state}", "color": color, "penwidth": f"{width:g}",
-                 "tooltip": _tooltip([f"{link.source} -> {link.target}", f"state {link.state}",
+                 "tooltip": tooltip_of([f"{link.source} -> {link.target}", f"state {link.state}",
                                       f"grad norm {_norm(link.norm)}" if link.norm is not None else None])}
         if look.style != "solid":
             attrs["style"] = look.style
@@ -300,92 +268,13 @@ def _title(report: "Report", view: View) -> str:
     counts = report.counts()
     total = sum(counts.values())
     parts = [f"{n} {verdict}" for verdict, n in counts.items() if n]
-    lines = [f'<font point-size="16"><b>fxflow: {_text(report.target)}</b></font>',
-             _text(f"{total} parameter{'s' if total != 1 else ''}: " + (", ".join(parts) if parts else "none")),
-             _text(report.summary())]
+    lines = [f'<font point-size="16"><b>fxflow: {html_text(report.target)}</b></font>',
+             html_text(f"{total} parameter{'s' if total != 1 else ''}: " + (", ".join(parts) if parts else "none")),
+             html_text(report.summary())]
     trace = report.trace
-    lines.append(_small(f"trace: {trace.method}, {trace.nodes} nodes; backward: {'yes' if report.backward else 'no'}", "#546e7a"))
-    lines.extend(_small(note, "#8a3b00") for note in view.notes)
+    lines.append(small(f"trace: {trace.method}, {trace.nodes} nodes; backward: {'yes' if report.backward else 'no'}", "#546e7a"))
+    lines.extend(small(note, "#8a3b00") for note in view.notes)
     return "<" + "<br/>".join(lines) + ">"
-
-
-LEGEND_ROW = 4  # entries per legend row
-
-
-def _legend_entries(view: View) -> tuple[list[tuple[str, str, dict[str, str]]], list[tuple[str, str]]]:
-    """The node samples (id suffix, words, attributes) and edge samples (state, words) the
-    picture uses, in legend order: nothing is explained that is not drawn."""
-    items = view.items
-    states = {i.state for i in items} | {s for n in view.never_called for _, s in n.params}
-    kinds = {i.kind for i in items}
-    nodes: list[tuple[str, str, dict[str, str]]] = []
-    for state, words in style.LEGEND:
-        if state in states:
-            nodes.append((state, _text(words), _node_attrs(state, f"fxflow-legend fxflow-{state}", _plain(words))))
-    neutral = style.NODE_STYLES["inert"]
-    plain = {"fillcolor": "white", "color": neutral.border, "fontcolor": neutral.font, "class": "fxflow-legend"}
-    if "param" in kinds or view.never_called:
-        nodes.append(("param", "square: a parameter", {**plain, "style": "filled", "tooltip": _plain("a parameter")}))
-    if kinds & {"module", "run"} or view.collapse_never and view.never_called:
-        nodes.append(("module", "bold: a collapsed module",
-                      {**plain, "style": "filled,bold", "tooltip": _plain("a collapsed module")}))
-    if "fold" in kinds:
-        nodes.append(("fold", "double, x12: identical blocks",
-                      {**plain, "style": "filled,bold", "peripheries": "2", "tooltip": _plain("folded blocks")}))
-    if any(i.base is not None and i.base.name in view.markers for i in items):
-        nodes.append(("marker", f'op<br/><font color="{MARKER_COLOR}">+ mask, index: hidden inputs</font>',
-                      {**plain, "style": "rounded,filled", "tooltip": _plain("inputs that carry no gradient, hidden; --all draws them")}))
-    used = {link.state for link in view.links}
-    edges = [(state, words) for state, words in style.LEGEND_EDGES if state in used]
-    return nodes, edges
-
-
-def _legend(graph: graphviz.Digraph, view: View, top: str | None) -> None:
-    """A legend beside the drawing, made of real node and edge samples in rows; its first row
-    shares a rank with ``top`` so that it takes width, which a tall model has to spare, not height."""
-    nodes, edges = _legend_entries(view)
-    entries: list[tuple[str, object]] = [("node", n) for n in nodes] + [("edge", e) for e in edges]
-    if not entries:
-        return
-    rows = [entries[i:i + LEGEND_ROW] for i in range(0, len(entries), LEGEND_ROW)]
-    firsts: list[str] = []
-    with graph.subgraph(name="cluster_" + LEGEND_KEY) as legend:
-        legend.attr(label="legend", fontsize="10", fontcolor="#546e7a", style="rounded", color="#b0bec5",
-                    labeljust="l", penwidth="1", **{"class": "fxflow-legend"})
-        for row in rows:
-            with legend.subgraph() as same:
-                same.attr(rank="same")
-                keys = [_legend_entry(same, what, entry) for what, entry in row]
-                firsts.append(keys[0])
-        for above, below in zip(firsts, firsts[1:]):
-            legend.edge(above, below, style="invis", **{"class": "fxflow-legend"})
-    if top is not None:
-        with graph.subgraph() as same:
-            same.attr(rank="same")
-            same.node(top)
-            same.node(firsts[0])
-
-
-def _legend_entry(graph: graphviz.Digraph, what: str, entry) -> str:
-    """Draw one legend sample; returns its first node's id."""
-    if what == "node":
-        suffix, words, attrs = entry
-        key = f"{LEGEND_KEY}.{suffix}"
-        graph.node(key, label='<<font point-size="9">' + words + "</font>>", height="0.25", **attrs)
-        return key
-    state, words = entry
-    look = style.EDGE_STYLES[state]
-    start, end = f"{LEGEND_KEY}.edge.{state}", f"{LEGEND_KEY}.edge.{state}.words"
-    graph.node(start, label="", shape="point", width="0.05", color=look.color, tooltip=_plain(words),
-               **{"class": "fxflow-legend"})
-    graph.node(end, label="<" + _small(words) + ">", shape="plaintext", style="", tooltip=_plain(words),
-               **{"class": "fxflow-legend"})
-    attrs = {"color": look.color, "penwidth": f"{look.penwidth:g}", "label": " " * 8,
-             "class": f"fxflow-legend fxflow-edge-{state}"}
-    if look.style != "solid":
-        attrs["style"] = look.style
-    graph.edge(start, end, **attrs)
-    return start
 
 
 def dot_source(report: "Report", view: View) -> str:
@@ -400,14 +289,8 @@ def dot_source(report: "Report", view: View) -> str:
     _emit(graph, _tree(view.items), ctx)
     _emit_never(graph, view.never_called, ctx)
     _emit_links(graph, view.links)
-    _legend(graph, view, _top(view))
+    add_legend(graph, view)
     return graph.source
-
-
-def _top(view: View) -> str | None:
-    """The first box in graph order that no cluster holds: the legend's rank-mate."""
-    loose = [i for i in view.items if not i.cluster]
-    return min(loose, key=op_order).key if loose else None
 
 
 def _node_norms(report: "Report") -> dict[str, float]:
