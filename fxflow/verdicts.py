@@ -82,7 +82,7 @@ class CutSite:
 
 def raises_reason(op: str) -> str:
     """Why the real backward raises at an op with no derivative (the static and the dynamic side say it alike)."""
-    return f"{op} has no derivative: the real loss.backward() raises here (NotImplementedError)"
+    return f"{op} has no derivative, so the real loss.backward() raises NotImplementedError here"
 
 
 @dataclass(frozen=True)

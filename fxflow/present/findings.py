@@ -92,7 +92,7 @@ def findings(report: Report, known: Iterable[str] = ()) -> list[Finding]:
     target_path, target_line = target_location(report.target)
     for site in report.backward_raises:  # about no parameter: neither --allow nor a baseline can accept it
         path, line = split_source(site.source) if site.source else (target_path, target_line)
-        message = f"{site.op}: {site.reason}" if site.source else f"loss.backward() raises {site.reason}"
+        message = site.reason if site.source else f"loss.backward() raises {site.reason}"
         result.append(Finding("backward-raises", ERROR, message, path, line))
     explained: set[str] = set()
     for site in report.cuts:

@@ -83,7 +83,7 @@ def _wrap_cell(cell: str, room: int) -> list[str]:
 def cut_paragraphs(report: Report) -> list[str]:
     """One plain-words paragraph per cutting (or zeroing) node, then per unused module and disagreement."""
     # where the real backward raises (one with no line of its own is a note already)
-    paragraphs = [f"{site.op} at {site.source}: {site.reason}." for site in report.backward_raises if site.source]
+    paragraphs = [f"At {site.source}: {site.reason}." for site in report.backward_raises if site.source]
     for site in report.cuts:
         victims = [p for p in report.parameters if any(s.node == site.node for s in p.cut_by)]
         where = f" at {site.source}" if site.source else ""
