@@ -283,7 +283,8 @@ def _paint(graph: nx.DiGraph, connected: set[str], wet_any: set[str], wet: set[s
         source_state = graph.nodes[source]["state"]
         if data["kind"] == NONE and graph.nodes[target]["state"] == NodeState.CUT and source_state in (NodeState.DRY, NodeState.FROZEN, NodeState.WET):
             data["state"] = NodeState.CUT
-        elif data["kind"] == DIFF and source_state == NodeState.WET and target in wet:
+        elif data["kind"] == DIFF and source in wet and target in wet and source_state != NodeState.INERT:
+            # gradient flows back along it, out of a zeroing or raising node too (it stops further up)
             data["state"] = NodeState.WET
         elif data["kind"] == ZERO or source_state == NodeState.ZERO:
             data["state"] = NodeState.ZERO

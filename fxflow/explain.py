@@ -84,6 +84,8 @@ def describe_zero(node: fx.Node) -> CutSite:
         what = f"its parametrization {inside}" if inside else "an op inside it"
         reason = f"inside `{node.target}` ({op}), {what} has a derivative of exactly zero everywhere, " \
                  "so the gradient arrives as 0"
+    elif getattr(node.target, "zero_reason", None):  # a capture's own function says why (an inlined torch.cond)
+        reason = node.target.zero_reason
     else:
         reason = f"{op} has a derivative of exactly zero everywhere, so the gradient arrives as 0"
     return CutSite(node.name, op, node_source(node), reason)

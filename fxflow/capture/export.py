@@ -141,6 +141,9 @@ def _copy_nodes(module: fx.GraphModule, graph: fx.Graph, env: dict[fx.Node, Any]
         if name in ("wrap_with_set_grad_enabled", "wrap_with_autocast"):
             env[node] = _inline(node, module, graph, env, region)
             continue
+        if node.target is torch.ops.higher_order.cond:
+            env[node] = _inline_cond(node, graph, env, region)
+            continue
         if isinstance(node.target, torch._ops.HigherOrderOperator):
             raise ExportUnsupported(f"torch.export produced {name}, which fxflow cannot inline")
         if node.target is operator.getitem and isinstance(env.get(node.args[0]), tuple):
@@ -169,12 +172,49 @@ def _inline(node: fx.Node, module: fx.GraphModule, graph: fx.Graph, env: dict[fx
             region = None
     else:  # wrap_with_autocast(device, dtype, enabled, cache, subgraph, *operands)
         subgraph_node, operands = node.args[4], list(node.args[5:])
-    subgraph = getattr(module, str(subgraph_node.target))
+    return _inline_subgraph(getattr(module, str(subgraph_node.target)), operands, graph, env, region)
+
+
+def _inline_subgraph(subgraph: fx.GraphModule, operands: Sequence[Any], graph: fx.Graph, env: dict[fx.Node, Any],
+                     region: GradRegion | None) -> tuple:
+    """Copy ``subgraph``'s nodes into ``graph`` with its placeholders bound to ``operands``; its results."""
     inner_env: dict[fx.Node, Any] = {}
     placeholders = [n for n in subgraph.graph.nodes if n.op == "placeholder"]
     for placeholder, operand in zip(placeholders, operands):
         inner_env[placeholder] = fx.map_arg(operand, lambda n: env[n])
     return tuple(_copy_nodes(subgraph, graph, inner_env, region))
+
+
+def cond(pred: torch.Tensor, if_true: torch.Tensor, if_false: torch.Tensor, *operands: Any) -> torch.Tensor:
+    """One result of an inlined ``torch.cond``: the branch ``pred`` picks, with the backward
+    ``torch.cond`` has. The taken branch gets the gradient, the other one zeros, and so does every
+    operand the taken branch does not differentiate: cond fills those in with zeros, never None.
+    A term with an identically zero derivative (``sign``) says the latter to the analysis."""
+    result = torch.where(pred, if_true, if_false)
+    live = [o for o in operands if isinstance(o, torch.Tensor) and o.requires_grad and o.is_floating_point()]
+    if live and result.requires_grad:  # only the operands neither branch differentiates need the term
+        grads = torch.autograd.grad(result, live, torch.ones_like(result), allow_unused=True, retain_graph=True)
+        live = [operand for operand, grad in zip(live, grads) if grad is None]
+    for operand in live:
+        result = result + torch.nan_to_num(operand.sign()).sum() * 0
+    return result
+
+
+cond.zero_reason = ("neither branch of torch.cond differentiates it (the branch that reads it detaches or ignores it), "
+                    "and cond's backward fills in zeros")
+
+
+def _inline_cond(node: fx.Node, graph: fx.Graph, env: dict[fx.Node, Any], region: GradRegion | None) -> tuple:
+    """Inline both branches of a ``torch.cond`` and join each pair of results with :func:`cond`: the
+    graph shows every op either branch may run, and which parameters a batch can reach."""
+    pred, true_node, false_node, operands = node.args
+    branches = [_inline_subgraph(env[branch], operands, graph, env, region) for branch in (true_node, false_node)]
+    results = []
+    for if_true, if_false in zip(*branches):
+        joined = graph.call_function(cond, (env[pred], if_true, if_false, *fx.map_arg(tuple(operands), lambda n: env[n])))
+        _copy_meta(node, joined, region)
+        results.append(joined)
+    return tuple(results)
 
 
 def _copy_meta(old: fx.Node, new: fx.Node, region: GradRegion | None) -> None:
