@@ -270,24 +270,16 @@ def _line_with(text: str) -> int:
 
 
 def test_cli_says_where_the_real_backward_raises(run_fxflow, write_model, tmp_path) -> None:
-    path = write_model(tmp_path, """
-        import torch, torch.nn as nn
+    import inspect
+    import textwrap
 
-        class Net(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.first = nn.Linear(4, 4)
-                self.last = nn.Linear(4, 2)
-
-            def forward(self, x):
-                h = self.first(x)
-                return self.last(h + torch.floor_divide(h, 2))
-
-        def example_inputs():
-            return (torch.randn(3, 4),)
-        """)
-    code, out, err = run_fxflow("check", f"{path}:Net", cwd=tmp_path)
+    source = "import torch\nimport torch.nn as nn\n\n\n" + textwrap.dedent(inspect.getsource(BesideTheOp)) + \
+        "\n\ndef example_inputs():\n    return (torch.randn(3, 4),)\n"
+    path = write_model(tmp_path, source)
+    line = next(i for i, text in enumerate(source.splitlines(), 1) if "floor_divide(h, 2)" in text)
+    code, out, err = run_fxflow("check", f"{path}:BesideTheOp", cwd=tmp_path)
     assert code == 1, err
-    assert out.splitlines()[-1] == "problem: loss.backward() raises at floor_divide @ model.py:11"
-    code, out, _ = run_fxflow("check", f"{path}:Net", "--format", "github", cwd=tmp_path)
-    assert code == 1 and out.startswith("::error file=model.py,line=11,title=fxflow backward-raises::floor_divide has no derivative")
+    assert out.splitlines()[-1] == f"problem: loss.backward() raises at floor_divide @ model.py:{line}"
+    code, out, _ = run_fxflow("check", f"{path}:BesideTheOp", "--format", "github", cwd=tmp_path)
+    assert code == 1 and out.startswith(
+        f"::error file=model.py,line={line},title=fxflow backward-raises::floor_divide has no derivative")
