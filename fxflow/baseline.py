@@ -20,6 +20,7 @@ from .errors import FxflowError
 from .present.findings import split_source
 from .present.text import verdict_of
 from .report import ParameterReport, Report
+from .verdicts import CutSite
 
 FORMAT_VERSION = 1
 DEFAULT_PATH = "fxflow-baseline.json"
@@ -78,10 +79,11 @@ class Comparison:
     known: list[str] = field(default_factory=list)  # problem parameters the baseline accepts
     new: list[ParameterReport] = field(default_factory=list)  # problems it does not know: these fail
     fixed: list[dict[str, Any]] = field(default_factory=list)  # baseline entries no longer found
+    raises: list[CutSite] = field(default_factory=list)  # where loss.backward() raises: no baseline accepts it
 
     @property
     def ok(self) -> bool:
-        return not self.new
+        return not self.new and not self.raises
 
     def summary(self) -> str:
         """One line: the baseline's verdict, which decides the exit code."""
@@ -94,6 +96,9 @@ class Comparison:
             head += ", none new"
         if self.fixed:
             head += f"; {len(self.fixed)} fixed (--write-baseline drops them)"
+        if self.raises:  # training stops at its first step: not a deliberate dryness to record
+            first = self.raises[0]
+            head += f"; loss.backward() raises at {first.op} @ {first.source or first.node}"
         return head
 
     def to_dict(self) -> dict[str, Any]:
@@ -105,7 +110,7 @@ def compare(report: Report, path: str) -> Comparison:
     """Split the report's problems into known and new against the baseline at ``path``."""
     entries = read(path)["targets"].get(report.target, [])
     accepted = {_key(entry) for entry in entries}
-    comparison = Comparison(path)
+    comparison = Comparison(path, raises=list(report.backward_raises))
     found = set()
     for parameter in report.problems:
         key = _key(fingerprint(parameter))

@@ -82,7 +82,8 @@ def build_parser() -> argparse.ArgumentParser:
     check.add_argument("--json", action="store_const", dest="format", const="json", help="the same as --format json")
     check.add_argument("--baseline", metavar="FILE", help="fail only on problems not recorded in FILE")
     check.add_argument("--write-baseline", action="store_true",
-                       help=f"record the current problems in the --baseline FILE (default {DEFAULT_BASELINE}); exit 0")
+                       help=f"record the current problems in the --baseline FILE (default {DEFAULT_BASELINE}); exit 0, "
+                            "unless loss.backward() raises, which no baseline accepts")
     diff = commands.add_parser("diff", help="what changed in gradient flow between two reports or targets",
                                epilog=DIFF_EXAMPLES, formatter_class=argparse.RawDescriptionHelpFormatter)
     diff.add_argument("old", help="a JSON report (fxflow check --json) or a target")

@@ -65,10 +65,11 @@ class Diff:
     changes: list[VerdictChange] = field(default_factory=list)
     sites_gone: list[CutSite] = field(default_factory=list)
     sites_new: list[CutSite] = field(default_factory=list)
+    raises_new: list[CutSite] = field(default_factory=list)  # where NEW's loss.backward() raises and OLD's did not
 
     @property
     def worse(self) -> bool:
-        return any(change.worse for change in self.changes)
+        return any(change.worse for change in self.changes) or bool(self.raises_new)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -77,6 +78,7 @@ class Diff:
                         for c in self.changes],
             "cut_sites_gone": [_site_dict(s) for s in self.sites_gone],
             "cut_sites_new": [_site_dict(s) for s in self.sites_new],
+            "backward_raises_new": [_site_dict(s) for s in self.raises_new],
             "worse": self.worse,
         }
 
@@ -108,6 +110,8 @@ def diff_reports(old: Report, new: Report) -> Diff:
     new_sites = {_site_key(s): s for s in new.cuts}
     result.sites_gone = [s for key, s in old_sites.items() if key not in new_sites]
     result.sites_new = [s for key, s in new_sites.items() if key not in old_sites]
+    raised_before = {_site_key(s) for s in old.backward_raises}
+    result.raises_new = [s for s in new.backward_raises if _site_key(s) not in raised_before]
     return result
 
 
@@ -122,11 +126,14 @@ def render_diff(diff: Diff) -> str:
                      for row in rows)
     else:
         lines.append("no parameter changed its verdict")
-    for label, sites in (("cut site gone", diff.sites_gone), ("new cut site", diff.sites_new)):
+    sited = (("cut site gone", diff.sites_gone), ("new cut site", diff.sites_new),
+             ("loss.backward() raises (new)", diff.raises_new))
+    listed = sum(len(sites) for _, sites in sited)
+    for label, sites in sited:
         for site in sites:
             lines.append(f"{label}: {site.op} @ {site.source or site.node}")
-    if diff.sites_gone or diff.sites_new:
-        lines.insert(len(lines) - len(diff.sites_gone) - len(diff.sites_new), "")
+    if listed:
+        lines.insert(len(lines) - listed, "")
     lines.extend(["", _summary(diff)])
     return "\n".join(lines)
 
@@ -142,6 +149,9 @@ def _direction(change: VerdictChange) -> str:
 def _summary(diff: Diff) -> str:
     worse = sum(1 for c in diff.changes if c.worse)
     better = sum(1 for c in diff.changes if c.old is not None and c.old.problem and (c.new is None or not c.new.problem))
-    head = "worse" if worse else "not worse"
+    head = "worse" if diff.worse else "not worse"
+    raises = f"; loss.backward() raises at {len(diff.raises_new)} new op{'s' if len(diff.raises_new) != 1 else ''}" \
+        if diff.raises_new else ""
     return (f"{head}: {worse} parameter{'s' if worse != 1 else ''} stopped learning, {better} learn now; "
-            f"{len(diff.sites_new)} cut site{'s' if len(diff.sites_new) != 1 else ''} new, {len(diff.sites_gone)} gone")
+            f"{len(diff.sites_new)} cut site{'s' if len(diff.sites_new) != 1 else ''} new, {len(diff.sites_gone)} gone"
+            + raises)

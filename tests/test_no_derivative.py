@@ -283,3 +283,27 @@ def test_cli_says_where_the_real_backward_raises(run_fxflow, write_model, tmp_pa
     code, out, _ = run_fxflow("check", f"{path}:BesideTheOp", "--format", "github", cwd=tmp_path)
     assert code == 1 and out.startswith(
         f"::error file=model.py,line={line},title=fxflow backward-raises::floor_divide has no derivative")
+
+
+def test_neither_a_baseline_nor_a_diff_lets_a_raising_backward_through(run_fxflow, write_model, tmp_path) -> None:
+    """A backward that raises is not deliberate dryness: no baseline accepts it, and a diff that
+    introduces it is worse, though no parameter changed its verdict."""
+    import inspect
+    import textwrap
+
+    header = "import torch\nimport torch.nn as nn\n\n\n"
+    inputs = "\n\ndef example_inputs():\n    return (torch.randn(3, 4),)\n"
+    raising = write_model(tmp_path, header + textwrap.dedent(inspect.getsource(BesideTheOp)) + inputs, "raising.py")
+    healthy = write_model(tmp_path, header + textwrap.dedent(inspect.getsource(BesideTheOp)).replace(
+        "torch.floor_divide(h, 2)", "torch.div(h, 2)") + inputs, "healthy.py")
+    code, out, err = run_fxflow("check", f"{raising}:BesideTheOp", "--baseline", "base.json", "--write-baseline",
+                                cwd=tmp_path)
+    assert code == 1 and "recorded 0 problems" in err  # written, and still failing
+    code, out, err = run_fxflow("check", f"{raising}:BesideTheOp", "--baseline", "base.json", cwd=tmp_path)
+    assert code == 1, err
+    assert "loss.backward() raises at floor_divide @ raising.py:" in out + err
+    code, out, err = run_fxflow("diff", f"{healthy}:BesideTheOp", f"{raising}:BesideTheOp", cwd=tmp_path)
+    assert code == 1, err
+    assert "no parameter changed its verdict" in out
+    assert out.splitlines()[-1].startswith("worse:") and out.splitlines()[-1].endswith(
+        "; loss.backward() raises at 1 new op")
