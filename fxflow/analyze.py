@@ -32,7 +32,7 @@ import torch.fx as fx
 
 from .flow import DIFF, META_KEY, NONE, ZERO
 from .explain import describe_cut, describe_raise, describe_zero, node_op, node_source
-from .verdicts import (BACKWARD_RAN_KEY, NO_DERIVATIVE_KEY, OPAQUE_KEY, PARAM_PREFIX, PARAMETER_STATE, CutSite, NodeState,
+from .verdicts import (BACKWARD_RAN_KEY, LOSS_OUTPUT_KEY, NO_DERIVATIVE_KEY, OPAQUE_KEY, PARAM_PREFIX, PARAMETER_STATE, CutSite, NodeState,
                        StaticVerdict as Static)
 
 PARAM = PARAM_PREFIX
@@ -77,7 +77,7 @@ def build_graph(graph_module: fx.GraphModule) -> tuple[nx.DiGraph, str]:
             kind=node.op, op=node_op(node), label=_label(node), source=node_source(node),
             module_stack=_module_stack(node), shape=flow.shape, dtype=flow.dtype, state="",
             requires_grad=flow.requires_grad, order=order, opaque=_undecided_opaque(node),
-            no_derivative=bool(node.meta.get(NO_DERIVATIVE_KEY)),
+            no_derivative=bool(node.meta.get(NO_DERIVATIVE_KEY)), ran=flow.evaluated,
         )
         graph.add_node(node.name, **attributes)
         for source, kind in flow.inputs.items():
@@ -169,10 +169,18 @@ def _module_stack(node: fx.Node) -> list[tuple[str, str]]:
     return result
 
 
-def _ancestors_over(graph: nx.DiGraph, target: str, kinds: set[str]) -> set[str]:
-    """Nodes with a path to ``target`` using only edges of the given kinds (``target`` included)."""
-    view = nx.subgraph_view(graph, filter_edge=lambda source, node: graph[source][node]["kind"] in kinds)
+def _ancestors_over(graph: nx.DiGraph, target: str, kinds: set[str], avoiding: frozenset[str] = frozenset()) -> set[str]:
+    """Nodes with a path to ``target`` using only edges of the given kinds (``target`` included),
+    and none into a node of ``avoiding``."""
+    view = nx.subgraph_view(graph, filter_edge=lambda source, node: graph[source][node]["kind"] in kinds
+                            and node not in avoiding)
     return nx.ancestors(view, target) | {target}
+
+
+def _never_ran_opaque(graph: nx.DiGraph) -> frozenset[str]:
+    """Opaque nodes (a custom autograd.Function) that never ran: only a name rule says they pass gradient."""
+    return frozenset(name for name, data in graph.nodes(data=True)
+                     if data.get("opaque") and not data.get("ran", True))
 
 
 def _attribute(graph: nx.DiGraph, region: set[str], stop_kind: str, targets: set[str]) -> dict[str, frozenset[str]]:
@@ -199,13 +207,16 @@ def analyze(graph_module: fx.GraphModule, model: torch.nn.Module) -> StaticAnaly
     connected = nx.ancestors(graph, output) | {output}
     wet_any = _ancestors_over(graph, output, {DIFF, ZERO})
     wet = _ancestors_over(graph, output, {DIFF})
-    _fold_parts(graph, [connected, wet_any, wet])
+    opaque = _never_ran_opaque(graph)  # what reaches the output only through these is not known to be wet
+    certain = _ancestors_over(graph, output, {DIFF}, opaque) if opaque else wet
+    _fold_parts(graph, [connected, wet_any, wet, certain])
     cut_sites = _attribute(graph, connected - wet_any, NONE, connected)
     zero_sites = _attribute(graph, wet_any - wet, ZERO, wet_any)
     cut_sites, zero_sites = _whole_sites(graph, cut_sites), _whole_sites(graph, zero_sites)
     nodes = {node.name: node for node in graph_module.graph.nodes}
 
     verdicts: dict[str, ParameterFinding] = {}
+    goal = "the model's loss" if graph_module.meta.get(LOSS_OUTPUT_KEY) else "an output"
     for name, parameter in model.named_parameters():
         key = PARAM + name
         if not parameter.requires_grad:
@@ -215,7 +226,12 @@ def analyze(graph_module: fx.GraphModule, model: torch.nn.Module) -> StaticAnaly
             detail = f"its module {owner} is never called in forward" if owner else "forward never reads it"
             verdict = ParameterFinding(Static.UNUSED, detail=detail)
         elif key not in connected:
-            verdict = ParameterFinding(Static.UNUSED, detail="used in forward, but nothing it feeds reaches an output")
+            verdict = ParameterFinding(Static.UNUSED, detail=f"used in forward, but nothing it feeds reaches {goal}")
+        elif key in wet and key not in certain:
+            through = sorted((n for n in opaque if n in nx.descendants(graph, key)), key=_order(graph))
+            verdict = ParameterFinding(Static.UNKNOWN, detail=(
+                f"its gradient passes through {graph.nodes[through[0]]['opaque']} (node {through[0]}), which never "
+                "ran: only a real backward can tell whether it passes the gradient on"))
         elif key in wet:
             verdict = ParameterFinding(Static.REACHABLE)
         elif key in wet_any:

@@ -39,7 +39,7 @@ from torch.utils._pytree import tree_map
 from . import rules
 from .aliasing import StorageMap, state, storage_key, written_members
 from .capture import GRAD_MODE_KEY, OPAQUE_KEY, GradRegion
-from .verdicts import BACKWARD_RAN_KEY
+from .verdicts import BACKWARD_RAN_KEY, LOSS_OUTPUT_KEY
 from .flow import (DIFF, META_KEY, NONE, ZERO, NodeFlow, OutputFlow, data_inputs, parameter_names,
                    resolve_attribute_of, result_elements, tensors_in)
 from .history import backward_kinds, entry_key, walk_history
@@ -57,8 +57,10 @@ NOT_RUN = _NotRun()
 class FlowInterpreter(fx.Interpreter):
     """Runs the graph on twin tensors and records a :class:`NodeFlow` per node."""
 
-    def __init__(self, graph_module: fx.GraphModule, model: torch.nn.Module, device: torch.device, twins: str):
+    def __init__(self, graph_module: fx.GraphModule, model: torch.nn.Module, device: torch.device, twins: str,
+                 loss_output: tuple[int, int] | None = None):
         super().__init__(graph_module, garbage_collect_values=False)
+        self.loss_output = loss_output  # (index, count): the output tensor that is the model's loss
         self.model = model
         self.device = device  # where the model really lives: stand-ins are made there
         self.twins = twins  # "meta" or "real": see annotate()
@@ -69,7 +71,7 @@ class FlowInterpreter(fx.Interpreter):
         self.by_name = {n.name: n for n in graph_module.graph.nodes}
         self.storages = StorageMap(self.by_name)  # bases and views: a write through one reaches all
         self.aliases = self.storages.aliases  # node written in place -> the node that wrote it last
-        self.known: set[tuple] = set()  # keys of every result so far: walks stop there
+        self.known: dict[tuple, str] = {}  # keys of every result so far -> its node: walks stop there
         self.keep_alive: list[Any] = []  # grad_fns whose ids are keys
         self.weight_twin = self.twin  # what a module call gets for its weights (see _stand_in_weights)
         self.leaf_names = ChainMap(self.twin_names, self.names)  # leaf tensor id -> parameter name
@@ -224,7 +226,7 @@ class FlowInterpreter(fx.Interpreter):
             value = self.env[input_node]
             if isinstance(value, torch.Tensor) and id(value) in changed:
                 self.env[input_node] = self._retwin(changed[id(value)])
-                self._flow_keys(tensors_in(self.env[input_node]))
+                self._flow_keys(self._read(input_node), tensors_in(self.env[input_node]))
         node.meta[META_KEY].on_stand_ins = True
         self.storages.wrote(node, written)
         self.storages.register(node.name, result)
@@ -315,14 +317,19 @@ class FlowInterpreter(fx.Interpreter):
         flow = NodeFlow(grad_region=region, cut_short=getattr(reached, "cut_short", False))
         rules.mark_no_derivative(node, reached)
         if node.op == "output":
-            for input_node in inputs:
+            for input_node in self._loss_inputs(node, inputs):
                 floating = any(t.is_floating_point() or t.is_complex() for t in tensors_in(self.env[input_node]))
                 flow.inputs[self._read(input_node).name] = DIFF if floating else NONE
         else:
             sources = [self._read(i).name for i in inputs] + [self.storages.read_name(n) for n, _ in written]
             union = self._edges(node, sources, reached)
             flow.inputs, flow.params = union.inputs, union.params
-            parts = {key: self._edges(node, sources, part).within(union, (depends or {}).get(key))
+            integral = {key for key, tensors in result_elements(result).items() if tensors and not any(
+                t.is_floating_point() or t.is_complex() for t in tensors)}
+            # An integer element (max's indices) has no history to ask, yet it is computed from the
+            # inputs: every input feeds it, without a gradient.
+            parts = {key: self._edges(node, sources, {}) if key in integral
+                     else self._edges(node, sources, part).within(union, (depends or {}).get(key))
                      for key, part in (elements or {}).items()}
             if any(part != union for part in parts.values()):  # the elements reach different things
                 flow.outputs = parts
@@ -331,8 +338,21 @@ class FlowInterpreter(fx.Interpreter):
         if outputs:
             flow.dtype = rules.dtype_name(outputs[0].dtype)
             flow.shape = tuple(int(s) for s in outputs[0].shape) if _static_shape(outputs[0]) else None
-        self._flow_keys(outputs + [t for _, t in written])
+        self._flow_keys(node, outputs + [t for _, t in written])
         return flow
+
+    def _loss_inputs(self, node: fx.Node, inputs: list[fx.Node]) -> list[fx.Node]:
+        """The output node's inputs the loss is made of: the one that is the model's own loss, when
+        the backward differentiated that (found by its position among the output's tensors)."""
+        if self.loss_output is None:
+            return inputs
+        flat: list[fx.Node] = []
+        fx.node.map_arg(node.args, lambda n: flat.extend([n] * len(tensors_in(self.env[n]))))
+        index, count = self.loss_output
+        if len(flat) != count:  # the capture returns the outputs in another shape: walk from all of them
+            return inputs
+        self.module.meta[LOSS_OUTPUT_KEY] = True
+        return [flat[index]]
 
     def _element_dependencies(self, node: fx.Node, inputs: list[fx.Node],
                               reached: dict[str, str]) -> dict[Any, set[str]] | None:
@@ -369,17 +389,19 @@ class FlowInterpreter(fx.Interpreter):
         for key, kind in reached.items():
             if key.startswith("param:"):
                 edges.params[key[len("param:"):]] = kind
+        for key, kind in getattr(reached, "earlier", {}).items():  # read other than through the arguments
+            edges.inputs.setdefault(key, kind)
         for name in self._owned_parameters(node):
             edges.params.setdefault(name, NONE)
         if node.op == "get_attr" and node.target in self._own_names():
             edges.params[self._own_names()[node.target]] = DIFF
         return edges
 
-    def _flow_keys(self, tensors: list[torch.Tensor]) -> None:
-        """Walks of later nodes stop at these tensors: they are results of this node."""
+    def _flow_keys(self, node: fx.Node, tensors: list[torch.Tensor]) -> None:
+        """Walks of later nodes stop at these tensors: they are results of ``node``."""
         for tensor in tensors:
             if tensor.requires_grad:
-                self.known.add(entry_key(tensor))
+                self.known[entry_key(tensor)] = node.name
                 self.keep_alive.append(tensor.grad_fn)
 
     def _own_names(self) -> dict[str, str]:
@@ -405,7 +427,8 @@ def _static_shape(tensor: torch.Tensor) -> bool:
 
 
 def annotate(graph_module: fx.GraphModule, model: torch.nn.Module,
-             inputs: Sequence[Any] | None, twins: str | None = None) -> list[str]:
+             inputs: Sequence[Any] | None, twins: str | None = None,
+             loss_output: tuple[int, int] | None = None) -> list[str]:
     """Write a :class:`NodeFlow` into ``node.meta["fxflow"]`` for every node of the graph.
 
     With example inputs every node runs on twin tensors; without, edges come from name rules.
@@ -421,7 +444,7 @@ def annotate(graph_module: fx.GraphModule, model: torch.nn.Module,
                 aliases[node.args[0].name] = node.name
         return []
     device = next((p.device for p in model.parameters()), torch.device("cpu"))
-    interpreter = FlowInterpreter(graph_module, model, device, twins or choose_twins(model, inputs))
+    interpreter = FlowInterpreter(graph_module, model, device, twins or choose_twins(model, inputs), loss_output)
     twin_inputs = [interpreter.twin(x) if isinstance(x, torch.Tensor) else x for x in inputs]
     # Factories inside forward land on meta through the default device.
     with torch.device("meta") if interpreter.twins == "meta" else contextlib.nullcontext():

@@ -231,9 +231,9 @@ def _show_check(options: argparse.Namespace, report: Any) -> int:
                 _emit(comparison.summary())
         except BrokenPipeError:
             _emit("")
-    if comparison is not None:
+    if comparison is not None and report.status != "not verified":
         return 0 if comparison.ok else 1
-    return 0 if report.ok else 1
+    return report.exit_code
 
 
 def _check_allow_patterns(options: argparse.Namespace, report: Any) -> None:
@@ -311,7 +311,7 @@ def _render(options: argparse.Namespace, report: Any) -> str | None:
 
 def _render_exit(options: argparse.Namespace, report: Any) -> int:
     """0 once the picture is written; with --strict, check's exit code."""
-    return (0 if report.ok else 1) if options.strict else 0
+    return report.exit_code if options.strict else 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -13,7 +13,7 @@ Inputs are known by :func:`entry_key`: where a tensor's gradient enters autograd
 """
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Mapping
 
 import torch
 
@@ -65,13 +65,21 @@ class Reached(dict):
 
     cut_short = False
 
+    @property
+    def earlier(self) -> dict[str, str]:
+        """Results of earlier nodes reached other than as an input (see :func:`walk_history`)."""
+        return self.__dict__.setdefault("_earlier", {})
 
-def walk_history(outputs: list[torch.Tensor], entries: dict[tuple, list[str]], known: set[tuple],
+
+def walk_history(outputs: list[torch.Tensor], entries: dict[tuple, list[str]], known: Mapping[tuple, str] | set[tuple],
           parameter_names: dict[int, str]) -> Reached:
     """Which inputs (and parameters) the outputs' history reaches, and whether only through zeros.
 
     Returns ``{input node name: DIFF|ZERO|NONE}`` plus ``{"param:<name>": ...}`` entries for leaves
-    that are parameters (a module call's own weights). NONE: reached only through an op with no
+    that are parameters (a module call's own weights). ``known`` holds the results of earlier
+    nodes, where the walk stops; when it maps them to their node's name, one reached other than
+    through an input counts too (``torch.autograd.grad(y, x, create_graph=True)`` is
+    differentiable in everything ``y``'s derivative reads, which the call is not given). NONE: reached only through an op with no
     derivative for it (``floor_divide``): its backward raises, so no gradient gets there. Each pass
     crosses one more kind of edge (see :func:`fxflow.rules.derivative_kinds`); a pass runs only
     if the one before skipped such an edge.
@@ -106,6 +114,8 @@ def walk_history(outputs: list[torch.Tensor], entries: dict[tuple, list[str]], k
                     reached.setdefault("param:" + name, crossing)
                 continue
             if key in known:  # the result of an earlier node that is not an input here
+                if isinstance(known, Mapping):
+                    reached.earlier.setdefault(known[key], crossing)
                 continue
             for kind, (next_function, number) in zip(rules.derivative_kinds(function), function.next_functions):
                 if next_function is None:

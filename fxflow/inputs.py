@@ -9,7 +9,7 @@ import torch
 from torch import nn
 
 from .errors import FxflowError
-from .signature import bind_keywords, check_input_count, required_inputs  # noqa: F401 (check_input_count: re-exported for the CLI)
+from .signature import bind_keywords, check_input_count, positional_names, required_inputs  # noqa: F401 (check_input_count: re-exported for the CLI)
 
 _DTYPES = {
     "float": torch.float32, "float32": torch.float32, "float64": torch.float64, "double": torch.float64,
@@ -116,11 +116,20 @@ def _model_device(model: nn.Module) -> torch.device:
     return torch.device("cpu")
 
 
+_SHAPED_LAYERS = (nn.Linear, nn.Bilinear, nn.Conv1d, nn.Conv2d, nn.Conv3d, nn.Embedding, nn.EmbeddingBag,
+                  nn.LayerNorm, nn.MultiheadAttention, nn.RMSNorm)
+
+
 def first_layer(model: nn.Module) -> nn.Module | None:
-    """The first leaf module in registration order, if it has parameters."""
+    """The first module in registration order that is a layer (a leaf, or a layer whose only
+    children are its parametrizations or its own projections, like weight_norm's Linear or
+    MultiheadAttention)."""
     for module in model.modules():
-        if not list(module.children()):
+        if isinstance(module, _SHAPED_LAYERS):
             return module
+        if module is not model and not isinstance(module, torch.nn.utils.parametrize.ParametrizationList) \
+                and not list(module.children()):
+            return module  # a leaf of another kind: its input shape is not known
     return None
 
 
@@ -139,6 +148,10 @@ def infer_inputs(model: nn.Module, batch: int = 2, seed: int = 0) -> tuple[torch
     shape: tuple[int, ...] | None = None
     if isinstance(layer, nn.Linear):
         shape = (batch, layer.in_features)
+    elif isinstance(layer, (nn.LayerNorm, nn.RMSNorm)) and layer.normalized_shape:
+        shape = (batch, *layer.normalized_shape)
+    elif isinstance(layer, nn.MultiheadAttention):  # (batch, seq, embed); with batch_first off, seq comes first
+        shape = (batch, 8, layer.embed_dim)
     elif isinstance(layer, nn.Conv1d):
         shape = (batch, layer.in_channels, 32)
     elif isinstance(layer, nn.Conv2d):
@@ -149,8 +162,18 @@ def infer_inputs(model: nn.Module, batch: int = 2, seed: int = 0) -> tuple[torch
         return (torch.randint(0, layer.num_embeddings, (batch, 8), generator=generator).to(device),)
     if shape is None:
         return None
-    dtype = layer.weight.dtype if layer.weight.is_floating_point() else torch.float32
+    weight = next(layer.parameters(), None)
+    dtype = weight.dtype if weight is not None and weight.is_floating_point() else torch.float32
     return (torch.randn(shape, generator=generator).to(device=device, dtype=dtype),)
+
+
+def no_inputs_note(model: nn.Module) -> str:
+    """Why nothing ran, naming forward's arguments so the user knows what to give."""
+    names = positional_names(model)
+    call = f"forward({', '.join(names)})" if names else "forward"
+    return (f"no example inputs for {call}: none were given and they could not be inferred from the first "
+            "layer, so no backward ran; pass --input-size (one per input, e.g. --input-size 16,10) "
+            "or define example_inputs() in the model's file")
 
 
 def as_call_inputs(inputs: Any, model: nn.Module) -> tuple[tuple[Any, ...] | None, dict[str, Any]]:

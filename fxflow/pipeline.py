@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import gc
+import inspect
 import time
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -19,10 +20,11 @@ from .annotate import annotate, choose_twins
 from .capture import Capture, capture
 from .errors import FxflowError
 from .prepare import device_of, prepare
-from .probe import GradientProbe, ProbeResult, probe
-from .reconcile import backward_raises, dynamic_verdicts, parameter_reports, uncertainty, uncertainty_notes
+from .probe import GradientProbe, ProbeResult, labels_in, probe
+from .reconcile import (backward_raises, dynamic_verdicts, parameter_reports, uncertainty, uncertainty_notes,
+                        unregistered_reports)
 from .report import Report, TraceInfo
-from .state import untouched
+from .state import materialize_lazy, untouched
 from .verdicts import CutSite
 
 
@@ -53,14 +55,17 @@ def check(
     """
     clock = _PhaseClock(progress)
     step = clock.step
+    loss_fn = with_inputs(loss_fn, inputs)
     prepared = prepare(model, inputs, device, infer)
     model, runner, example, fake, notes = (prepared.module, prepared.runner, prepared.example, prepared.fake,
                                            prepared.notes)
+    if example is not None and not fake:
+        notes.extend(materialize_lazy(runner, lambda: runner(*example)))
 
     with untouched(model) as restore_notes:  # tracing runs forward's Python: it can change the model
         step("capturing the graph", phase="capture")
         judge = functools.partial(dynamic_verdicts, vanishing=vanishing)
-        shared = (GradientProbe(runner, loss_fn=loss_fn, seed=seed, verdicts=judge)
+        shared = (GradientProbe(runner, loss_fn=loss_fn, seed=seed, verdicts=judge, labels_given=labels_in(inputs))
                   if backward and example is not None and not fake else None)
         captured = capture(runner, example, methods=capture_methods,
                            run_forward=shared.forward if shared else None, on_outputs=shared.backward if shared else None)
@@ -71,7 +76,7 @@ def check(
         if backward and example is not None:
             step("running forward and backward", phase="backward")
             if fake:
-                result = probe(runner, example, loss_fn=loss_fn, seed=seed, fake=True)
+                result = probe(runner, example, loss_fn=loss_fn, seed=seed, fake=True, labels_given=labels_in(inputs))
             elif shared.failure is None:  # the run-time capture may have run the one real forward and backward already
                 result = shared.result or shared.run(example)
             failure = shared.failure if shared is not None else None
@@ -89,7 +94,8 @@ def check(
                                   f"raised {failure.reason}")
             raise FxflowError(_NOTHING_VERIFIED, hint=_NOTHING_VERIFIED_HINT)
 
-        static, static_notes = analyze_capture(captured, runner, example, step=step)
+        static, static_notes = analyze_capture(captured, runner, example, step=step,
+                                               loss_output=result.loss_output if result is not None else None)
         notes.extend(static_notes)
         step("restoring the model", phase="restore")
     notes.extend(note for note in restore_notes if note not in notes)
@@ -101,13 +107,13 @@ def check(
     step("reconciling", phase="reconcile")
     with _gc_paused():
         parameters = parameter_reports(model, static, result, vanishing, allow)
-    if not parameters:
-        notes.append("the model has no parameters: nothing to check")
-    elif not any(p.requires_grad for p in model.parameters()):
-        notes.append("no parameter requires grad: every parameter is frozen")
+    unregistered = unregistered_reports(result, vanishing) if result is not None else []
+    parameters.extend(unregistered)
+    trace_notes = [_UNREGISTERED_MODULE if unregistered and "not installed as a submodule" in note else note
+                   for note in captured.notes]
     return Report(
         target=target or type(model).__name__,
-        trace=TraceInfo(captured.method, captured.node_count, captured.notes),
+        trace=TraceInfo(captured.method, captured.node_count, trace_notes),
         parameters=parameters,
         backward=result is not None,
         device=str(device_of(model)),
@@ -118,27 +124,49 @@ def check(
         module_classes={name: type(module).__name__ for name, module in model.named_modules() if name},
         uncertain=uncertain,
         backward_raises=backward_raises(static, result, failure),
+        loss=result.loss if result is not None else None,
+        static_only=not backward,
     )
 
 
+def with_inputs(loss_fn: Callable[..., torch.Tensor] | None, inputs: Any) -> Callable[[Any], torch.Tensor] | None:
+    """``loss_fn(outputs)``, also for a loss function that takes the inputs too: ``fn(outputs, inputs)``."""
+    if loss_fn is None:
+        return None
+    try:
+        parameters = inspect.signature(loss_fn).parameters.values()
+    except (TypeError, ValueError):  # a builtin: called with the outputs alone
+        return loss_fn
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    if len([p for p in positional if p.default is p.empty]) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in parameters):
+        return lambda outputs: loss_fn(outputs, inputs)
+    return loss_fn
+
+
+# symbolic_trace's own words for a module held in a plain list: the unregistered rows say it better.
+_UNREGISTERED_MODULE = "symbolic_trace failed: forward calls a module that is not registered (see the unregistered rows)"
 _NOTHING_VERIFIED = "nothing could be verified: no capture of forward worked and no backward ran"
 _NOTHING_VERIFIED_HINT = ("give example inputs: --input-size (e.g. --input-size 16,10, one per forward input) "
                           "or example_inputs() in the model's file")
 
 
 def analyze_capture(captured: Capture, model: torch.nn.Module, example: tuple[Any, ...] | None, *,
-                    step: Callable[..., None] | None = None) -> tuple[StaticAnalysis | None, list[str]]:
+                    step: Callable[..., None] | None = None,
+                    loss_output: tuple[int, int] | None = None) -> tuple[StaticAnalysis | None, list[str]]:
     """The static part: annotate the captured graph, then walk it; (None, []) when nothing was captured.
 
     Shared by ``fxflow.check`` and ``fxflow.watch``. Returns the analysis and the annotation's
     notes. Annotating runs forward's ops on twins passed in per call: the model is only read.
+    ``loss_output``: the backward differentiated the model's own loss, tensor ``index`` of the
+    ``count`` in its output; the walk then starts there alone.
     """
     if captured.graph_module is None:
         return None, []
     step = step or (lambda *args, **kwargs: None)
     step("analysing gradient flow", phase="annotate")
     with _gc_paused():
-        notes = annotate(captured.graph_module, model, example, twins=choose_twins(model, example))
+        notes = annotate(captured.graph_module, model, example, twins=choose_twins(model, example),
+                         loss_output=loss_output)
         step("walking the graph", phase="static walk")
         static = analyze(captured.graph_module, model)
         # The collector's deferred work (mostly the annotation's allocations) runs when it is

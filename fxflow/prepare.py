@@ -15,12 +15,7 @@ import torch
 from torch import nn
 
 from .unwrap import meta_inputs, unwrap
-from .inputs import as_call_inputs, infer_inputs
-
-NO_INPUTS_NOTE = (
-    "no example inputs: static analysis used name rules only and no backward ran; "
-    "pass --input-size (e.g. --input-size 16,10) or define example_inputs() in the model's file"
-)
+from .inputs import as_call_inputs, infer_inputs, no_inputs_note
 
 
 @dataclass
@@ -51,7 +46,7 @@ def prepare(model: nn.Module, inputs: Any, device: str | torch.device | None, in
             shape = ",".join(str(s) for s in example[0].shape)
             notes.append(f"inputs inferred from the first layer: one tensor of shape ({shape})")
     if example is None:
-        notes.append(NO_INPUTS_NOTE)
+        notes.append(no_inputs_note(model))
     runner = KeywordsBound(model, keywords) if keywords else model
     return Prepared(model, runner, example, fake, notes)
 

@@ -1,8 +1,9 @@
 """The real backward: one forward and one backward of the user's own module, then put it all back.
 
-The loss is a seeded random projection of every floating output (``sum(w_i * out_i)``), so no
-output is constant under it: a plain ``.sum()`` of softmax probabilities would be exactly
-constant and give every parameter a zero gradient. A user's ``loss_fn`` replaces it.
+The loss is the one the model is trained on (:func:`training_loss`): a user's ``loss_fn``, else
+the model's own ``loss`` output, else a seeded random projection of every floating output
+(``sum(w_i * out_i)``), so no output is constant under it: a plain ``.sum()`` of softmax
+probabilities would be exactly constant and give every parameter a zero gradient.
 """
 from __future__ import annotations
 
@@ -19,7 +20,14 @@ from .flow import gradient_norm, stored_values, tensors_in
 from .fake import fake_inputs, fake_weights, new_fake_mode
 from .no_derivative import StopAtMissingDerivatives, stop_at_missing_derivatives
 from .state import RandomState, untouched
+from .unregistered import unregistered_tensors
 from .verdicts import CutSite, DynamicVerdict
+
+
+LOSS_GIVEN = "the given loss function"
+LOSS_OUTPUT = "the model's `loss` output"
+LOSS_FIRST_OUTPUT = "the model's first output (its loss: labels were given)"
+LOSS_PROJECTION = "random projection of all outputs (the model returns no loss)"
 
 
 @dataclass
@@ -43,6 +51,12 @@ class ProbeResult:
     explanations: dict[str, CutSite] = field(default_factory=dict)
     # Ops with no derivative that the gradient reached: the real backward raises there, this one stopped.
     backward_raises: list[CutSite] = field(default_factory=list)
+    loss: str = LOSS_PROJECTION  # what the backward differentiated (see training_loss)
+    # The model's own loss: its position among the output's tensors, and how many tensors there are.
+    loss_output: tuple[int, int] | None = None
+    # Tensors that require grad and received a gradient but model.parameters() does not list:
+    # attribute path -> what the gradient was.
+    unregistered: dict[str, GradInfo] = field(default_factory=dict)
 
 
 class BackwardFailed(Exception):
@@ -53,6 +67,53 @@ class BackwardFailed(Exception):
 def floating_outputs(value: Any) -> list[torch.Tensor]:
     """Every floating-point tensor in a forward's result: tuples, lists, dicts, dataclasses."""
     return [t for t in tensors_in(value) if t.is_floating_point() or t.is_complex()]
+
+
+@dataclass(frozen=True)
+class TrainingLoss:
+    """What one training step differentiates, in words, and where it sits among the outputs."""
+
+    tensor: torch.Tensor | None
+    description: str
+    output_index: tuple[int, int] | None = None  # the model's own loss: (position, count) in tensors_in(outputs)
+
+
+def training_loss(outputs: Any, loss_fn: Callable[[Any], torch.Tensor] | None = None, seed: int = 0,
+                  labels_given: bool = False) -> TrainingLoss:
+    """The loss the model is trained on: ``loss_fn``'s, else the model's own, else a projection.
+
+    The model's own loss is a ``loss`` entry or attribute of the output (a dict, a Hugging Face
+    ``ModelOutput``), or, when labels were given, the first element of a tuple output that is a
+    single number (Hugging Face's ``return_dict=False`` convention). Otherwise every output counts:
+    :func:`projection_loss`.
+    """
+    if loss_fn is not None:
+        return TrainingLoss(loss_fn(outputs), LOSS_GIVEN)
+    own, description = _own_loss(outputs, labels_given)
+    if own is not None:
+        tensors = tensors_in(outputs)
+        index = next(i for i, t in enumerate(tensors) if t is own)
+        return TrainingLoss(own, description, (index, len(tensors)))
+    return TrainingLoss(projection_loss(outputs, seed), LOSS_PROJECTION)
+
+
+def _own_loss(outputs: Any, labels_given: bool) -> tuple[torch.Tensor | None, str]:
+    if isinstance(outputs, dict):
+        candidate, description = outputs.get("loss"), LOSS_OUTPUT
+    elif isinstance(outputs, (tuple, list)):
+        candidate, description = (outputs[0] if outputs and labels_given else None), LOSS_FIRST_OUTPUT
+    elif not isinstance(outputs, torch.Tensor):
+        candidate, description = getattr(outputs, "loss", None), LOSS_OUTPUT
+    else:
+        candidate, description = None, ""
+    scalar = isinstance(candidate, torch.Tensor) and candidate.numel() == 1 and (
+        candidate.is_floating_point() or candidate.is_complex())
+    return (candidate, description) if scalar else (None, "")
+
+
+def labels_in(inputs: Any) -> bool:
+    """Whether keyword inputs carry labels (``labels``, ``start_positions``...): the model then computes its loss."""
+    return isinstance(inputs, dict) and any("label" in key or key.endswith("_positions") for key in inputs)
 
 
 def projection_loss(outputs: Any, seed: int = 0) -> torch.Tensor | None:
@@ -82,9 +143,9 @@ class ModuleGradRecorder:
     def __init__(self, model: torch.nn.Module) -> None:
         self.model = model
         self.norms: dict[str, list[float | None]] = {}  # None: no gradient flowed out of that call
-        self.handles = [
+        self.handles = [  # a torch.jit.script'ed module takes no Python hook: its calls stay unrecorded
             module.register_forward_hook(self._hook(name))
-            for name, module in model.named_modules() if name
+            for name, module in model.named_modules() if name and not isinstance(module, torch.jit.ScriptModule)
         ]
 
     def _hook(self, name: str) -> Callable:
@@ -150,7 +211,8 @@ def higher_order_ops(outputs: Any) -> list[str]:
 
 
 def probe(model: torch.nn.Module, inputs: Sequence[Any], *, loss_fn: Callable[[Any], torch.Tensor] | None = None,
-          seed: int = 0, kwargs: dict[str, Any] | None = None, fake: bool = False) -> ProbeResult:
+          seed: int = 0, kwargs: dict[str, Any] | None = None, fake: bool = False,
+          labels_given: bool = False) -> ProbeResult:
     """Run one forward and backward on ``model`` and read every parameter's gradient.
 
     With ``fake=True`` the run uses fake tensors (no weights allocated, nothing computed): it
@@ -159,11 +221,11 @@ def probe(model: torch.nn.Module, inputs: Sequence[Any], *, loss_fn: Callable[[A
     """
     if fake:
         try:
-            return _probe_fake(model, inputs, loss_fn=loss_fn, kwargs=kwargs)
+            return _probe_fake(model, inputs, loss_fn=loss_fn, kwargs=kwargs, labels_given=labels_given)
         except BackwardFailed as error:
             raise FxflowError(f"the backward on fake tensors raised {error}") from error
     with untouched(model) as notes:
-        result = measure_gradients(model, inputs, loss_fn=loss_fn, seed=seed, kwargs=kwargs)
+        result = measure_gradients(model, inputs, loss_fn=loss_fn, seed=seed, kwargs=kwargs, labels_given=labels_given)
     result.notes.extend(notes)
     return result
 
@@ -177,10 +239,12 @@ class GradientProbe:
     """
 
     def __init__(self, model: torch.nn.Module, *, loss_fn: Callable[[Any], torch.Tensor] | None = None,
-                 seed: int = 0, verdicts: Callable[[ProbeResult], dict[str, DynamicVerdict]] | None = None) -> None:
+                 seed: int = 0, verdicts: Callable[[ProbeResult], dict[str, DynamicVerdict]] | None = None,
+                 labels_given: bool = False) -> None:
         self.model = model
         self.loss_fn = loss_fn
         self.seed = seed
+        self.labels_given = labels_given  # a tuple output's first element is then the model's loss
         self.verdicts = verdicts  # how the caller judges gradients: zero and vanishing ones get localized
         self.result: ProbeResult | None = None
         self.failure: CutSite | None = None  # the backward raised: no result, and why
@@ -191,11 +255,13 @@ class GradientProbe:
         self._random_state = RandomState.save()
         self._recorder = ModuleGradRecorder(self.model)
         self._stops = StopAtMissingDerivatives()
+        self._unregistered = _Stashed(unregistered_tensors(self.model))
         try:
             with torch.enable_grad():
                 return _forward(call, self._stops)
         except BaseException:
             self._recorder.remove()
+            self._unregistered.restore()
             raise
 
     def backward(self, outputs: Any) -> ProbeResult | None:
@@ -204,18 +270,22 @@ class GradientProbe:
         try:
             note = self._recorder.uninstrumented_note(outputs)
             with torch.enable_grad():
-                _backward(outputs, self.loss_fn, self.seed)
+                loss = _backward(outputs, self._training_loss)
+            names = {id(p): name for name, p in self.model.named_parameters()}
+            parameters = list(dict.fromkeys(self.model.parameters()))
+            measurable = not any(p.is_meta for p in parameters)
+            grads = {names[id(p)]: _grad_info(p.grad, measurable) for p in parameters if id(p) in names}
+            unregistered = {path: (tuple(tensor.shape), _grad_info(tensor.grad, measurable))
+                            for path, tensor in self._unregistered.tensors.items() if tensor.grad is not None}
         except BackwardFailed as error:
             self.failure = CutSite(node="backward", op="backward", source=None, reason=str(error))
             return None
         finally:
             self._recorder.remove()
-        names = {id(p): name for name, p in self.model.named_parameters()}
-        parameters = list(dict.fromkeys(self.model.parameters()))
-        measurable = not any(p.is_meta for p in parameters)
-        grads = {names[id(p)]: _grad_info(p.grad, measurable) for p in parameters if id(p) in names}
+            self._unregistered.restore()
         self.result = ProbeResult(grads, dict(self._recorder.norms), measurable, [note] if note else [],
-                                  backward_raises=self._stops.reached())
+                                  backward_raises=self._stops.reached(), loss=loss.description,
+                                  loss_output=loss.output_index, unregistered=unregistered)
         if measurable:
             self._localize(self.result)
         return self.result
@@ -246,8 +316,11 @@ class GradientProbe:
         with stop_at_missing_derivatives():  # the same history as the real run: it stops where that one did
             return self._call()
 
+    def _training_loss(self, outputs: Any) -> TrainingLoss:
+        return training_loss(outputs, self.loss_fn, self.seed, self.labels_given)
+
     def _loss(self, outputs: Any) -> torch.Tensor | None:
-        return self.loss_fn(outputs) if self.loss_fn is not None else projection_loss(outputs, self.seed)
+        return self._training_loss(outputs).tensor
 
     def run(self, inputs: Sequence[Any], kwargs: dict[str, Any] | None = None) -> ProbeResult | None:
         return self.backward(self.forward(lambda: self.model(*inputs, **(kwargs or {}))))
@@ -255,12 +328,12 @@ class GradientProbe:
 
 def measure_gradients(model: torch.nn.Module, inputs: Sequence[Any], *,
                       loss_fn: Callable[[Any], torch.Tensor] | None = None, seed: int = 0,
-                      kwargs: dict[str, Any] | None = None) -> ProbeResult:
+                      kwargs: dict[str, Any] | None = None, labels_given: bool = False) -> ProbeResult:
     """The real forward and backward, reading every gradient; the caller restores the model.
 
     Call it inside :func:`fxflow.state.untouched`, which starts every ``.grad`` at None.
     """
-    probe = GradientProbe(model, loss_fn=loss_fn, seed=seed)
+    probe = GradientProbe(model, loss_fn=loss_fn, seed=seed, labels_given=labels_given)
     result = probe.run(inputs, kwargs)
     if result is None:
         raise FxflowError(f"the real backward raised {probe.failure.reason}")
@@ -279,33 +352,45 @@ def _forward(call: Callable[[], Any], stops: StopAtMissingDerivatives | None = N
     return outputs
 
 
-def _backward(outputs: Any, loss_fn: Callable[[Any], torch.Tensor] | None, seed: int) -> None:
-    loss = loss_fn(outputs) if loss_fn is not None else projection_loss(outputs, seed)
-    if isinstance(loss, torch.Tensor) and loss.requires_grad:
+def _backward(outputs: Any, choose: Callable[[Any], TrainingLoss]) -> TrainingLoss:
+    """Differentiate the training loss of ``outputs`` (a loss that needs no gradient: nothing to do)."""
+    loss = choose(outputs)
+    if isinstance(loss.tensor, torch.Tensor) and loss.tensor.requires_grad:
         try:
-            loss.backward()
+            loss.tensor.backward()
         except Exception as error:  # autograd's own failure, not the model's forward: report, don't crash
             raise BackwardFailed(f"{type(error).__name__}: {first_line(error)}") from error
+    return loss
 
 
-def _forward_backward(model: torch.nn.Module, inputs: Sequence[Any], kwargs: dict[str, Any] | None,
-                      loss_fn: Callable[[Any], torch.Tensor] | None, seed: int) -> None:
-    _backward(_forward(lambda: model(*inputs, **(kwargs or {}))), loss_fn, seed)
+class _Stashed:
+    """Tensors whose ``.grad`` the probe's backward may fill: cleared for it, then put back."""
+
+    def __init__(self, tensors: dict[str, torch.Tensor]) -> None:
+        self.tensors = tensors
+        self.grads = {path: tensor.grad for path, tensor in tensors.items()}
+        for tensor in tensors.values():
+            tensor.grad = None
+
+    def restore(self) -> None:
+        for path, tensor in self.tensors.items():
+            tensor.grad = self.grads[path]
 
 
 def _probe_fake(model: torch.nn.Module, inputs: Sequence[Any], *, loss_fn: Callable[[Any], torch.Tensor] | None,
-                kwargs: dict[str, Any] | None) -> ProbeResult:
+                kwargs: dict[str, Any] | None, labels_given: bool = False) -> ProbeResult:
     """Forward and backward on fake twins of the weights: which parameters a gradient reaches."""
     mode = new_fake_mode()
     random_state = RandomState.save()
     try:
         weights = fake_weights(model, mode)  # passed in per call: the model's own tensors stay in place
         with mode, torch.enable_grad():
-            _forward_backward(weights, fake_inputs(mode, inputs), kwargs, loss_fn, seed=0)
+            outputs = _forward(lambda: weights(*fake_inputs(mode, inputs), **(kwargs or {})))
+            loss = _backward(outputs, lambda out: training_loss(out, loss_fn, 0, labels_given))
             grads = {name: GradInfo(present=fake.grad is not None) for name, fake in weights.parameters.items()}
     finally:
         random_state.restore()
-    return ProbeResult(grads, measurable=False)
+    return ProbeResult(grads, measurable=False, loss=loss.description, loss_output=loss.output_index)
 
 
 def _grad_info(grad: torch.Tensor | None, measurable: bool) -> GradInfo:

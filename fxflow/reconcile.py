@@ -17,6 +17,7 @@ Nothing here looks at torch.fx: it reads the static analysis's verdicts and grap
 from __future__ import annotations
 
 import fnmatch
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, Iterable
 
 import torch
@@ -94,8 +95,39 @@ def parameter_reports(model: torch.nn.Module, static: "StaticAnalysis | None", r
         if static is not None and report.static == Static.REACHABLE and report.dynamic == Dynamic.MISSING:
             opaque = _opaque_on_path(static, name)  # only a disagreement needs the (costly) search
         judge(report, opaque)
+        if static is not None and report.problem and report.static in (Static.REACHABLE, Static.UNKNOWN):
+            _note_randomness(report, static)
         reports.append(report)
     return reports
+
+
+def _note_randomness(report: ParameterReport, static: "StaticAnalysis") -> None:
+    """A failure of values (not of the graph) behind a random op may not hold on another seed: say so."""
+    from .randomness import random_ops_affecting
+
+    key = PARAM_PREFIX + report.name
+    if key not in static.graph:
+        return
+    report.random_ops = random_ops_affecting(static.graph, key)
+    if report.random_ops:
+        ops = ", ".join(report.random_ops[:3])
+        report.diagnosis = ((report.diagnosis + ". ") if report.diagnosis else "") + (
+            f"This depends on randomness: it is computed from what {ops} drew, so another --seed may give "
+            "another verdict")
+
+
+def unregistered_reports(result: "ProbeResult", vanishing: float) -> list[ParameterReport]:
+    """One record per tensor that the real backward reached but ``model.parameters()`` does not list:
+    it gets a gradient that no optimizer built from the model will ever apply."""
+    from .unregistered import advice
+
+    if not result.unregistered:
+        return []
+    grads = {**result.grads, **{path: info for path, (_, info) in result.unregistered.items()}}
+    judged = dynamic_verdicts(replace(result, grads=grads), vanishing)
+    return [ParameterReport(name=path, shape=shape, static=Static.UNREGISTERED, dynamic=judged[path],
+                            grad_norm=info.norm, diagnosis=advice(path))
+            for path, (shape, info) in result.unregistered.items()]
 
 
 def _localized(result: "ProbeResult | None", name: str, verdict: object) -> str | None:

@@ -19,11 +19,12 @@ SCHEMA_VERSION = 1
 # Short names for the verdicts (members of the StrEnums in fxflow.verdicts).
 FROZEN, UNUSED, CUT, ZERO, REACHABLE, UNKNOWN = (StaticVerdict.FROZEN, StaticVerdict.UNUSED, StaticVerdict.CUT,
                                                  StaticVerdict.ZERO, StaticVerdict.REACHABLE, StaticVerdict.UNKNOWN)
+UNREGISTERED = StaticVerdict.UNREGISTERED
 MISSING, VANISHING, NONFINITE, OK, PRESENT = (DynamicVerdict.MISSING, DynamicVerdict.VANISHING,
                                               DynamicVerdict.NONFINITE, DynamicVerdict.OK, DynamicVerdict.PRESENT)
 STATIC_VERDICTS = (FROZEN, UNUSED, CUT, ZERO, REACHABLE)  # always counted; UNKNOWN only when it occurs
 
-_STATIC_PROBLEMS = {UNUSED, CUT, ZERO}
+_STATIC_PROBLEMS = {UNUSED, CUT, ZERO, UNREGISTERED}
 _DYNAMIC_PROBLEMS = {MISSING, ZERO, NONFINITE}
 
 
@@ -40,6 +41,9 @@ class ParameterReport:
     agree: bool | None = None  # None when no backward ran
     diagnosis: str | None = None  # plain-words explanation of the pair of verdicts
     allowed: bool = False  # matched an --allow pattern: dryness is deliberate
+    # Random ops (dropout...) that the failing gradient was computed from: ``op @ file:line``.
+    # The verdict may change with the seed.
+    random_ops: list[str] = field(default_factory=list)
 
     @property
     def problem(self) -> bool:
@@ -80,13 +84,48 @@ class Report:
     # Where the real loss.backward() raises (an op with no derivative that the gradient reaches):
     # training stops there, whatever the parameters' verdicts. fxflow's own backward stopped there.
     backward_raises: list[CutSite] = field(default_factory=list)
+    # What the backward differentiated: the model's own loss output, the user's loss function, or a
+    # random projection of every output (None when no backward ran).
+    loss: str | None = None
+    # The user asked for the static analysis alone (--no-backward): no backward was meant to run.
+    static_only: bool = False
 
     # -- queries ----------------------------------------------------------------------------
     @property
+    def verified(self) -> bool:
+        """A real backward ran: the dynamic verdicts say what training's first step would do."""
+        return self.backward
+
+    @property
+    def everything_frozen(self) -> bool:
+        """The model has parameters and none of them requires grad: nothing can learn."""
+        registered = [p for p in self.parameters if p.static != UNREGISTERED]
+        return bool(registered) and all(p.static == FROZEN for p in registered)
+
+    @property
     def ok(self) -> bool:
-        """True when no parameter is a problem (see :attr:`ParameterReport.problem`) and the real
-        backward runs (:attr:`backward_raises` is empty)."""
+        """True only when a real backward of the loss reached every parameter the optimizer gets
+        (no parameter is a problem, see :attr:`ParameterReport.problem`), the backward runs
+        (:attr:`backward_raises` is empty) and something is trainable. Without a backward it is
+        never True, unless the static analysis alone was asked for (:attr:`static_only`)."""
+        if not (self.verified or self.static_only) or self.everything_frozen:
+            return False
         return not any(p.problem for p in self.parameters) and not self.backward_raises
+
+    @property
+    def status(self) -> str:
+        """``ok``, ``problem`` (something will not learn), or ``not verified`` (no backward ran,
+        none was declined, and the graph alone found nothing wrong)."""
+        if self.ok:
+            return "ok"
+        if not (self.verified or self.static_only) and not self.problems and not self.backward_raises:
+            return "not verified"
+        return "problem"
+
+    @property
+    def exit_code(self) -> int:
+        """The CLI's exit code for this report: 0 ok, 1 a problem, 2 not verified."""
+        return {"ok": 0, "problem": 1, "not verified": 2}[self.status]
 
     @property
     def problems(self) -> list[ParameterReport]:
@@ -109,7 +148,7 @@ class Report:
 
     def counts(self) -> dict[str, int]:
         """Parameters per static verdict."""
-        counts = {str(verdict): 0 for verdict in STATIC_VERDICTS}
+        counts = {str(verdict): 0 for verdict in STATIC_VERDICTS}  # unknown, unregistered: when they occur
         for parameter in self.parameters:
             counts[str(parameter.static)] = counts.get(str(parameter.static), 0) + 1
         return counts
@@ -128,6 +167,9 @@ class Report:
             "notes": list(self.notes),
             "uncertain": self.uncertain,
             "backward_raises": [asdict(site) for site in self.backward_raises],
+            "loss": self.loss,
+            "verified": self.verified,
+            "status": self.status,
             "ok": self.ok,
         }
 

@@ -24,8 +24,10 @@ def preserved_module_attributes(model: torch.nn.Module) -> Iterator[None]:
     """
     saved = []
     for module in model.modules():
+        # The tables are plain dicts, except on a torch.jit.script'ed module, whose C++ tables
+        # Python cannot change (and cannot copy as dicts) anyway.
         containers = {key: _copy_container(value) for key, value in module.__dict__.items()
-                      if key in _TABLES or isinstance(value, _CONTAINERS)}
+                      if isinstance(value, _CONTAINERS)}
         saved.append((module, dict(module.__dict__), containers))
     try:
         yield
@@ -95,6 +97,31 @@ def _restore_container(container: Any, content: Any) -> None:
     elif {id(x) for x in container} != {id(x) for x in content}:
         container.clear()
         container.update(content)
+
+
+def materialize_lazy(model: torch.nn.Module, call: Callable[[], Any]) -> list[str]:
+    """Initialize lazy modules (``nn.LazyLinear``...) by one forward, as the first training step
+    would: their parameters have no shape before it, so nothing can be checked or restored.
+
+    The forward runs in eval mode without autograd, so no running statistic, dropout draw or
+    random state changes; only the lazy parameters get their shape and initial values.
+    """
+    lazy = [name for name, p in model.named_parameters() if isinstance(p, torch.nn.parameter.UninitializedParameter)]
+    if not lazy:
+        return []
+    training = {module: module.training for module in model.modules()}
+    random_state = RandomState.save()
+    try:
+        model.eval()
+        with torch.no_grad():
+            call()
+    finally:
+        for module, mode in training.items():
+            module.training = mode
+        random_state.restore()
+    shown = ", ".join(lazy[:3]) + (" ..." if len(lazy) > 3 else "")
+    return [f"lazy parameters ({shown}) had no shape yet: one forward without autograd initialized them, "
+            "as the first training step would"]
 
 
 @contextlib.contextmanager

@@ -16,7 +16,9 @@ from .report import Report
 
 
 def assert_gradients_flow(model: Any, inputs: Any = None, *, allow: Iterable[str] = (), **options: Any) -> Report:
-    """Raise ``AssertionError`` unless every trainable parameter of ``model`` gets a gradient.
+    """Raise ``AssertionError`` unless a real backward reached every trainable parameter of ``model``
+    (:attr:`Report.ok`): a check that could not run a backward, or a model whose parameters are all
+    frozen, fails too.
 
     ``allow``: glob patterns of parameters allowed to be dry (a frozen backbone is never a failure).
     ``options`` go to :func:`fxflow.check` (``loss_fn``, ``backward``, ``vanishing``, ...). Returns the
@@ -36,7 +38,7 @@ def failure_message(report: Report) -> str:
     from .present.text import cut_paragraphs, summary_line, verdict_of
 
     lines = [f"gradients do not reach every parameter of {report.target}", summary_line(report), ""]
-    width = max(len(p.name) for p in report.problems)
+    width = max((len(p.name) for p in report.problems), default=0)
     for parameter in report.problems:
         verdict = verdict_of(parameter)
         if parameter.dynamic and parameter.dynamic != verdict:

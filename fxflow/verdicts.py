@@ -18,7 +18,10 @@ class StaticVerdict(StrEnum):
     CUT = "cut"  # every path to the output crosses an edge that carries no gradient
     ZERO = "zero"  # every path crosses an op whose derivative is exactly zero
     REACHABLE = "reachable"  # a differentiable path reaches the output
-    UNKNOWN = "unknown"  # nothing was captured: the walk could not decide
+    UNKNOWN = "unknown"  # nothing was captured, or an op that never ran decides it
+    # Not a parameter at all: a tensor that requires grad and feeds the loss, but is held in a plain
+    # attribute or list, so model.parameters() never hands it to the optimizer.
+    UNREGISTERED = "unregistered"
 
 
 class DynamicVerdict(StrEnum):
@@ -60,6 +63,7 @@ PARAMETER_STATE: dict[StaticVerdict, NodeState] = {
     StaticVerdict.FROZEN: NodeState.FROZEN,
     StaticVerdict.UNUSED: NodeState.UNUSED,
     StaticVerdict.UNKNOWN: NodeState.INERT,
+    StaticVerdict.UNREGISTERED: NodeState.DRY,
 }
 
 PARAM_PREFIX = "param:"  # flow-graph node of a parameter: PARAM_PREFIX + qualified name
@@ -68,6 +72,7 @@ GRAD_MODE_KEY = "fxflow_grad_mode"  # node.meta[GRAD_MODE_KEY]: the GradRegion i
 OPAQUE_KEY = "fxflow_opaque"  # node.meta[OPAQUE_KEY]: why only a real backward can decide the node
 BACKWARD_RAN_KEY = "fxflow_backward_ran"  # a custom Function whose own backward ran during the analysis
 NO_DERIVATIVE_KEY = "fxflow_no_derivative"  # inputs reached only through an op with no derivative
+LOSS_OUTPUT_KEY = "fxflow_loss_output"  # graph_module.meta: the walk starts at the model's own loss alone
 
 
 @dataclass(frozen=True)
@@ -78,6 +83,9 @@ class CutSite:
     op: str  # short op name: detach, data, gt, argmax, to_int64, no_grad, round, ...
     source: str | None  # FILE:LINE of the user's line that created the node
     reason: str  # one sentence in plain words
+    # The user's frames from forward down to that line, when it lies in a helper forward calls:
+    # ("forward @ model.py:40", "squash @ utils.py:12"); empty when forward holds the line itself.
+    frames: tuple[str, ...] = ()
 
 
 def raises_reason(op: str) -> str:

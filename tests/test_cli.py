@@ -113,10 +113,19 @@ def test_inputs_inferred_from_the_first_layer(run_fxflow, name, shape):
     assert report["backward"] is True
 
 
-def test_no_inputs_at_all_still_runs_the_static_analysis(run_fxflow):
-    code, report = check_json(run_fxflow, f"{MODELS}:TwoInputs")
-    assert report["backward"] is False
-    assert any("--input-size" in note for note in report["notes"])
+def test_no_inputs_at_all_is_not_verified(run_fxflow):
+    """The static analysis still runs, but with no backward nothing is "ok": exit 2, and the note
+    names forward's arguments so the user knows what to give."""
+    code, out, err = run_fxflow("check", f"{MODELS}:TwoInputs", "--json")
+    report = json.loads(out)
+    assert code == 2, err
+    assert report["backward"] is False and report["verified"] is False
+    assert report["ok"] is False and report["status"] == "not verified"
+    assert any("forward(x, y)" in note and "--input-size" in note for note in report["notes"])
+    code, out, err = run_fxflow("check", f"{MODELS}:TwoInputs")
+    assert code == 2
+    assert out.strip().splitlines()[-1].startswith("not verified: no backward ran")
+    assert "ok" not in out.strip().splitlines()[-1].split(":")[0]
 
 
 def test_no_backward(run_fxflow):

@@ -154,10 +154,25 @@ def test_debug_shows_the_traceback(run_fxflow):
     assert "mat1 and mat2" in err
 
 
-@pytest.mark.parametrize("name", ["NoParams", "AllFrozen"])
-def test_nothing_to_train_is_not_an_error(run_fxflow, name):
-    code, out, err = check(run_fxflow, f"models.py:{name}", "--input-size", "2,10")
+def test_a_model_without_parameters_has_nothing_to_train(run_fxflow):
+    code, out, err = check(run_fxflow, "models.py:NoParams", "--input-size", "2,10")
     assert code == 0, err
     assert "Traceback" not in err
-    said = out.lower()
-    assert ("no parameters" in said) if name == "NoParams" else ("frozen" in said)
+    assert out.strip().splitlines()[-1] == "nothing to train: the model has no parameters"
+
+
+def test_every_parameter_frozen_is_a_model_that_cannot_learn(run_fxflow):
+    """Frozen by mistake (the whole model, where only a backbone was meant): a plain backward raises,
+    so the check fails, where it used to say "ok: all 0 trainable parameters get a gradient"."""
+    import torch
+
+    from fxflow.load import import_location
+
+    model = import_location(str(TARGETS / "models.py")).AllFrozen()
+    with pytest.raises(RuntimeError, match="does not require grad"):
+        model(torch.randn(2, 10)).sum().backward()
+    code, out, err = check(run_fxflow, "models.py:AllFrozen", "--input-size", "2,10")
+    assert code == 1, err
+    assert "Traceback" not in err
+    assert out.strip().splitlines()[-1] == (
+        "problem: nothing will learn: every parameter is frozen (loss.backward() would raise)")

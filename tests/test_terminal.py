@@ -31,6 +31,8 @@ detach at examples/seed.py:15 (node detach) cuts first.weight, first.bias, middl
 middle.bias off from the output: detach() returns a tensor with no autograd history, so the gradient
 stops here.
 
+loss: random projection of all outputs (the model returns no loss)
+
 problem: 4 of 6 parameters will not learn: 4 cut (first cut: detach @ examples/seed.py:15)
 """
 

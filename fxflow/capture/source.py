@@ -9,7 +9,7 @@ from typing import Iterable
 
 import torch
 
-_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
+_FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)(?:, in (?P<function>\S+))?')
 _LIBRARY_ROOTS = tuple(
     os.path.dirname(os.path.abspath(module.__file__)) + os.sep
     for module in (torch, sys.modules[__name__.split(".")[0]])
@@ -59,6 +59,21 @@ def source_of_stack_trace(stack_trace: str | None) -> str | None:
         return None
     frames = [(m["file"], int(m["line"])) for m in _FRAME.finditer(stack_trace)]
     return pick_user_frame(reversed(frames))
+
+
+@functools.lru_cache(maxsize=65536)
+def user_frames(stack_trace: str | None) -> tuple[str, ...]:
+    """The user's own frames in a ``node.meta["stack_trace"]``, outermost first, as
+    ``function @ file:line`` (``forward @ model.py:40``, ``squash @ utils.py:12``); empty when
+    the node was created in one frame of the user's, where its line says it all."""
+    if not stack_trace:
+        return ()
+    frames = [(m["function"] or "?", f"{display_path(m['file'])}:{m['line']}")
+              for m in _FRAME.finditer(stack_trace) if not is_library_file(m["file"])]
+    # from the outermost forward down: the frames above it (a test, a script) only called fxflow
+    start = next((i for i, (function, _) in enumerate(frames) if function == "forward"), 0)
+    chain = tuple(f"{function} @ {where}" for function, where in frames[start:])
+    return chain if len(chain) > 1 else ()
 
 
 def current_user_source() -> str | None:

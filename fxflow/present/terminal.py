@@ -67,13 +67,16 @@ def rich_report(report: "Report", console: "Console") -> None:
         for paragraph in paragraphs:
             console.print(Text(paragraph), highlight=False)
     notes = report.trace.notes + report.notes
-    if notes:
+    if notes or report.loss:
         console.print()
+        if report.loss:
+            console.print(Text.assemble(("loss: ", "dim"), report.loss), highlight=False)
         for note in notes:
             console.print(Text.assemble(("note: ", "dim"), note), highlight=False)
     console.print()
     summary = summary_line(report)
-    console.print(Text(summary, "bold green" if report.ok else "bold red"), highlight=False)
+    console.print(Text(summary, {"ok": "bold green", "problem": "bold red"}.get(report.status, "bold yellow")),
+                  highlight=False)
 
 
 class Terminal:

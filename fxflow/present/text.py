@@ -93,12 +93,12 @@ def cut_paragraphs(report: Report) -> list[str]:
         else:
             effect = f"cuts {names} off from the output"
         paragraphs.append(f"{site.op}{where} (node {site.node}) {effect}: {site.reason}.")
-    unused: dict[str, list[str]] = {}  # one line per reason, not per parameter
+    grouped: dict[tuple[str, str], list[str]] = {}  # one line per verdict and reason, not per parameter
     diagnosed: dict[tuple[str, str | None, str | None], list[str]] = {}
     dry_dynamic = (DynamicVerdict.ZERO, DynamicVerdict.NONFINITE, DynamicVerdict.MISSING, DynamicVerdict.VANISHING)
     for parameter in report.parameters:
-        if parameter.static == StaticVerdict.UNUSED and parameter.diagnosis:
-            unused.setdefault(parameter.diagnosis, []).append(parameter.name)
+        if parameter.static in _GROUPED and parameter.diagnosis:
+            grouped.setdefault((parameter.static, parameter.diagnosis), []).append(parameter.name)
         elif parameter.agree is False or (parameter.diagnosis
                                           and parameter.static not in (StaticVerdict.CUT, StaticVerdict.FROZEN)
                                           and parameter.dynamic in dry_dynamic):
@@ -114,10 +114,15 @@ def cut_paragraphs(report: Report) -> list[str]:
     if shown_vanishing > _VANISHING_PARAGRAPHS:
         hidden = shown_vanishing - _VANISHING_PARAGRAPHS
         paragraphs.append(f"{hidden} more place{'s' if hidden != 1 else ''} where a gradient vanishes: see --json.")
-    for diagnosis, names in unused.items():
+    for (static, diagnosis), names in grouped.items():
         verb = "is" if len(names) == 1 else "are"
-        paragraphs.append(f"{_names(names)} {verb} unused: {diagnosis}.")
+        paragraphs.append(f"{_names(names)} {verb} {_GROUPED[static]}: {diagnosis}.")
     return paragraphs
+
+
+# Verdicts whose parameters share one paragraph per reason: how the paragraph calls them.
+_GROUPED = {StaticVerdict.UNUSED: "unused", StaticVerdict.UNKNOWN: "unknown",
+            StaticVerdict.UNREGISTERED: "trained by no optimizer"}
 
 
 def _names(names: list[str], limit: int = 6) -> str:
@@ -155,7 +160,9 @@ def summary_line(report: Report) -> str:
     """One line: how many parameters are dry and why; what was allowed; what is vanishing."""
     total = len(report.parameters)
     if total == 0:
-        return "no parameters to check"
+        return "nothing to train: the model has no parameters"
+    if report.everything_frozen:
+        return f"problem: {NOTHING_LEARNS}"
     problems = report.problems
     frozen = report.counts()[StaticVerdict.FROZEN]
     tail = ""
@@ -171,7 +178,8 @@ def summary_line(report: Report) -> str:
         tail += f"; {len(vanishing)} vanishing" + (f" (smallest norm {format_norm(smallest)})" if smallest is not None else "")
     unknown = sum(1 for p in report.parameters if p.static == StaticVerdict.UNKNOWN)
     if unknown:  # the backward alone spoke for these: say so next to any "ok"
-        tail += f"; {unknown} static verdict{'s' if unknown > 1 else ''} unknown (nothing captured)"
+        why = "nothing captured" if report.trace.method == "none" else "an op that never ran decides them"
+        tail += f"; {unknown} static verdict{'s' if unknown > 1 else ''} unknown ({why})"
     disagreements = sum(1 for p in report.parameters if p.agree is False)
     if disagreements:
         tail += f"; {disagreements} static/runtime disagreement{'s' if disagreements > 1 else ''}"
@@ -182,6 +190,13 @@ def summary_line(report: Report) -> str:
         if not problems:
             return f"problem: {raises}{tail}"
         tail = f"; {raises}{tail}"
+    if report.status == "not verified":
+        return f"{NOT_VERIFIED}{tail}"
+    if not report.verified and not report.static_only:
+        tail += f"; {NOT_VERIFIED}"
+    if not problems and report.static_only:
+        return (f"static only (--no-backward): all {total - frozen} trainable parameters have a differentiable "
+                f"path to the output; no backward ran to confirm it{tail}")
     if not problems:
         if allowed:
             return f"ok: no unexpected problems{tail}"
@@ -195,12 +210,16 @@ def summary_line(report: Report) -> str:
     return f"problem: {len(problems)} of {total} parameters will not learn: {_tally(problems)}{where}{tail}"
 
 
+NOTHING_LEARNS = "nothing will learn: every parameter is frozen (loss.backward() would raise)"
+NOT_VERIFIED = "not verified: no backward ran (give --input-size or example_inputs())"
+
+
 def render_text(report: Report, width: int | None = None) -> str:
     """The whole text report; ``width`` wraps paragraphs and the table's last column (None: no wrap)."""
     parts = [f"fxflow check {report.target}  [trace: {report.trace.method}, {report.trace.nodes} nodes]", ""]
     parts.append(plain_table(report, width))
     paragraphs = cut_paragraphs(report)
-    notes = [f"note: {note}" for note in report.trace.notes + report.notes]
+    notes = ([f"loss: {report.loss}"] if report.loss else []) + [f"note: {note}" for note in report.trace.notes + report.notes]
     for block in (paragraphs, notes):
         if block:
             parts.append("")

@@ -1,0 +1,56 @@
+"""Tensors that would learn, except that the optimizer never sees them.
+
+Layers kept in a plain Python list (``self.layers = [nn.Linear(...)]``) or a tensor made with
+``requires_grad=True`` instead of an ``nn.Parameter``: forward uses them and the backward even
+fills their ``.grad``, but ``model.parameters()`` never lists them, so no optimizer built from it
+ever updates them. :func:`unregistered_tensors` finds such tensors by their attribute path; the
+probe lets the real backward say which of them the loss reaches.
+"""
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+import torch
+
+_MAX_DEPTH = 3  # lists of lists of modules: deeper nesting holds data, not layers
+_MAX_ITEMS = 1000  # a long list in an attribute is a cache or a dataset, not a layer list
+
+
+def unregistered_tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """``{attribute path: tensor}`` for every leaf tensor that requires grad, is held by one of the
+    model's modules outside its parameter table, and is not among ``model.parameters()``:
+    plain tensor attributes (``scale``) and the parameters of modules in plain lists, tuples and
+    dicts (``layers[0].weight``)."""
+    registered = {id(p) for p in model.parameters()}
+    found: dict[str, torch.Tensor] = {}
+    for prefix, module in model.named_modules():
+        for key, value in vars(module).items():
+            if key.startswith("_"):  # the module's own tables and private state
+                continue
+            path = f"{prefix}.{key}" if prefix else key
+            for name, tensor in _leaves(path, value, 0):
+                if id(tensor) not in registered and name not in found:
+                    found[name] = tensor
+    return found
+
+
+def _leaves(path: str, value: Any, depth: int) -> Iterator[tuple[str, torch.Tensor]]:
+    if isinstance(value, torch.Tensor):
+        if value.requires_grad and value.is_leaf:
+            yield path, value
+    elif isinstance(value, torch.nn.Module):  # held outside _modules: none of its parameters is registered
+        for name, parameter in value.named_parameters():
+            yield f"{path}.{name}", parameter
+    elif depth < _MAX_DEPTH and isinstance(value, (list, tuple)) and len(value) <= _MAX_ITEMS:
+        for index, item in enumerate(value):
+            yield from _leaves(f"{path}[{index}]", item, depth + 1)
+    elif depth < _MAX_DEPTH and isinstance(value, dict) and len(value) <= _MAX_ITEMS:
+        for key, item in value.items():
+            yield from _leaves(f"{path}[{key!r}]", item, depth + 1)
+
+
+def advice(path: str) -> str:
+    """How to register the tensor at ``path``: a module's parameter held in a list or dict, or a bare tensor."""
+    if "[" in path:
+        return "not registered: hold these modules in nn.ModuleList / nn.ModuleDict so the optimizer gets them"
+    return "not registered: wrap it in nn.Parameter (or register_buffer if it should not learn)"
