@@ -24,12 +24,14 @@ edge  ``kind`` (diff, zero, none), ``state`` (wet, dry, cut, zero)
 from __future__ import annotations
 
 import operator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Callable
 
 import networkx as nx
 import torch
 import torch.fx as fx
 
+from .capture.source import user_frames
 from .flow import DIFF, META_KEY, NONE, ZERO
 from .explain import describe_cut, describe_raise, describe_zero, node_op, node_source
 from .verdicts import (BACKWARD_RAN_KEY, LOSS_OUTPUT_KEY, NO_DERIVATIVE_KEY, OPAQUE_KEY, PARAM_PREFIX, PARAMETER_STATE, CutSite, NodeState,
@@ -235,19 +237,34 @@ def analyze(graph_module: fx.GraphModule, model: torch.nn.Module) -> StaticAnaly
         elif key in wet:
             verdict = ParameterFinding(Static.REACHABLE)
         elif key in wet_any:
-            verdict = ParameterFinding(Static.ZERO, [describe_zero(nodes[s]) for s in sorted(zero_sites[key], key=_order(graph))])
+            verdict = ParameterFinding(Static.ZERO, [_site(describe_zero, nodes[s]) for s in sorted(zero_sites[key], key=_order(graph))])
         else:
-            verdict = ParameterFinding(Static.CUT, [describe_cut(nodes[s]) for s in sorted(cut_sites[key], key=_order(graph))])
+            sites = _outermost(graph, cut_sites[key])
+            verdict = ParameterFinding(Static.CUT, [_site(describe_cut, nodes[s]) for s in sorted(sites, key=_order(graph))])
         verdicts[name] = verdict
 
     # The engine runs the backward of every node the gradient reaches: one with no derivative raises.
     raising = sorted((name for name, data in graph.nodes(data=True)
                       if data.get("no_derivative") and name in wet_any and "part_of" not in data), key=_order(graph))
-    raises = [describe_raise(nodes[name]) for name in raising]
+    raises = [_site(describe_raise, nodes[name]) for name in raising]
     _paint(graph, connected, wet_any, wet, verdicts, raises)
     uncertain = _uncertain(graph_module, graph)
     _remove_parts(graph)
     return StaticAnalysis(graph, verdicts, uncertain, raises)
+
+
+def _outermost(graph: nx.DiGraph, sites: frozenset[str]) -> frozenset[str]:
+    """The cut sites without those that only feed another one: ``torch.ones_like(score)`` passed
+    to ``torch.autograd.grad(score, ...)`` is cut there, but so is everything else ``grad`` takes."""
+    kept = frozenset(s for s in sites if not any(t in sites for t in graph.successors(s)))
+    return kept or sites
+
+
+def _site(describe: Callable[[fx.Node], CutSite], node: fx.Node) -> CutSite:
+    """The cut site ``describe`` gives, with the user's frames from forward down to its line."""
+    site = describe(node)
+    frames = user_frames(node.meta.get("stack_trace"))
+    return replace(site, frames=frames) if frames else site
 
 
 def _uncertain(graph_module: fx.GraphModule, graph: nx.DiGraph) -> dict[str, tuple[int, list[str]]]:

@@ -62,6 +62,9 @@ def _add_check_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="torch seed for the model and inputs (default 0)")
     parser.add_argument("--vanishing", type=float, default=1e-3, metavar="FACTOR",
                         help="gradient RMS below FACTOR x the largest is vanishing (default 1e-3)")
+    parser.add_argument("--loss", metavar="FILE.py:FUNCTION",
+                        help="the loss to differentiate: FUNCTION(output, inputs) returns a scalar (default: the "
+                             "model's own `loss` output, else a random projection of all outputs)")
     parser.add_argument("--no-backward", action="store_true", help="static analysis only")
     parser.add_argument("--device", default=None, help="build/move the model there (cpu, cuda, meta)")
     parser.add_argument("--no-color", action="store_true", help="plain text even on a terminal")
@@ -271,16 +274,17 @@ def _check_target(target: str, options: argparse.Namespace, step: Any) -> Any:
     import torch
 
     from .inputs import check_input_count
-    from .load import load_target
+    from .load import load_function, load_target
     from .pipeline import check
 
+    loss_fn = load_function(options.loss) if options.loss else None
     torch.manual_seed(options.seed)
     step("loading the target")
     loaded = load_target(target, args=options.arg, input_sizes=options.input_size,
                          device=options.device, seed=options.seed)
     if isinstance(loaded.inputs, tuple):
         check_input_count(loaded.model, loaded.inputs)
-    report = check(loaded.model, loaded.inputs, backward=not options.no_backward, allow=options.allow,
+    report = check(loaded.model, loaded.inputs, loss_fn=loss_fn, backward=not options.no_backward, allow=options.allow,
                    vanishing=options.vanishing, seed=options.seed, target=loaded.target or target,
                    progress=step, infer=False)
     report.notes[:0] = loaded.notes

@@ -7,6 +7,7 @@ from typing import Any, Sequence
 
 import torch
 from torch import nn
+from torch.utils._pytree import tree_flatten
 
 from .errors import FxflowError
 from .signature import bind_keywords, check_input_count, positional_names, required_inputs  # noqa: F401 (check_input_count: re-exported for the CLI)
@@ -94,6 +95,13 @@ def make_inputs(model: nn.Module, specs: Sequence[str], device: torch.device | s
     for available in (free, cpu_free):
         if available is not None and needed > available:
             raise FxflowError(too_big, hint=f"{_gib(available)} is free; give smaller --input-size values")
+    if free is not None and needed * _ACTIVATION_GUARD > free:  # inputs this big: can the run itself fit?
+        activations = activation_bytes(model, shapes, device)
+        if activations is not None and needed + activations > free:
+            raise FxflowError(
+                f"a forward and backward on inputs of shape {_describe(shapes)} need about "
+                f"{_gib(needed + activations)} (the inputs, and the activations autograd keeps for the backward)",
+                hint=f"{_gib(free)} is free; give smaller --input-size values")
     tensors = []
     try:
         for shape, dtype in shapes:
@@ -108,6 +116,40 @@ def make_inputs(model: nn.Module, specs: Sequence[str], device: torch.device | s
         if isinstance(error, MemoryError) or "alloc" in str(error) or "out of memory" in str(error):
             raise FxflowError(too_big, hint="give smaller --input-size values") from error
         raise
+
+
+_ACTIVATION_GUARD = 8  # inputs over 1/8 of free memory get their activations estimated first
+
+
+def activation_bytes(model: nn.Module, shapes: Sequence[tuple[tuple[int, ...], torch.dtype]],
+                     device: torch.device) -> int | None:
+    """Bytes of every tensor a forward on inputs of these shapes creates (what autograd may keep
+    for the backward), from one forward on fake tensors: nothing is allocated or computed.
+    None when the fake forward cannot run."""
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from .fake import fake_weights, new_fake_mode
+
+    class CountBytes(TorchDispatchMode):
+        total = 0
+
+        def __torch_dispatch__(self, func: Any, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+            result = func(*args, **(kwargs or {}))
+            for tensor in tree_flatten(result)[0]:
+                if isinstance(tensor, torch.Tensor):
+                    CountBytes.total += tensor.numel() * tensor.element_size()
+            return result
+
+    mode = new_fake_mode()
+    try:
+        weights = fake_weights(model, mode)
+        with mode:
+            inputs = [torch.zeros(shape, dtype=dtype, device=device) for shape, dtype in shapes]
+            with torch.enable_grad(), CountBytes():
+                weights(*inputs)
+    except Exception:  # the estimate is a guard: a model fake tensors cannot run is simply not guarded
+        return None
+    return CountBytes.total
 
 
 def _model_device(model: nn.Module) -> torch.device:

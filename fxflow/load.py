@@ -205,6 +205,19 @@ def _check_signature(factory: Any, name: str, kwargs: dict[str, Any]) -> None:
                           + (", ".join(signature.parameters) or "nothing"))
 
 
+def load_function(spec: str, option: str = "--loss") -> Any:
+    """``file.py:fn`` or ``package.module:fn`` -> the function (for ``--loss``)."""
+    location, name = split_target(spec)
+    if name is None:
+        raise FxflowError(f"{option} {spec!r} must name a function: path/to/file.py:function")
+    function = getattr(import_location(location), name, None)
+    if function is None:
+        raise FxflowError(f"{option} {spec!r}: {location} defines no {name!r}")
+    if not callable(function):
+        raise FxflowError(f"{option} {spec!r}: {name} is not a function")
+    return function
+
+
 def load_target(target: str, *, args: Sequence[str] = (), input_sizes: Sequence[str] = (),
                 device: str | None = None, seed: int = 0) -> Loaded:
     """Import the target, build the model and pick example inputs (flags, example_inputs(), first layer)."""

@@ -139,7 +139,11 @@ def with_inputs(loss_fn: Callable[..., torch.Tensor] | None, inputs: Any) -> Cal
         return loss_fn
     positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     if len([p for p in positional if p.default is p.empty]) >= 2 or any(p.kind == p.VAR_POSITIONAL for p in parameters):
-        return lambda outputs: loss_fn(outputs, inputs)
+        @functools.wraps(loss_fn)
+        def with_the_inputs(outputs: Any) -> torch.Tensor:
+            return loss_fn(outputs, inputs)
+
+        return with_the_inputs
     return loss_fn
 
 

@@ -88,7 +88,15 @@ def training_loss(outputs: Any, loss_fn: Callable[[Any], torch.Tensor] | None = 
     :func:`projection_loss`.
     """
     if loss_fn is not None:
-        return TrainingLoss(loss_fn(outputs), LOSS_GIVEN)
+        try:
+            value = loss_fn(outputs)
+        except Exception as error:
+            raise FxflowError(f"the loss function raised {type(error).__name__}: {first_line(error)}") from error
+        if not isinstance(value, torch.Tensor) or value.numel() != 1:
+            shape = f"a tensor of shape {tuple(value.shape)}" if isinstance(value, torch.Tensor) else type(value).__name__
+            raise FxflowError(f"the loss function must return a scalar tensor, not {shape}")
+        name = getattr(loss_fn, "__name__", "")
+        return TrainingLoss(value, f"{LOSS_GIVEN} `{name}`" if name and name != "<lambda>" else LOSS_GIVEN)
     own, description = _own_loss(outputs, labels_given)
     if own is not None:
         tensors = tensors_in(outputs)

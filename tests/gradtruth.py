@@ -1,7 +1,7 @@
 """The ground truth every capture test compares against: one real forward and backward.
 
-``real_grads(model, inputs)`` runs the user's module with the same seeded projection loss the
-probe uses and returns which parameters received a gradient; the model is left as found
+``real_grads(model, inputs)`` runs the user's module with the loss it is trained on, chosen as the
+probe chooses it (its own ``loss`` output, else the same seeded projection of every output) and returns which parameters received a gradient; the model is left as found
 (grads cleared back, RNG restored). ``assert_agrees(report, truth)`` checks that every static
 verdict matches it: reachable/zero where a gradient arrived, dry (cut, unused, frozen) where none
 did; an opaque ``autograd.Function`` on the path is the one case where the real backward decides.
@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import torch
 
-from fxflow.probe import projection_loss
+from fxflow.probe import labels_in, training_loss
 from fxflow.state import ModelSnapshot
 
 WET = {"reachable", "zero"}
@@ -32,7 +32,7 @@ def real_gradients(model: torch.nn.Module, inputs: Sequence[Any],
         for parameter in model.parameters():
             parameter.grad = None
         with torch.enable_grad():
-            loss = projection_loss(model(*inputs, **(keywords or {})), 0)
+            loss = training_loss(model(*inputs, **(keywords or {})), labels_given=labels_in(keywords)).tensor
             if loss is not None and loss.requires_grad:
                 loss.backward()
         return {name: _stored(p.grad) for name, p in model.named_parameters()}

@@ -207,7 +207,7 @@ class RunRecorder(TorchFunctionMode):
     def hook_modules(self, model: torch.nn.Module) -> list[Any]:
         handles = []
         for name, module in model.named_modules():
-            if not name:
+            if not name or isinstance(module, torch.jit.ScriptModule):  # it takes no Python hook
                 continue
             entry = (name, type(module).__name__)
 

@@ -87,6 +87,8 @@ def cut_paragraphs(report: Report) -> list[str]:
     for site in report.cuts:
         victims = [p for p in report.parameters if any(s.node == site.node for s in p.cut_by)]
         where = f" at {site.source}" if site.source else ""
+        if site.frames:  # the line lies in a helper: the way there from forward
+            where += f" (reached by {' -> '.join(site.frames)})"
         names = _names([p.name for p in victims])
         if victims and all(p.static == StaticVerdict.ZERO for p in victims):
             effect = f"gives {names} an exactly zero gradient"
