@@ -77,7 +77,7 @@ def test_random_models_agree_with_autograd_on_each_capture_method(method: str, b
 def test_generator_plants_every_kind_at_the_line_it_reports() -> None:
     needles = {"detach": ".detach()", "detach_": ".detach_()", "data": ".data", "item": ".item()",
                "tolist": ".tolist()", "compare": "> 0).float()", "argmax": ".argmax(", "argmin": ".argmin(",
-               "argsort": ".argsort(", "cast_long": ".long()", "cast_bool": "to(torch.bool)", "cast_int": ".int()",
+               "argsort": ".argsort(", "max_indices": ".max(-1, keepdim=True)[1]", "topk_indices": "torch.topk(", "cast_long": ".long()", "cast_bool": "to(torch.bool)", "cast_int": ".int()",
                "where": "torch.where(", "ste": "(torch.round(", "masked_fill": ".masked_fill(", "bool_index": " > 0].sum()",
                "masked_set": "[:, 0] > 0] = self.p", "zeros_buffer": "zeros",
                **{kind: "" for kind in ("no_grad", "inference_mode", "set_grad_enabled")},

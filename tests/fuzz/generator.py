@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 N, D, V = 4, 8, 13
 
 CUT_KINDS = ("detach", "detach_", "data", "item", "tolist", "compare", "argmax", "argmin", "argsort",
+             "max_indices", "topk_indices",  # the index output of a multi-output op (issue 17)
              "cast_long", "cast_bool", "cast_int", "where", "masked_fill", "bool_index",
              "no_grad", "inference_mode", "set_grad_enabled")
 ZERO_KINDS = ("round", "floor", "ceil", "trunc", "sign")
@@ -271,6 +272,8 @@ def _plant_cut(w: _Writer, new: str, kind: str, mark: list) -> Value:
         "argmax": f"{new} = torch.gather({o}, 1, {v}.argmax(-1, keepdim=True).expand(-1, D))",
         "argmin": f"{new} = torch.gather({o}, 1, {v}.argmin(-1, keepdim=True).expand(-1, D))",
         "argsort": f"{new} = torch.gather({o}, 1, {v}.argsort(-1))",
+        "max_indices": f"{new} = torch.gather({o}, 1, {v}.max(-1, keepdim=True)[1].expand(-1, D))",
+        "topk_indices": f"{new} = torch.gather({o}, 1, torch.topk({v}, D, -1)[1])",
         "cast_long": f"{new} = {o} + {v}.long()",
         "cast_bool": f"{new} = {o} * {v}.to(torch.bool)",
         "cast_int": f"{new} = {o} - {v}.int()",
@@ -278,7 +281,8 @@ def _plant_cut(w: _Writer, new: str, kind: str, mark: list) -> Value:
         "masked_fill": f"{new} = {o}.masked_fill({v} < 0, 0.0)",
         "bool_index": f"{new} = {o} + {o}[{v} > 0].sum()",
     }
-    keeps_other = kind in ("item", "tolist", "compare", "argmax", "argmin", "argsort", "cast_long",
+    keeps_other = kind in ("item", "tolist", "compare", "argmax", "argmin", "argsort", "max_indices", "topk_indices",
+                           "cast_long",
                            "cast_bool", "cast_int", "where", "masked_fill", "bool_index")
     if kind in simple:
         line = w.emit(simple[kind])
