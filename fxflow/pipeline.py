@@ -125,6 +125,7 @@ def check(
         uncertain=uncertain,
         backward_raises=backward_raises(static, result, failure),
         loss=result.loss if result is not None else None,
+        nonfinite=result.nonfinite if result is not None else [],
         static_only=not backward,
     )
 

@@ -19,6 +19,7 @@ from .errors import FxflowError, first_line
 from .flow import gradient_norm, stored_values, tensors_in
 from .fake import fake_inputs, fake_weights, new_fake_mode
 from .no_derivative import StopAtMissingDerivatives, stop_at_missing_derivatives
+from .nonfinite import NonfiniteSite
 from .state import RandomState, untouched
 from .unregistered import unregistered_tensors
 from .verdicts import CutSite, DynamicVerdict
@@ -54,6 +55,8 @@ class ProbeResult:
     loss: str = LOSS_PROJECTION  # what the backward differentiated (see training_loss)
     # The model's own loss: its position among the output's tensors, and how many tensors there are.
     loss_output: tuple[int, int] | None = None
+    # Where a NaN or inf was born, when the loss or a gradient is not finite (fxflow.nonfinite).
+    nonfinite: list[NonfiniteSite] = field(default_factory=list)
     # Tensors that require grad and received a gradient but model.parameters() does not list:
     # attribute path -> what the gradient was.
     unregistered: dict[str, GradInfo] = field(default_factory=dict)
@@ -296,7 +299,23 @@ class GradientProbe:
                                   loss_output=loss.output_index, unregistered=unregistered)
         if measurable:
             self._localize(self.result)
+            if not all(info.finite for info in grads.values()) or not _finite_loss(loss):
+                self._find_nonfinite(self.result)
         return self.result
+
+    def _find_nonfinite(self, result: ProbeResult) -> None:
+        """Name where the NaN or inf was born, from one replayed run."""
+        from .nonfinite import nonfinite_origins
+
+        after = RandomState.save()
+        self._random_state.restore()  # the replay draws the same dropout masks as the real run
+        try:
+            result.nonfinite = nonfinite_origins(self.model, self._call, self._loss)
+        except Exception as error:  # the replay is an extra: its failure must not fail the check
+            result.notes.append(f"could not find where the non-finite values were born: {type(error).__name__}: "
+                                f"{first_line(error)}")
+        finally:
+            after.restore()
 
     def _localize(self, result: ProbeResult) -> None:
         """Name where each zero or vanishing gradient died or shrank, from one replayed run."""
@@ -369,6 +388,12 @@ def _backward(outputs: Any, choose: Callable[[Any], TrainingLoss]) -> TrainingLo
         except Exception as error:  # autograd's own failure, not the model's forward: report, don't crash
             raise BackwardFailed(f"{type(error).__name__}: {first_line(error)}") from error
     return loss
+
+
+def _finite_loss(loss: TrainingLoss) -> bool:
+    tensor = loss.tensor
+    return not isinstance(tensor, torch.Tensor) or tensor.is_meta or is_fake(tensor) or bool(
+        torch.isfinite(tensor.detach()).all())
 
 
 class _Stashed:

@@ -9,6 +9,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .nonfinite import NonfiniteSite
 from .verdicts import CutSite, DynamicVerdict, StaticVerdict
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -84,6 +85,8 @@ class Report:
     # Where the real loss.backward() raises (an op with no derivative that the gradient reaches):
     # training stops there, whatever the parameters' verdicts. fxflow's own backward stopped there.
     backward_raises: list[CutSite] = field(default_factory=list)
+    # Where a NaN or an inf was born: the first ops that made one from finite values (fxflow.nonfinite).
+    nonfinite: list[NonfiniteSite] = field(default_factory=list)
     # What the backward differentiated: the model's own loss output, the user's loss function, or a
     # random projection of every output (None when no backward ran).
     loss: str | None = None
@@ -167,6 +170,7 @@ class Report:
             "notes": list(self.notes),
             "uncertain": self.uncertain,
             "backward_raises": [asdict(site) for site in self.backward_raises],
+            "nonfinite": [asdict(site) for site in self.nonfinite],
             "loss": self.loss,
             "verified": self.verified,
             "status": self.status,

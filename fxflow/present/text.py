@@ -11,6 +11,7 @@ import math
 import textwrap
 from dataclasses import replace
 
+from ..nonfinite import describe as describe_nonfinite
 from ..report import ParameterReport, Report
 from ..verdicts import DynamicVerdict, StaticVerdict
 
@@ -84,6 +85,7 @@ def cut_paragraphs(report: Report) -> list[str]:
     """One plain-words paragraph per cutting (or zeroing) node, then per unused module and disagreement."""
     # where the real backward raises (one with no line of its own is a note already)
     paragraphs = [f"At {site.source}: {site.reason}." for site in report.backward_raises if site.source]
+    paragraphs += [f"{describe_nonfinite(site)[0].upper()}{describe_nonfinite(site)[1:]}." for site in report.nonfinite]
     for site in report.cuts:
         victims = [p for p in report.parameters if any(s.node == site.node for s in p.cut_by)]
         where = f" at {site.source}" if site.source else ""
@@ -185,6 +187,9 @@ def summary_line(report: Report) -> str:
     disagreements = sum(1 for p in report.parameters if p.agree is False)
     if disagreements:
         tail += f"; {disagreements} static/runtime disagreement{'s' if disagreements > 1 else ''}"
+    if report.nonfinite:  # where the NaN came from, next to the parameters it reached
+        first = report.nonfinite[0]
+        tail += f"; first non-finite value from {first.op} @ {first.source or first.module or '?'} ({first.phase})"
     if report.backward_raises:  # training stops at the first step, whatever the verdicts
         first = report.backward_raises[0]
         raises = f"loss.backward() raises at {first.op} @ {first.source}" if first.source else \
