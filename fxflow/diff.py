@@ -16,6 +16,7 @@ from .baseline import read_json
 from .errors import FxflowError
 from .present.findings import split_source
 from .report import ParameterReport, Report, TraceInfo
+from .nonfinite import NonfiniteSite
 from .verdicts import CutSite
 
 
@@ -24,15 +25,22 @@ def report_from_dict(data: dict[str, Any]) -> Report:
     try:
         parameters = [
             ParameterReport(name=p["name"], shape=tuple(p["shape"]), static=p["static"], dynamic=p.get("dynamic"),
-                            grad_norm=p.get("grad_norm"), cut_by=[CutSite(**site) for site in p.get("cut_by", [])],
-                            agree=p.get("agree"), diagnosis=p.get("diagnosis"), allowed=bool(p.get("allowed")))
+                            grad_norm=p.get("grad_norm"), cut_by=[_site(site) for site in p.get("cut_by", [])],
+                            agree=p.get("agree"), diagnosis=p.get("diagnosis"), allowed=bool(p.get("allowed")),
+                            random_ops=list(p.get("random_ops", [])))
             for p in data["parameters"]
         ]
         return Report(target=data["target"], trace=TraceInfo(**data["trace"]), parameters=parameters,
                       backward=data.get("backward", True), device=data.get("device"), notes=list(data.get("notes", [])),
-                      backward_raises=[CutSite(**site) for site in data.get("backward_raises", [])])
+                      backward_raises=[_site(site) for site in data.get("backward_raises", [])],
+                      nonfinite=[NonfiniteSite(**site) for site in data.get("nonfinite", [])],
+                      loss=data.get("loss"), static_only=bool(data.get("static_only")))
     except (KeyError, TypeError) as error:
         raise FxflowError(f"not an fxflow JSON report: missing or malformed {error}") from error
+
+
+def _site(data: dict[str, Any]) -> CutSite:
+    return CutSite(**{**data, "frames": tuple(data.get("frames", ()))})
 
 
 def load_report(spec: str, check_target: Callable[[str], Report]) -> Report:

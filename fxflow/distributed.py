@@ -8,8 +8,8 @@ world of one) the collectives are skipped and the local values are returned.
 * :func:`plain_structure` temporarily turns an FSDP2 (``fully_shard``) module back into a plain
   module with meta-device parameters of the full (unsharded) shape, and without FSDP's hooks,
   so the static analysis can trace it without running a single collective.
-* :func:`gather_grad_stats` reads every parameter's ``.grad`` (plain tensor or sharded
-  ``DTensor``) and combines what every rank saw with one ``all_gather_object``.
+* :func:`all_gather` is the one collective (what every rank saw of the gradients:
+  :func:`fxflow.gradients.read_gradients`).
 * :func:`ddp_guidance` says whether ``find_unused_parameters=True`` is needed, and which
   parameters would make DDP fail with "Expected to have finished reduction in the prior iteration".
 """
@@ -23,8 +23,6 @@ from typing import Any, Iterator
 import torch
 from torch import nn
 
-from .flow import stored_values
-from .probe import GradInfo
 from .verdicts import DynamicVerdict as Dynamic, StaticVerdict as Static
 
 def is_ddp(model: nn.Module) -> bool:
@@ -148,74 +146,6 @@ def to_meta(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: to_meta(v) for k, v in value.items()}
     return value
-
-
-# -- gradients across ranks ----------------------------------------------------------------
-@dataclass
-class LocalGrad:
-    """What one rank's ``.grad`` of one parameter holds (plain data, cheap to gather)."""
-
-    present: bool
-    sum_squares: float = 0.0
-    numel: int = 0
-    finite: bool = True
-    all_zero: bool = True
-    sharded: bool = False  # a shard of a DTensor: norms add up over ranks
-
-
-def local_grad(grad: torch.Tensor | None) -> LocalGrad:
-    """Summarise a gradient; a ``DTensor`` contributes only its local shard (no collective)."""
-    if grad is None:
-        return LocalGrad(False)
-    sharded = False
-    numel = grad.numel()
-    if _is_dtensor(grad):
-        sharded = any(p.is_shard() for p in grad.placements)
-        grad = grad.to_local()
-    if grad.is_meta:
-        return LocalGrad(True, math.nan, numel, True, False, sharded)
-    if grad.layout != torch.strided:  # sparse (Embedding(sparse=True)): over the rows it holds
-        grad = stored_values(grad.detach())
-        numel = grad.numel()
-    values = grad.detach().double()
-    return LocalGrad(True, float((values * values).sum()), numel, bool(torch.isfinite(values).all()),
-                     bool((values == 0).all()), sharded)
-
-
-def combine(per_rank: list[LocalGrad]) -> GradInfo:
-    """One :class:`GradInfo` from every rank's view of a parameter's gradient.
-
-    A sharded gradient is the sum of its shards; a replicated one (DDP) is read from the first
-    rank that has it. A gradient present on any rank counts as present.
-    """
-    present = [g for g in per_rank if g.present]
-    if not present:
-        return GradInfo(present=False)
-    if any(math.isnan(g.sum_squares) for g in present) and all(g.finite for g in present):
-        return GradInfo(present=True)  # meta tensors: presence only
-    if present[0].sharded:
-        sum_squares = sum(g.sum_squares for g in present)
-        numel = present[0].numel
-        finite = all(g.finite for g in present)
-        all_zero = all(g.all_zero for g in present)
-    else:
-        first = present[0]
-        sum_squares, numel, finite, all_zero = first.sum_squares, first.numel, first.finite, first.all_zero
-    norm = math.sqrt(sum_squares) if finite else math.inf
-    return GradInfo(True, norm, norm / math.sqrt(max(numel, 1)), finite, all_zero)
-
-
-def gather_grad_stats(named: dict[str, torch.Tensor | None], group: Any = None) -> tuple[dict[str, GradInfo], list[str]]:
-    """Every parameter's gradient as all ranks together saw it, plus notes on rank disagreements."""
-    local = {name: local_grad(grad) for name, grad in named.items()}
-    gathered = all_gather(local, group)
-    infos = {name: combine([view[name] for view in gathered]) for name in named}
-    notes = []
-    if len(gathered) > 1:
-        uneven = sorted(name for name in named if len({view[name].present for view in gathered}) > 1)
-        if uneven:
-            notes.append(f"gradient present on some ranks only (data-dependent forward?): {', '.join(uneven)}")
-    return infos, notes
 
 
 # -- DDP guidance --------------------------------------------------------------------------

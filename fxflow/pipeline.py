@@ -19,11 +19,11 @@ from .analyze import StaticAnalysis, analyze
 from .annotate import annotate, choose_twins
 from .capture import Capture, capture
 from .errors import FxflowError
-from .prepare import device_of, prepare
+from .prepare import prepare
 from .probe import GradientProbe, ProbeResult, labels_in, probe
-from .reconcile import (backward_raises, dynamic_verdicts, parameter_reports, uncertainty, uncertainty_notes,
-                        unregistered_reports)
-from .report import Report, TraceInfo
+from .assemble import assemble_report
+from .reconcile import dynamic_verdicts
+from .report import Report
 from .state import materialize_lazy, untouched
 from .verdicts import CutSite
 
@@ -80,14 +80,6 @@ def check(
             elif shared.failure is None:  # the run-time capture may have run the one real forward and backward already
                 result = shared.result or shared.run(example)
             failure = shared.failure if shared is not None else None
-            if failure is not None:
-                notes.append(f"the real backward raised {failure.reason}: no gradient could be read, "
-                             "so the dynamic verdicts are unknown")
-            if result is not None:
-                notes.extend(result.notes)
-                if not result.measurable:
-                    notes.append("meta run: the backward shows which parameters get a gradient, not its size, "
-                                 "so the zero, vanishing and nonfinite verdicts cannot be given")
         if captured.graph_module is None and result is None:
             if failure is not None:
                 raise FxflowError(f"nothing could be verified: no capture of forward worked and the real backward "
@@ -96,38 +88,15 @@ def check(
 
         static, static_notes = analyze_capture(captured, runner, example, step=step,
                                                loss_output=result.loss_output if result is not None else None)
-        notes.extend(static_notes)
         step("restoring the model", phase="restore")
-    notes.extend(note for note in restore_notes if note not in notes)
-    if static is None:
-        notes.append("nothing could be captured, so no static verdict could be given (unknown)")
-    uncertain = uncertainty(static)
-    notes.extend(uncertainty_notes(uncertain))
-
     step("reconciling", phase="reconcile")
     with _gc_paused():
-        parameters = parameter_reports(model, static, result, vanishing, allow)
-    unregistered = unregistered_reports(result, vanishing) if result is not None else []
-    parameters.extend(unregistered)
-    trace_notes = [_UNREGISTERED_MODULE if unregistered and "not installed as a submodule" in note else note
-                   for note in captured.notes]
-    return Report(
-        target=target or type(model).__name__,
-        trace=TraceInfo(captured.method, captured.node_count, trace_notes),
-        parameters=parameters,
-        backward=result is not None,
-        device=str(device_of(model)),
-        notes=notes,
-        graph=static.graph if static is not None else None,
-        module_grad_norms=result.module_grad_norms if result is not None else {},
-        timings=clock.finish(),
-        module_classes={name: type(module).__name__ for name, module in model.named_modules() if name},
-        uncertain=uncertain,
-        backward_raises=backward_raises(static, result, failure),
-        loss=result.loss if result is not None else None,
-        nonfinite=result.nonfinite if result is not None else [],
-        static_only=not backward,
-    )
+        report = assemble_report(
+            model, target=target or type(model).__name__, captured=captured, static=static, result=result,
+            failure=failure, notes=notes, static_notes=static_notes + restore_notes, vanishing=vanishing,
+            allow=allow, static_only=not backward)
+    report.timings = clock.finish()
+    return report
 
 
 def with_inputs(loss_fn: Callable[..., torch.Tensor] | None, inputs: Any) -> Callable[[Any], torch.Tensor] | None:
@@ -148,8 +117,6 @@ def with_inputs(loss_fn: Callable[..., torch.Tensor] | None, inputs: Any) -> Cal
     return loss_fn
 
 
-# symbolic_trace's own words for a module held in a plain list: the unregistered rows say it better.
-_UNREGISTERED_MODULE = "symbolic_trace failed: forward calls a module that is not registered (see the unregistered rows)"
 _NOTHING_VERIFIED = "nothing could be verified: no capture of forward worked and no backward ran"
 _NOTHING_VERIFIED_HINT = ("give example inputs: --input-size (e.g. --input-size 16,10, one per forward input) "
                           "or example_inputs() in the model's file")

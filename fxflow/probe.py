@@ -16,7 +16,8 @@ import torch
 from torch._subclasses.fake_tensor import is_fake
 
 from .errors import FxflowError, first_line
-from .flow import gradient_norm, stored_values, tensors_in
+from .flow import gradient_norm, tensors_in
+from .gradients import GradInfo, read_gradients
 from .fake import fake_inputs, fake_weights, new_fake_mode
 from .no_derivative import StopAtMissingDerivatives, stop_at_missing_derivatives
 from .nonfinite import NonfiniteSite
@@ -29,17 +30,6 @@ LOSS_GIVEN = "the given loss function"
 LOSS_OUTPUT = "the model's `loss` output"
 LOSS_FIRST_OUTPUT = "the model's first output (its loss: labels were given)"
 LOSS_PROJECTION = "random projection of all outputs (the model returns no loss)"
-
-
-@dataclass
-class GradInfo:
-    """What the real backward left in one parameter's ``.grad``."""
-
-    present: bool
-    norm: float | None = None
-    rms: float | None = None
-    finite: bool = True
-    all_zero: bool = False
 
 
 @dataclass
@@ -266,7 +256,7 @@ class GradientProbe:
         self._random_state = RandomState.save()
         self._recorder = ModuleGradRecorder(self.model)
         self._stops = StopAtMissingDerivatives()
-        self._unregistered = _Stashed(unregistered_tensors(self.model))
+        self._unregistered = Stashed(unregistered_tensors(self.model))
         try:
             with torch.enable_grad():
                 return _forward(call, self._stops)
@@ -282,12 +272,11 @@ class GradientProbe:
             note = self._recorder.uninstrumented_note(outputs)
             with torch.enable_grad():
                 loss = _backward(outputs, self._training_loss)
-            names = {id(p): name for name, p in self.model.named_parameters()}
-            parameters = list(dict.fromkeys(self.model.parameters()))
-            measurable = not any(p.is_meta for p in parameters)
-            grads = {names[id(p)]: _grad_info(p.grad, measurable) for p in parameters if id(p) in names}
-            unregistered = {path: (tuple(tensor.shape), _grad_info(tensor.grad, measurable))
-                            for path, tensor in self._unregistered.tensors.items() if tensor.grad is not None}
+            measurable = not any(p.is_meta for p in self.model.parameters())
+            grads, _ = read_gradients({name: p.grad for name, p in self.model.named_parameters()})
+            reached = {path: tensor for path, tensor in self._unregistered.tensors.items() if tensor.grad is not None}
+            infos, _ = read_gradients({path: tensor.grad for path, tensor in reached.items()})
+            unregistered = {path: (tuple(tensor.shape), infos[path]) for path, tensor in reached.items()}
         except BackwardFailed as error:
             self.failure = CutSite(node="backward", op="backward", source=None, reason=str(error))
             return None
@@ -396,7 +385,7 @@ def _finite_loss(loss: TrainingLoss) -> bool:
         torch.isfinite(tensor.detach()).all())
 
 
-class _Stashed:
+class Stashed:
     """Tensors whose ``.grad`` the probe's backward may fill: cleared for it, then put back."""
 
     def __init__(self, tensors: dict[str, torch.Tensor]) -> None:
@@ -424,17 +413,3 @@ def _probe_fake(model: torch.nn.Module, inputs: Sequence[Any], *, loss_fn: Calla
     finally:
         random_state.restore()
     return ProbeResult(grads, measurable=False, loss=loss.description, loss_output=loss.output_index)
-
-
-def _grad_info(grad: torch.Tensor | None, measurable: bool) -> GradInfo:
-    if grad is None:
-        return GradInfo(present=False)
-    if not measurable:
-        return GradInfo(present=True)
-    # One float64 reduction answers everything: NaN/inf propagate into the norm, and a norm of
-    # exactly zero means every entry is zero. RMS is over the values present (sparse: rows looked up).
-    values = stored_values(grad.detach())
-    norm = float(torch.linalg.vector_norm(values, dtype=torch.float64))
-    count = max(values.numel(), 1)
-    finite = math.isfinite(norm)
-    return GradInfo(True, norm if finite else None, norm / math.sqrt(count) if finite else None, finite, norm == 0.0)

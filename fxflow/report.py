@@ -173,6 +173,7 @@ class Report:
             "nonfinite": [asdict(site) for site in self.nonfinite],
             "loss": self.loss,
             "verified": self.verified,
+            "static_only": self.static_only,
             "status": self.status,
             "ok": self.ok,
         }

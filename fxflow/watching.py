@@ -32,8 +32,12 @@ from torch import nn
 from . import distributed
 from .unwrap import unwrap
 from .errors import FxflowError
-from .prepare import device_of
-from .report import Report, TraceInfo
+from .gradients import read_gradients
+from .probe import Stashed
+from .unregistered import unregistered_tensors
+
+WATCHED_LOSS = "the loss of the watched training step"
+from .report import Report
 
 
 class Watch:
@@ -60,6 +64,7 @@ class Watch:
         self._handles: list[Any] = []
         self._recorder: Any = None
         self._uninstrumented: str | None = None  # the recorder's note on compiled / higher-order regions
+        self._unregistered = Stashed({})  # tensors outside model.parameters(): their grads, put back on exit
         self._report: Report | None = None
         self._active = False
 
@@ -79,6 +84,7 @@ class Watch:
             self.model.register_forward_hook(self._post_forward),
         ]
         self._recorder = ModuleGradRecorder(self.module)
+        self._unregistered = Stashed(unregistered_tensors(self.module))
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
@@ -93,6 +99,7 @@ class Watch:
                 self._collect()
         finally:
             self._restore_grads()
+            self._unregistered.restore()
         if exc_type is None and self.auto_show and self._report is not None:
             self.show()
 
@@ -111,9 +118,10 @@ class Watch:
     # -- hooks -------------------------------------------------------------------------------
     def _pre_forward(self, module: nn.Module, args: tuple, kwargs: dict) -> None:
         self.forwards += 1
-        if self.forwards == 1:
-            self._inputs = tuple(_detached(a) for a in args)
-            self._kwargs = {k: _detached(v) for k, v in kwargs.items()}
+        if self.forwards == 1:  # one detached tensor per input tensor: forward(x, x, x) sees one tensor thrice
+            memo: dict[int, torch.Tensor] = {}
+            self._inputs = tuple(_detached(a, memo) for a in args)
+            self._kwargs = {k: _detached(v, memo) for k, v in kwargs.items()}
 
     def _post_forward(self, module: nn.Module, args: tuple, output: Any) -> None:
         from .probe import floating_outputs
@@ -152,35 +160,30 @@ class Watch:
 
     # -- internals -----------------------------------------------------------------------------
     def _collect(self) -> None:
-        """Read this step's grads (gathered over ranks) and build the Report."""
+        """Read this step's grads (gathered over ranks) and build the Report as fxflow.check does."""
+        from .assemble import assemble_report
         from .probe import ProbeResult
-        from .reconcile import parameter_reports
 
         named = {name: p.grad for name, p in self.module.named_parameters()}
         any_grad = any(g is not None for g in named.values())
         seen = distributed.all_gather(self.backward_seen or any_grad, self.group)
         if not any(seen):
             return  # no backward on any rank: .report explains
-        infos, notes = distributed.gather_grad_stats(named, self.group)
-        measurable = not any(info.present and info.norm is None for info in infos.values())
-        result = ProbeResult(infos, dict(self._recorder.norms), measurable, notes)
+        infos, notes = read_gradients(named, self.group)
+        measurable = not any(info.present and info.norm is None and info.finite for info in infos.values())
+        reached = {path: t for path, t in self._unregistered.tensors.items() if t.grad is not None}
+        unregistered_infos, _ = read_gradients({path: t.grad for path, t in reached.items()}, self.group)
+        result = ProbeResult(infos, dict(self._recorder.norms), measurable, notes, loss=WATCHED_LOSS,
+                             unregistered={path: (tuple(t.shape), unregistered_infos[path]) for path, t in reached.items()})
         captured, static, static_notes = self._static_analysis()
-        parameters = parameter_reports(self.module, static, result, self.vanishing, self.allow)
-        report_notes = static_notes + result.notes + ([self._uninstrumented] if self._uninstrumented else [])
+        if self._uninstrumented:
+            static_notes.append(self._uninstrumented)
         if self.forwards > 1:
-            report_notes.append(f"the model ran forward {self.forwards} times in the block; "
+            static_notes.append(f"the model ran forward {self.forwards} times in the block; "
                                 "static verdicts use the inputs of the first")
+        report = assemble_report(self.module, target=self.target, captured=captured, static=static, result=result,
+                                 static_notes=static_notes, vanishing=self.vanishing, allow=self.allow)
         ddp = distributed.find_ddp(self.model)
-        report = Report(
-            target=self.target,
-            trace=TraceInfo(captured.method, captured.node_count, captured.notes) if captured else TraceInfo("none", 0, []),
-            parameters=parameters,
-            backward=True,
-            device=str(device_of(self.module)),
-            notes=report_notes,
-            graph=static.graph if static is not None else None,
-            module_grad_norms=result.module_grad_norms,
-        )
         if ddp is not None:
             self.ddp_guidance = distributed.ddp_guidance(report, ddp)
             report.notes.append(self.ddp_guidance.message())
@@ -240,11 +243,11 @@ def watch(model: nn.Module, *, allow: Iterable[str] = (), vanishing: float = 1e-
     return Watch(model, allow=allow, vanishing=vanishing, static=static, show=show, group=group)
 
 
-def _detached(value: Any) -> Any:
+def _detached(value: Any, memo: dict[int, torch.Tensor]) -> Any:
     if isinstance(value, torch.Tensor):
-        return value.detach()
+        return memo.setdefault(id(value), value.detach())
     if isinstance(value, (list, tuple)):
-        return type(value)(_detached(v) for v in value)
+        return type(value)(_detached(v, memo) for v in value)
     if isinstance(value, dict):
-        return {k: _detached(v) for k, v in value.items()}
+        return {k: _detached(v, memo) for k, v in value.items()}
     return value

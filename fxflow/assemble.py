@@ -1,0 +1,83 @@
+"""The one place a Report is put together from the stages' results.
+
+``fxflow.check`` (whose backward is fxflow's own), ``fxflow.watch`` and the trainer integrations
+(whose backward is the user's training step) differ only in where the gradients come from; all of
+them hand what the stages returned to :func:`assemble_report`, so the same model and step give
+the same Report whichever way it was checked.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable, Sequence
+
+import torch
+
+from .reconcile import backward_raises, parameter_reports, uncertainty, uncertainty_notes, unregistered_reports
+from .report import Report, TraceInfo
+from .verdicts import CutSite
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .analyze import StaticAnalysis
+    from .capture import Capture
+    from .probe import ProbeResult
+
+# symbolic_trace's own words for a module held in a plain list: the unregistered rows say it better.
+_UNREGISTERED_MODULE = "symbolic_trace failed: forward calls a module that is not registered (see the unregistered rows)"
+
+
+def assemble_report(model: torch.nn.Module, *, target: str, captured: "Capture | None",
+                    static: "StaticAnalysis | None", result: "ProbeResult | None", failure: CutSite | None = None,
+                    notes: Sequence[str] = (), static_notes: Sequence[str] = (), vanishing: float = 1e-3,
+                    allow: Iterable[str] = (), static_only: bool = False,
+                    timings: dict[str, float] | None = None) -> Report:
+    """The Report of one checked step: the static analysis (None when nothing was captured) and the
+    real backward's result (None when none ran; ``failure`` when it raised), reconciled.
+
+    ``notes`` come first (how the model and inputs were prepared), then what the backward noted,
+    then ``static_notes`` (the capture and the analysis), then what the verdicts leave unsure.
+    """
+    notes = list(notes)
+    if failure is not None:
+        notes.append(f"the real backward raised {failure.reason}: no gradient could be read, "
+                     "so the dynamic verdicts are unknown")
+    if result is not None:
+        notes.extend(result.notes)
+        if not result.measurable:
+            notes.append("meta run: the backward shows which parameters get a gradient, not its size, "
+                         "so the zero, vanishing and nonfinite verdicts cannot be given")
+    notes.extend(note for note in static_notes if note not in notes)
+    if static is None:
+        notes.append("nothing could be captured, so no static verdict could be given (unknown)")
+    uncertain = uncertainty(static)
+    notes.extend(uncertainty_notes(uncertain))
+
+    parameters = parameter_reports(model, static, result, vanishing, allow)
+    unregistered = unregistered_reports(result, vanishing) if result is not None else []
+    parameters.extend(unregistered)
+    trace = TraceInfo("none", 0, [])
+    if captured is not None:
+        trace = TraceInfo(captured.method, captured.node_count,
+                          [_UNREGISTERED_MODULE if unregistered and "not installed as a submodule" in note else note
+                           for note in captured.notes])
+    return Report(
+        target=target,
+        trace=trace,
+        parameters=parameters,
+        backward=result is not None,
+        device=str(_device_of(model)),
+        notes=notes,
+        graph=static.graph if static is not None else None,
+        module_grad_norms=result.module_grad_norms if result is not None else {},
+        timings=dict(timings or {}),
+        module_classes={name: type(module).__name__ for name, module in model.named_modules() if name},
+        uncertain=uncertain,
+        backward_raises=backward_raises(static, result, failure),
+        loss=result.loss if result is not None else None,
+        nonfinite=list(result.nonfinite) if result is not None else [],
+        static_only=static_only,
+    )
+
+
+def _device_of(module: torch.nn.Module) -> torch.device:
+    for tensor in module.parameters():
+        return tensor.device
+    return torch.device("cpu")
