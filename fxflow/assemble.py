@@ -13,6 +13,7 @@ import torch
 
 from .reconcile import backward_raises, parameter_reports, uncertainty, uncertainty_notes, unregistered_reports
 from .report import Report, TraceInfo
+from .steps import StepTally, apply_steps, ddp_advice
 from .verdicts import CutSite
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -28,12 +29,13 @@ def assemble_report(model: torch.nn.Module, *, target: str, captured: "Capture |
                     static: "StaticAnalysis | None", result: "ProbeResult | None", failure: CutSite | None = None,
                     notes: Sequence[str] = (), static_notes: Sequence[str] = (), vanishing: float = 1e-3,
                     allow: Iterable[str] = (), static_only: bool = False,
-                    timings: dict[str, float] | None = None) -> Report:
+                    timings: dict[str, float] | None = None, steps: StepTally | None = None) -> Report:
     """The Report of one checked step: the static analysis (None when nothing was captured) and the
     real backward's result (None when none ran; ``failure`` when it raised), reconciled.
 
     ``notes`` come first (how the model and inputs were prepared), then what the backward noted,
     then ``static_notes`` (the capture and the analysis), then what the verdicts leave unsure.
+    ``steps``: the gradients of more steps than the first (:mod:`fxflow.steps`).
     """
     notes = list(notes)
     if failure is not None:
@@ -53,6 +55,11 @@ def assemble_report(model: torch.nn.Module, *, target: str, captured: "Capture |
     parameters = parameter_reports(model, static, result, vanishing, allow)
     unregistered = unregistered_reports(result, vanishing) if result is not None else []
     parameters.extend(unregistered)
+    if steps is not None and steps.steps > 1:
+        apply_steps(parameters, steps)
+        advice = ddp_advice(parameters)
+        if advice:
+            notes.append(advice)
     trace = TraceInfo("none", 0, [])
     if captured is not None:
         trace = TraceInfo(captured.method, captured.node_count,
@@ -74,6 +81,7 @@ def assemble_report(model: torch.nn.Module, *, target: str, captured: "Capture |
         loss=result.loss if result is not None else None,
         nonfinite=list(result.nonfinite) if result is not None else [],
         static_only=static_only,
+        steps=steps.steps if steps is not None and steps.steps else 1,
     )
 
 

@@ -65,6 +65,9 @@ def _add_check_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--loss", metavar="FILE.py:FUNCTION",
                         help="the loss to differentiate: FUNCTION(output, inputs) returns a scalar (default: the "
                              "model's own `loss` output, else a random projection of all outputs)")
+    parser.add_argument("--steps", type=int, default=1, metavar="N",
+                        help="N forward/backward steps on fresh inputs (or example_batches() from the model's "
+                             "file): per parameter, how many had a gradient (default 1)")
     parser.add_argument("--no-backward", action="store_true", help="static analysis only")
     parser.add_argument("--device", default=None, help="build/move the model there (cpu, cuda, meta)")
     parser.add_argument("--no-color", action="store_true", help="plain text even on a terminal")
@@ -179,6 +182,8 @@ def _run(options: argparse.Namespace) -> int:
         _check_output_path(options.output)
     if options.vanishing <= 0:
         raise FxflowError("--vanishing must be a positive factor such as 1e-3")
+    if options.steps < 1:
+        raise FxflowError(f"--steps must be at least 1, not {options.steps}")
     with warnings.catch_warnings():
         # torch's import-time notice when NumPy is absent says nothing about the model
         warnings.filterwarnings("ignore", message="Failed to initialize NumPy")
@@ -285,6 +290,7 @@ def _check_target(target: str, options: argparse.Namespace, step: Any) -> Any:
     if isinstance(loaded.inputs, tuple):
         check_input_count(loaded.model, loaded.inputs)
     report = check(loaded.model, loaded.inputs, loss_fn=loss_fn, backward=not options.no_backward, allow=options.allow,
+                   steps=options.steps, batches=loaded.batches if options.steps > 1 else None,
                    vanishing=options.vanishing, seed=options.seed, target=loaded.target or target,
                    progress=step, infer=False)
     report.notes[:0] = loaded.notes

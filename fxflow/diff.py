@@ -27,14 +27,15 @@ def report_from_dict(data: dict[str, Any]) -> Report:
             ParameterReport(name=p["name"], shape=tuple(p["shape"]), static=p["static"], dynamic=p.get("dynamic"),
                             grad_norm=p.get("grad_norm"), cut_by=[_site(site) for site in p.get("cut_by", [])],
                             agree=p.get("agree"), diagnosis=p.get("diagnosis"), allowed=bool(p.get("allowed")),
-                            random_ops=list(p.get("random_ops", [])))
+                            random_ops=list(p.get("random_ops", [])),
+                            steps_with_gradient=p.get("steps_with_gradient"), missed_steps=list(p.get("missed_steps", [])))
             for p in data["parameters"]
         ]
         return Report(target=data["target"], trace=TraceInfo(**data["trace"]), parameters=parameters,
                       backward=data.get("backward", True), device=data.get("device"), notes=list(data.get("notes", [])),
                       backward_raises=[_site(site) for site in data.get("backward_raises", [])],
                       nonfinite=[NonfiniteSite(**site) for site in data.get("nonfinite", [])],
-                      loss=data.get("loss"), static_only=bool(data.get("static_only")))
+                      loss=data.get("loss"), static_only=bool(data.get("static_only")), steps=data.get("steps", 1))
     except (KeyError, TypeError) as error:
         raise FxflowError(f"not an fxflow JSON report: missing or malformed {error}") from error
 

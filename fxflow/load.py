@@ -10,6 +10,7 @@ import ast
 import hashlib
 import importlib
 import importlib.util
+import itertools
 import inspect
 import os
 import sys
@@ -26,6 +27,8 @@ class Loaded:
     inputs: tuple[Any, ...] | dict[str, Any] | None  # a dict: keyword inputs, as model(**inputs)
     notes: list[str] = field(default_factory=list)
     target: str = ""  # the target with its name, also when the user left ``:Name`` out
+    # Inputs for the steps after the first (--steps): example_batches(), or fresh draws like ``inputs``.
+    batches: Any = None
 
 
 def parse_args(pairs: Sequence[str]) -> dict[str, Any]:
@@ -223,7 +226,7 @@ def load_target(target: str, *, args: Sequence[str] = (), input_sizes: Sequence[
     """Import the target, build the model and pick example inputs (flags, example_inputs(), first layer)."""
     import torch
 
-    from .inputs import as_input_tuple, infer_inputs, make_inputs
+    from .inputs import infer_inputs, make_inputs
 
     location, name = split_target(target)
     module = import_location(location)
@@ -239,25 +242,50 @@ def load_target(target: str, *, args: Sequence[str] = (), input_sizes: Sequence[
         if device is not None:
             model = _move(model, device)
     notes: list[str] = []
+    batches = None
     if input_sizes:
         inputs = make_inputs(model, input_sizes, device)
+        batches = (make_inputs(model, input_sizes, device) for _ in itertools.repeat(None))  # fresh draws
+    elif callable(getattr(module, "example_batches", None)):
+        batches = iter(_call_user(module.example_batches, "example_batches()"))
+        inputs = _batch(next(batches, None), model, device)
+        if inputs is None:
+            raise FxflowError("example_batches() yielded no batch")
+        batches = (_batch(batch, model, device) for batch in batches)
+        notes.append("inputs from example_batches()")
     elif callable(getattr(module, "example_inputs", None)):
-        try:
-            inputs = module.example_inputs()
-            if not isinstance(inputs, dict):  # a dict stays one: check binds it as model(**inputs) would
-                inputs = as_input_tuple(inputs, model)
-        except Exception as error:
-            raise FxflowError(f"example_inputs() raised {type(error).__name__}: {error}") from error
-        if device is not None and inputs is not None:
-            move = lambda x: x.to(device) if isinstance(x, torch.Tensor) else x  # noqa: E731
-            inputs = {k: move(v) for k, v in inputs.items()} if isinstance(inputs, dict) else tuple(map(move, inputs))
+        inputs = _batch(_call_user(module.example_inputs, "example_inputs()"), model, device)
         notes.append("inputs from example_inputs()")
+        batches = (_batch(_call_user(module.example_inputs, "example_inputs()"), model, device) for _ in itertools.repeat(None))
     else:
         inputs = infer_inputs(model, seed=seed)
         if inputs is not None:
             notes.append("inputs inferred from the first layer: one tensor of shape "
                          f"({','.join(str(s) for s in inputs[0].shape)})")
-    return Loaded(model, inputs, notes, target)
+    return Loaded(model, inputs, notes, target, batches)
+
+
+def _call_user(function: Any, name: str) -> Any:
+    try:
+        return function()
+    except Exception as error:
+        raise FxflowError(f"{name} raised {type(error).__name__}: {error}") from error
+
+
+def _batch(inputs: Any, model: Any, device: str | None) -> Any:
+    """One batch as check takes it: a dict stays one (bound as model(**inputs)), else a tuple, on ``device``."""
+    import torch
+
+    from .inputs import as_input_tuple
+
+    if inputs is None:
+        return None
+    if not isinstance(inputs, dict):
+        inputs = as_input_tuple(inputs, model)
+    if device is not None:
+        move = lambda x: x.to(device) if isinstance(x, torch.Tensor) else x  # noqa: E731
+        inputs = {k: move(v) for k, v in inputs.items()} if isinstance(inputs, dict) else tuple(map(move, inputs))
+    return inputs
 
 
 def _move(model: Any, device: str) -> Any:

@@ -24,7 +24,9 @@ from .probe import GradientProbe, ProbeResult, labels_in, probe
 from .assemble import assemble_report
 from .reconcile import dynamic_verdicts
 from .report import Report
+from .inputs import infer_inputs
 from .state import materialize_lazy, untouched
+from .steps import StepTally
 from .verdicts import CutSite
 
 
@@ -42,6 +44,8 @@ def check(
     progress: Callable[[str], Any] | None = None,
     infer: bool = True,
     capture_methods: Sequence[str] | None = None,
+    steps: int = 1,
+    batches: Iterable[Any] | None = None,
 ) -> Report:
     """Find which parameters of ``model`` get no gradient, why, and confirm with a real backward.
 
@@ -52,7 +56,13 @@ def check(
     parameters get a gradient, not its size. Another device runs a copy of the model there.
     The model is left unchanged. ``capture_methods`` limits the capture chain to some of
     ``("symbolic_trace", "torch.export", "runtime")``.
+
+    ``steps=N`` runs N forward/backward steps and counts, per parameter, the steps with a non-zero
+    gradient (:mod:`fxflow.steps`): the first on ``inputs``, the others on ``batches`` (an
+    iterable of inputs like ``inputs``), else on fresh inferred inputs, else on ``inputs`` again.
     """
+    if steps < 1:
+        raise FxflowError(f"steps must be at least 1, not {steps}")
     clock = _PhaseClock(progress)
     step = clock.step
     loss_fn = with_inputs(loss_fn, inputs)
@@ -88,15 +98,57 @@ def check(
 
         static, static_notes = analyze_capture(captured, runner, example, step=step,
                                                loss_output=result.loss_output if result is not None else None)
+        tally = None
+        if steps > 1 and result is not None and result.measurable:
+            step(f"running {steps - 1} more steps", phase="steps")
+            tally = _later_steps(model, result, static, steps, batches, inputs, loss_fn, seed, device)
         step("restoring the model", phase="restore")
     step("reconciling", phase="reconcile")
     with _gc_paused():
         report = assemble_report(
             model, target=target or type(model).__name__, captured=captured, static=static, result=result,
             failure=failure, notes=notes, static_notes=static_notes + restore_notes, vanishing=vanishing,
-            allow=allow, static_only=not backward)
+            allow=allow, static_only=not backward, steps=tally)
     report.timings = clock.finish()
     return report
+
+
+def _later_steps(model: torch.nn.Module, first: ProbeResult, static: StaticAnalysis | None, steps: int,
+                 batches: Iterable[Any] | None, inputs: Any, loss_fn: Callable[[Any], torch.Tensor] | None, seed: int,
+                 device: str | torch.device | None) -> StepTally:
+    """Steps 2..N: one real forward and backward each, on the next batch; what each left in the grads.
+
+    A parameter the first step reached but a later one did not gets the cut sites of that step's
+    own graph (a router's argmax, a data-dependent branch): captured for that batch only.
+    """
+    tally = StepTally()
+    tally.add(first.grads)
+    supply = iter(batches) if batches is not None else None
+    for index in range(1, steps):
+        batch = next(supply, None) if supply is not None else None
+        if supply is not None and batch is None:
+            break  # the batches ran out: fewer steps than asked (the report's `steps` says how many)
+        if batch is None:
+            batch = infer_inputs(model, seed=seed + index) if inputs is None else inputs
+        prepared = prepare(model, batch, device, infer=False)
+        result = probe(prepared.runner, prepared.example, loss_fn=loss_fn, seed=seed, labels_given=labels_in(batch))
+        tally.add(result.grads)
+        missed = [name for name, info in result.grads.items()
+                  if name not in tally.later_cuts and first.grads[name].present and not first.grads[name].all_zero
+                  and not (info.present and not info.all_zero)]
+        if missed:
+            tally.later_cuts.update(_cuts_on(prepared, missed))
+    return tally
+
+
+def _cuts_on(prepared: Any, names: list[str]) -> dict[str, list[CutSite]]:
+    """The static cut sites of ``names`` in the graph of one batch (empty where it finds none)."""
+    with untouched(prepared.module):
+        captured = capture(prepared.runner, prepared.example)
+        static, _ = analyze_capture(captured, prepared.runner, prepared.example)
+    if static is None:
+        return {}
+    return {name: list(static.verdicts[name].cut_by) for name in names if name in static.verdicts}
 
 
 def with_inputs(loss_fn: Callable[..., torch.Tensor] | None, inputs: Any) -> Callable[[Any], torch.Tensor] | None:

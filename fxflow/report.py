@@ -23,6 +23,7 @@ FROZEN, UNUSED, CUT, ZERO, REACHABLE, UNKNOWN = (StaticVerdict.FROZEN, StaticVer
 UNREGISTERED = StaticVerdict.UNREGISTERED
 MISSING, VANISHING, NONFINITE, OK, PRESENT = (DynamicVerdict.MISSING, DynamicVerdict.VANISHING,
                                               DynamicVerdict.NONFINITE, DynamicVerdict.OK, DynamicVerdict.PRESENT)
+INTERMITTENT = DynamicVerdict.INTERMITTENT
 STATIC_VERDICTS = (FROZEN, UNUSED, CUT, ZERO, REACHABLE)  # always counted; UNKNOWN only when it occurs
 
 _STATIC_PROBLEMS = {UNUSED, CUT, ZERO, UNREGISTERED}
@@ -45,11 +46,14 @@ class ParameterReport:
     # Random ops (dropout...) that the failing gradient was computed from: ``op @ file:line``.
     # The verdict may change with the seed.
     random_ops: list[str] = field(default_factory=list)
+    # Over many steps (check --steps, watch(steps=N)): how many had a non-zero gradient, and which did not.
+    steps_with_gradient: int | None = None
+    missed_steps: list[int] = field(default_factory=list)
 
     @property
     def problem(self) -> bool:
         """Counts against the exit code: dry, zero or broken, and neither frozen nor allowed."""
-        if self.static == FROZEN or self.allowed:
+        if self.static == FROZEN or self.allowed or self.dynamic == INTERMITTENT:
             return False
         return self.static in _STATIC_PROBLEMS or self.dynamic in _DYNAMIC_PROBLEMS
 
@@ -92,6 +96,7 @@ class Report:
     loss: str | None = None
     # The user asked for the static analysis alone (--no-backward): no backward was meant to run.
     static_only: bool = False
+    steps: int = 1  # forward/backward steps the dynamic verdicts come from (check --steps, watch(steps=N))
 
     # -- queries ----------------------------------------------------------------------------
     @property
@@ -174,6 +179,7 @@ class Report:
             "loss": self.loss,
             "verified": self.verified,
             "static_only": self.static_only,
+            "steps": self.steps,
             "status": self.status,
             "ok": self.ok,
         }

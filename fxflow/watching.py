@@ -34,6 +34,7 @@ from .unwrap import unwrap
 from .errors import FxflowError
 from .gradients import read_gradients
 from .probe import Stashed
+from .steps import StepTally
 from .unregistered import unregistered_tensors
 
 WATCHED_LOSS = "the loss of the watched training step"
@@ -44,7 +45,8 @@ class Watch:
     """A context manager that watches one training step (see the module docstring)."""
 
     def __init__(self, model: nn.Module, *, allow: Iterable[str] = (), vanishing: float = 1e-3,
-                 static: bool = True, show: bool = False, group: Any = None, target: str | None = None) -> None:
+                 static: bool = True, show: bool = False, group: Any = None, target: str | None = None,
+                 steps: int | None = None) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"fxflow.watch expects an nn.Module, got {type(model).__name__}")
         self.model = model
@@ -57,6 +59,11 @@ class Watch:
         self.target = target or distributed.class_name(self.module)
         self.forwards = 0
         self.backward_seen = False
+        if steps is not None and steps < 1:
+            raise FxflowError(f"fxflow.watch(steps=...) must be at least 1, not {steps}")
+        self.steps = steps  # watch this many backward calls (a training loop), counting gradients per step
+        self._tasks: list[int] = []  # the backward calls seen, by autograd's graph task id
+        self._received: dict[str, list[int]] = {}  # parameter -> the steps it got a non-zero gradient in
         self.ddp_guidance: distributed.DDPGuidance | None = None
         self._inputs: tuple[Any, ...] | None = None
         self._kwargs: dict[str, Any] = {}
@@ -85,6 +92,10 @@ class Watch:
         ]
         self._recorder = ModuleGradRecorder(self.module)
         self._unregistered = Stashed(unregistered_tensors(self.module))
+        self._tasks, self._received = [], {}
+        if self.steps is not None:
+            self._handles += [p.register_hook(self._step_hook(name))
+                              for name, p in self.module.named_parameters() if p.requires_grad]
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
@@ -134,6 +145,35 @@ class Watch:
 
     def _saw_backward(self, grad: torch.Tensor) -> None:
         self.backward_seen = True
+        self._current_step()
+
+    def _current_step(self) -> int | None:
+        """The 1-based step of the backward running now (each backward call is one step); None past ``steps``."""
+        if self.steps is None:
+            return None
+        task = torch._C._current_graph_task_id()
+        if task not in self._tasks:
+            if len(self._tasks) >= self.steps:
+                return None
+            self._tasks.append(task)
+        return self._tasks.index(task) + 1
+
+    def _step_hook(self, name: str) -> Any:
+        def hook(grad: torch.Tensor) -> None:
+            step = self._current_step()
+            if step is not None and bool(grad.detach().ne(0).any()) and bool(torch.isfinite(grad).all()):
+                steps = self._received.setdefault(name, [])
+                if step not in steps:
+                    steps.append(step)
+
+        return hook
+
+    def _tally(self) -> StepTally | None:
+        if self.steps is None:
+            return None
+        tally = StepTally(steps=len(self._tasks))
+        tally.received = {name: list(self._received.get(name, [])) for name, _ in self.module.named_parameters()}
+        return tally
 
     # -- the report ----------------------------------------------------------------------------
     @property
@@ -181,8 +221,12 @@ class Watch:
         if self.forwards > 1:
             static_notes.append(f"the model ran forward {self.forwards} times in the block; "
                                 "static verdicts use the inputs of the first")
+        tally = self._tally()
+        if tally is not None and tally.steps < (self.steps or 0):
+            static_notes.append(f"watched {tally.steps} backward call{'s' if tally.steps != 1 else ''} of the "
+                                f"{self.steps} asked for")
         report = assemble_report(self.module, target=self.target, captured=captured, static=static, result=result,
-                                 static_notes=static_notes, vanishing=self.vanishing, allow=self.allow)
+                                 static_notes=static_notes, vanishing=self.vanishing, allow=self.allow, steps=tally)
         ddp = distributed.find_ddp(self.model)
         if ddp is not None:
             self.ddp_guidance = distributed.ddp_guidance(report, ddp)
@@ -233,14 +277,18 @@ class Watch:
 
 
 def watch(model: nn.Module, *, allow: Iterable[str] = (), vanishing: float = 1e-3, static: bool = True,
-          show: bool = False, group: Any = None) -> Watch:
+          show: bool = False, group: Any = None, steps: int | None = None) -> Watch:
     """Watch one real training step of ``model`` (plain, DDP, FSDP2 or compiled); see :class:`Watch`.
+
+    ``steps=N``: put the block around a training loop; the first N backward calls are N steps,
+    and each parameter's count of steps with a non-zero gradient comes with the report
+    (``intermittent`` for some, a failure for none; :mod:`fxflow.steps`).
 
     ``allow``: glob patterns of parameters allowed to be dry; ``vanishing``: the RMS factor below
     which a gradient is vanishing; ``static=False`` skips the trace; ``show=True`` prints the report
     (rank 0) when the block ends; ``group``: the process group for the one gather at exit.
     """
-    return Watch(model, allow=allow, vanishing=vanishing, static=static, show=show, group=group)
+    return Watch(model, allow=allow, vanishing=vanishing, static=static, show=show, group=group, steps=steps)
 
 
 def _detached(value: Any, memo: dict[int, torch.Tensor]) -> Any:

@@ -1,0 +1,97 @@
+"""Beyond the first step: in how many of N steps each parameter received a non-zero gradient.
+
+One step can miss what training does: a router that picks an expert only for some batches, a
+branch taken only for long sequences, a loss term switched on at step 3. DDP fails on the first
+step in which a trainable parameter gets no gradient, unless ``find_unused_parameters=True``.
+:class:`StepTally` counts, per parameter, the steps with a non-zero gradient; :func:`apply_steps`
+turns the counts into verdicts:
+
+* received one on every step: the first step's verdicts stand;
+* on none: the parameter fails as on one step (``missing`` or ``zero``, for the first step's reason);
+* on some: ``intermittent``, a finding that does not fail the check, naming the steps it missed
+  (and, when the first step reached it, what cut it on the first step that missed it).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable
+
+from .verdicts import CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .gradients import GradInfo
+    from .report import ParameterReport
+
+
+@dataclass
+class StepTally:
+    """Per parameter, the (1-based) steps in which it received a non-zero gradient."""
+
+    steps: int = 0
+    received: dict[str, list[int]] = field(default_factory=dict)
+    # Why a parameter that the first step reached got nothing on a later one: the cut sites of that step.
+    later_cuts: dict[str, list[CutSite]] = field(default_factory=dict)
+
+    def add(self, grads: "dict[str, GradInfo]") -> None:
+        """One more step's gradients."""
+        self.steps += 1
+        for name, info in grads.items():
+            self.received.setdefault(name, [])
+            if info.present and info.finite and not info.all_zero:
+                self.received[name].append(self.steps)
+
+    def with_gradient(self, name: str) -> int:
+        return len(self.received.get(name, []))
+
+    def missed(self, name: str) -> list[int]:
+        got = set(self.received.get(name, []))
+        return [step for step in range(1, self.steps + 1) if step not in got]
+
+
+def apply_steps(parameters: "Iterable[ParameterReport]", tally: StepTally) -> None:
+    """Give each parameter its count of steps with a gradient, and make the verdicts of many steps."""
+    for parameter in parameters:
+        if parameter.static in (Static.FROZEN, Static.UNREGISTERED):
+            continue
+        count = tally.with_gradient(parameter.name)
+        parameter.steps_with_gradient = count
+        if count == 0 or count == tally.steps:
+            continue
+        missed = tally.missed(parameter.name)
+        parameter.missed_steps = missed
+        parameter.dynamic = Dynamic.INTERMITTENT
+        parameter.agree = True  # one step's graph and many steps' gradients: both are true
+        if not parameter.cut_by and parameter.name in tally.later_cuts:
+            parameter.cut_by = list(tally.later_cuts[parameter.name])
+        parameter.diagnosis = intermittent_reason(parameter, count, tally.steps)
+
+
+def intermittent_reason(parameter: "ParameterReport", count: int, steps: int) -> str:
+    """Which steps it missed, and what cut it there when that is known."""
+    missed = parameter.missed_steps
+    shown = ", ".join(str(step) for step in missed[:8]) + (" ..." if len(missed) > 8 else "")
+    reason = f"a gradient on {count} of {steps} steps; none on step{'s' if len(missed) != 1 else ''} {shown}"
+    if parameter.cut_by:
+        site = parameter.cut_by[0]
+        reason += f", where {site.op} @ {site.source or site.node} cut it ({site.reason})"
+    return reason + ": under DDP this needs find_unused_parameters=True"
+
+
+def ddp_advice(parameters: "Iterable[ParameterReport]") -> str | None:
+    """What many steps say about DDP's ``find_unused_parameters`` (None when nothing is trainable)."""
+    trainable = [p for p in parameters if p.static not in (Static.FROZEN, Static.UNREGISTERED)]
+    if not trainable:
+        return None
+    dead = [p.name for p in trainable if p.steps_with_gradient == 0]
+    sometimes = [p.name for p in trainable if p.dynamic == Dynamic.INTERMITTENT]
+    if sometimes:
+        return (f"DDP: {_names(sometimes)} got no gradient on some steps: find_unused_parameters=True is required"
+                + (f"; {_names(dead)} got none on any step: dead (remove it, or --allow it)" if dead else ""))
+    if dead:
+        return (f"DDP: {_names(dead)} got no gradient on any step: dead (remove it, or --allow it); "
+                "every other parameter got one on every step")
+    return "DDP: every trainable parameter got a gradient on every step: find_unused_parameters=False is safe"
+
+
+def _names(names: list[str], limit: int = 4) -> str:
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
