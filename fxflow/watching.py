@@ -175,6 +175,11 @@ class Watch:
         tally.received = {name: list(self._received.get(name, [])) for name, _ in self.module.named_parameters()}
         return tally
 
+    @property
+    def steps_seen(self) -> int:
+        """Backward calls counted so far (with ``steps=N``; 0 otherwise)."""
+        return len(self._tasks)
+
     # -- the report ----------------------------------------------------------------------------
     @property
     def report(self) -> Report:

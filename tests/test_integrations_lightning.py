@@ -155,3 +155,40 @@ def test_accumulated_batches_make_one_checked_step(loader, tmp_path):
     assert {p.name: p.grad_norm for p in report.parameters} == \
         pytest.approx({name: p.grad.norm().item() for name, p in twin.named_parameters()}, rel=1e-5)
     assert "the model ran forward 2 times in the block; static verdicts use the inputs of the first" in report.notes
+
+
+class AuxFromSecondBatch(Classifier):
+    """An auxiliary head trained only from the second batch on (a curriculum)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.aux = nn.Linear(8, 1)
+
+    def forward(self, x: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        hidden = torch.relu(self.first(x))
+        return self.last(hidden), self.aux(hidden)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        logits, aux = self(x)
+        loss = nn.functional.cross_entropy(logits, y)
+        return loss + aux.pow(2).mean() if batch_idx >= 1 else loss
+
+
+def test_steps_counts_each_parameters_steps_with_a_gradient(loader, tmp_path):
+    torch.manual_seed(0)
+    module = AuxFromSecondBatch()
+    twin = copy.deepcopy(module)
+    counts = {name: 0 for name, _ in twin.named_parameters()}
+    for index, batch in enumerate(loader):  # plain backwards, step by step (no optimizer: presence only)
+        twin.zero_grad(set_to_none=True)
+        twin.training_step(batch, index).backward()
+        for name, p in twin.named_parameters():
+            counts[name] += p.grad is not None and bool(p.grad.ne(0).any())
+    callback = GradientFlowCheck(steps=2, show=False)
+    fit(module, loader, tmp_path, callback, max_steps=2)
+    report = callback.report
+    assert report is not None and report.steps == 2
+    assert {p.name: p.steps_with_gradient for p in report.parameters} == counts == {
+        "first.weight": 2, "first.bias": 2, "last.weight": 2, "last.bias": 2, "aux.weight": 1, "aux.bias": 1}
+    assert report.parameter("aux.weight").dynamic == "intermittent" and report.ok

@@ -46,7 +46,9 @@ class FirstStepCheck:
     exactly zero gradients), then print its Report once, and raise or warn on a problem."""
 
     def __init__(self, *, on_problem: str = "raise", allow: Iterable[str] = (), vanishing: float = 1e-3,
-                 static: bool = True, show: bool = True) -> None:
+                 static: bool = True, show: bool = True, steps: int = 1) -> None:
+        if steps < 1:
+            raise ValueError(f"steps must be at least 1, got {steps}")
         if on_problem not in ON_PROBLEM:
             raise ValueError(f"on_problem must be one of {', '.join(map(repr, ON_PROBLEM))}, got {on_problem!r}")
         self.on_problem = on_problem
@@ -54,6 +56,8 @@ class FirstStepCheck:
         self.vanishing = vanishing
         self.static = static
         self.show = show
+        self.steps = steps  # backward calls watched before the report (fxflow.steps)
+        self._notes: list[str] = []  # the framework's notes from the steps watched so far
         self.report: Report | None = None  # the Report acted on, once checked
         self._watch: Watch | None = None
         self._unconfirmed: Watch | None = None  # the first step, with exactly zero gradients to confirm
@@ -68,7 +72,8 @@ class FirstStepCheck:
 
         if self.done or self._watch is not None:
             return
-        self._watch = Watch(model, allow=self.allow, vanishing=self.vanishing, static=self.static)
+        self._watch = Watch(model, allow=self.allow, vanishing=self.vanishing, static=self.static,
+                            steps=self.steps if self.steps > 1 else None)
         self._watch.start()
 
     def end(self, notes: Iterable[str] = ()) -> "Report | None":
@@ -80,12 +85,16 @@ class FirstStepCheck:
         """
         if self._watch is None:
             return None
+        if self.steps > 1 and self._watch.steps_seen < self.steps:
+            self._notes = list(dict.fromkeys([*self._notes, *notes]))
+            return None  # more steps to watch: the same Watch spans them
         watch, self._watch = self._watch, None
         watch.stop()
         report = watch.report  # FxflowError when no forward or no backward ran: says which
-        report.notes.extend(notes)
+        report.notes.extend(note for note in [*self._notes, *notes] if note not in report.notes)
+        self._notes = []
         first = self._unconfirmed
-        if first is None and _unproven_zeros(report):
+        if first is None and self.steps == 1 and _unproven_zeros(report):
             self._unconfirmed = watch  # judge on the next step
             return None
         if first is not None:
@@ -97,7 +106,12 @@ class FirstStepCheck:
         return self._act(watch)
 
     def finish(self) -> "Report | None":
-        """Training ended: a first step still waiting for confirmation is judged as it is."""
+        """Training ended: a first step still waiting for confirmation is judged as it is, and so
+        are the steps watched so far when training ended before ``steps`` of them."""
+        if self._watch is not None and self.steps > 1 and self._watch.steps_seen > 0:
+            watch, self._watch = self._watch, None
+            watch.stop()
+            return self._act(watch)
         self.abandon()
         if self._unconfirmed is None:
             return None
@@ -134,13 +148,15 @@ class FirstStepCallback:
     ``on_problem``: ``"raise"`` (:class:`GradientFlowError`, before the optimizer steps) or ``"warn"``
     (:class:`GradientFlowWarning`, training goes on). ``allow``: glob patterns of parameters allowed to
     be dry; ``vanishing``: the RMS factor below which a gradient is vanishing; ``static=False`` skips
-    the trace; ``show=False`` does not print the report.
+    the trace; ``show=False`` does not print the report; ``steps=N`` watches the first N steps
+    (backward calls) and counts, per parameter, the steps with a gradient (``intermittent`` for
+    some does not fail; none does).
     """
 
     def __init__(self, *, on_problem: str = "raise", allow: Iterable[str] = (), vanishing: float = 1e-3,
-                 static: bool = True, show: bool = True) -> None:
+                 static: bool = True, show: bool = True, steps: int = 1) -> None:
         self.check = FirstStepCheck(on_problem=on_problem, allow=allow, vanishing=vanishing, static=static,
-                                    show=show)
+                                    show=show, steps=steps)
 
     @property
     def report(self) -> "Report | None":
