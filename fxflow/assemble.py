@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 import torch
 
+from .health import LayerStep, flags as health_flags
 from .reconcile import backward_raises, parameter_reports, uncertainty, uncertainty_notes, unregistered_reports
 from .report import Report, TraceInfo
 from .steps import StepTally, apply_steps, ddp_advice
@@ -29,13 +30,15 @@ def assemble_report(model: torch.nn.Module, *, target: str, captured: "Capture |
                     static: "StaticAnalysis | None", result: "ProbeResult | None", failure: CutSite | None = None,
                     notes: Sequence[str] = (), static_notes: Sequence[str] = (), vanishing: float = 1e-3,
                     allow: Iterable[str] = (), static_only: bool = False,
-                    timings: dict[str, float] | None = None, steps: StepTally | None = None) -> Report:
+                    timings: dict[str, float] | None = None, steps: StepTally | None = None,
+                    history: dict[str, list[LayerStep]] | None = None) -> Report:
     """The Report of one checked step: the static analysis (None when nothing was captured) and the
     real backward's result (None when none ran; ``failure`` when it raised), reconciled.
 
     ``notes`` come first (how the model and inputs were prepared), then what the backward noted,
     then ``static_notes`` (the capture and the analysis), then what the verdicts leave unsure.
-    ``steps``: the gradients of more steps than the first (:mod:`fxflow.steps`).
+    ``steps``: the gradients of more steps than the first (:mod:`fxflow.steps`); ``history``: per
+    layer and step, the gradient statistics of a watched training loop (:mod:`fxflow.health`).
     """
     notes = list(notes)
     if failure is not None:
@@ -82,6 +85,8 @@ def assemble_report(model: torch.nn.Module, *, target: str, captured: "Capture |
         nonfinite=list(result.nonfinite) if result is not None else [],
         static_only=static_only,
         steps=steps.steps if steps is not None and steps.steps else 1,
+        gradient_history=history or {},
+        gradient_flags=health_flags(history, vanishing) if history else [],
     )
 
 

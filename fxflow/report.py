@@ -9,6 +9,7 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from .health import HealthFlag, LayerStep
 from .nonfinite import NonfiniteSite
 from .verdicts import CutSite, DynamicVerdict, StaticVerdict
 
@@ -97,6 +98,10 @@ class Report:
     # The user asked for the static analysis alone (--no-backward): no backward was meant to run.
     static_only: bool = False
     steps: int = 1  # forward/backward steps the dynamic verdicts come from (check --steps, watch(steps=N))
+    # Watched training loops (watch(steps=N), the callbacks): per layer, per step, |grad| and updates;
+    # and the layers whose gradient vanishes or explodes next to the rest (fxflow.health).
+    gradient_history: dict[str, list[LayerStep]] = field(default_factory=dict, repr=False)
+    gradient_flags: list[HealthFlag] = field(default_factory=list)
 
     # -- queries ----------------------------------------------------------------------------
     @property
@@ -180,6 +185,8 @@ class Report:
             "verified": self.verified,
             "static_only": self.static_only,
             "steps": self.steps,
+            "gradient_history": {layer: [asdict(r) for r in records] for layer, records in self.gradient_history.items()},
+            "gradient_flags": [asdict(flag) for flag in self.gradient_flags],
             "status": self.status,
             "ok": self.ok,
         }
@@ -212,6 +219,14 @@ class Report:
         from .render import render_file
 
         return render_file(self, path, format=format, **options)
+
+    def plot(self, layer: str | None = None) -> Any:
+        """The per-layer gradient chart of a watched training loop (matplotlib, ``pip install fxflow[plot]``):
+        mean and largest |grad| per layer at the last step, and ``layer`` (default: the first flagged,
+        else the last layer) over the steps. Returns the matplotlib Figure."""
+        from .present.plot import plot_history
+
+        return plot_history(self, layer)
 
     def _repr_svg_(self) -> str | None:
         from .render import to_svg_text

@@ -34,6 +34,7 @@ from .unwrap import unwrap
 from .errors import FxflowError
 from .gradients import read_gradients
 from .probe import Stashed
+from .health import HealthRecorder, layer_of
 from .steps import StepTally
 from .unregistered import unregistered_tensors
 
@@ -64,6 +65,7 @@ class Watch:
         self.steps = steps  # watch this many backward calls (a training loop), counting gradients per step
         self._tasks: list[int] = []  # the backward calls seen, by autograd's graph task id
         self._received: dict[str, list[int]] = {}  # parameter -> the steps it got a non-zero gradient in
+        self._health = HealthRecorder()  # per layer and step: |grad| and the optimizer's update
         self.ddp_guidance: distributed.DDPGuidance | None = None
         self._inputs: tuple[Any, ...] | None = None
         self._kwargs: dict[str, Any] = {}
@@ -93,8 +95,9 @@ class Watch:
         self._recorder = ModuleGradRecorder(self.module)
         self._unregistered = Stashed(unregistered_tensors(self.module))
         self._tasks, self._received = [], {}
+        self._health = HealthRecorder(order=list(dict.fromkeys(layer_of(name) for name, _ in self.module.named_parameters())))
         if self.steps is not None:
-            self._handles += [p.register_hook(self._step_hook(name))
+            self._handles += [p.register_hook(self._step_hook(name, p))
                               for name, p in self.module.named_parameters() if p.requires_grad]
         return self
 
@@ -158,10 +161,13 @@ class Watch:
             self._tasks.append(task)
         return self._tasks.index(task) + 1
 
-    def _step_hook(self, name: str) -> Any:
+    def _step_hook(self, name: str, parameter: nn.Parameter) -> Any:
         def hook(grad: torch.Tensor) -> None:
             step = self._current_step()
-            if step is not None and bool(grad.detach().ne(0).any()) and bool(torch.isfinite(grad).all()):
+            if step is None:
+                return
+            self._health.record(step, name, parameter, grad)
+            if bool(grad.detach().ne(0).any()) and bool(torch.isfinite(grad).all()):
                 steps = self._received.setdefault(name, [])
                 if step not in steps:
                     steps.append(step)
@@ -230,8 +236,11 @@ class Watch:
         if tally is not None and tally.steps < (self.steps or 0):
             static_notes.append(f"watched {tally.steps} backward call{'s' if tally.steps != 1 else ''} of the "
                                 f"{self.steps} asked for")
+        for name, parameter in self.module.named_parameters():  # the optimizer step after the last backward
+            self._health.settle(name, parameter)
         report = assemble_report(self.module, target=self.target, captured=captured, static=static, result=result,
-                                 static_notes=static_notes, vanishing=self.vanishing, allow=self.allow, steps=tally)
+                                 static_notes=static_notes, vanishing=self.vanishing, allow=self.allow, steps=tally,
+                                 history=self._health.history() if tally is not None else None)
         ddp = distributed.find_ddp(self.model)
         if ddp is not None:
             self.ddp_guidance = distributed.ddp_guidance(report, ddp)

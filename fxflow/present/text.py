@@ -86,6 +86,9 @@ def cut_paragraphs(report: Report) -> list[str]:
     # where the real backward raises (one with no line of its own is a note already)
     paragraphs = [f"At {site.source}: {site.reason}." for site in report.backward_raises if site.source]
     paragraphs += [f"{describe_nonfinite(site)[0].upper()}{describe_nonfinite(site)[1:]}." for site in report.nonfinite]
+    paragraphs += [f"The gradient of {flag.layer} is {flag.kind} next to the rest of the model since step {flag.since}: "
+                   f"its mean |grad| is {format_norm(flag.ratio)}x the median layer's at the last step."
+                   for flag in report.gradient_flags]
     for site in report.cuts:
         victims = [p for p in report.parameters if any(s.node == site.node for s in p.cut_by)]
         where = f" at {site.source}" if site.source else ""

@@ -1,0 +1,115 @@
+"""Gradient health over training: per layer and per step, how large the gradients are.
+
+Under ``fxflow.watch(steps=N)`` (and the trainer callbacks with ``steps=N``) every parameter's
+gradient passes through :meth:`HealthRecorder.record` once per step. Per layer (the module that
+owns the parameters) it keeps the mean and the largest ``|grad|``, and, when an optimizer step
+followed, the update-to-weight ratio ``||w_after - w_before|| / ||w_before||``. :func:`flags`
+then names the layers whose gradient is vanishing or exploding next to the rest of the model,
+and the step where that began: the bar chart people paste into notebooks by hand, computed.
+"""
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import dataclass, field
+
+import torch
+
+ROOT = "(root)"  # the layer name of parameters the model holds itself
+
+
+@dataclass
+class LayerStep:
+    """One layer's gradients in one step."""
+
+    step: int
+    mean: float  # mean |grad| over the layer's own parameters
+    max: float  # largest |grad|
+    update_ratio: float | None = None  # ||Δw|| / ||w|| of the optimizer step that followed, when one did
+
+
+@dataclass(frozen=True)
+class HealthFlag:
+    """A layer whose gradient is far from the rest of the model's, from ``since`` to the last step."""
+
+    layer: str
+    kind: str  # "vanishing" or "exploding"
+    since: int  # the step where it began (and held until the last step)
+    ratio: float  # its mean |grad| over the median layer's, at the last step
+
+
+def layer_of(parameter: str) -> str:
+    """The layer a parameter belongs to: its module's qualified name."""
+    owner = parameter.rpartition(".")[0]
+    return owner or ROOT
+
+
+@dataclass
+class HealthRecorder:
+    """Collects per-layer gradient statistics step by step (see the module docstring)."""
+
+    sums: dict[tuple[int, str], list[float]] = field(default_factory=dict)  # (step, layer) -> [sum|g|, count, max]
+    before: dict[str, tuple[int, torch.Tensor]] = field(default_factory=dict)  # parameter -> (step, its value then)
+    updates: dict[tuple[int, str], list[float]] = field(default_factory=dict)  # (step, layer) -> [Σ|Δw|², Σ|w|²]
+    order: list[str] = field(default_factory=list)  # the layers in the model's order (history lists them so)
+
+    def record(self, step: int, name: str, parameter: torch.Tensor, grad: torch.Tensor) -> None:
+        """One parameter's gradient in ``step``; also closes the update of its previous step."""
+        self.settle(name, parameter)
+        values = grad.detach().abs()
+        if values.is_sparse:
+            values = values.coalesce().values()
+        entry = self.sums.setdefault((step, layer_of(name)), [0.0, 0, 0.0])
+        entry[0] += float(values.double().sum())
+        entry[1] += values.numel()
+        entry[2] = max(entry[2], float(values.max())) if values.numel() else entry[2]
+        self.before[name] = (step, parameter.detach().clone())
+
+    def settle(self, name: str, parameter: torch.Tensor) -> None:
+        """What the optimizer did to ``name`` since its last recorded step (nothing: no entry)."""
+        if name not in self.before:
+            return
+        step, old = self.before.pop(name)
+        change = float((parameter.detach().double() - old.double()).pow(2).sum())
+        if change == 0.0:
+            return  # no optimizer step between: no update to speak of
+        entry = self.updates.setdefault((step, layer_of(name)), [0.0, 0.0])
+        entry[0] += change
+        entry[1] += float(old.double().pow(2).sum())
+
+    def history(self) -> dict[str, list[LayerStep]]:
+        """Per layer, its steps in order."""
+        rank = {layer: index for index, layer in enumerate(self.order)}
+        layers: dict[str, list[LayerStep]] = {}
+        for (step, layer), (total, count, largest) in sorted(
+                self.sums.items(), key=lambda item: (rank.get(item[0][1], len(rank)), item[0][1], item[0][0])):
+            update = self.updates.get((step, layer))
+            ratio = math.sqrt(update[0] / update[1]) if update and update[1] > 0 else None
+            layers.setdefault(layer, []).append(LayerStep(step, total / max(count, 1), largest, ratio))
+        return layers
+
+
+def flags(history: dict[str, list[LayerStep]], factor: float = 1e-3) -> list[HealthFlag]:
+    """Layers whose gradient stays far from the rest of the model's up to the last step, and the
+    step where that began: vanishing when its mean |grad| is below ``factor`` times the largest
+    other layer's (the rule of the ``vanishing`` verdict), exploding when it is above ``1/factor``
+    times the median of the others."""
+    steps = sorted({record.step for records in history.values() for record in records})
+    means = {step: {layer: r.mean for layer, records in history.items() for r in records if r.step == step}
+             for step in steps}
+    found = []
+    for layer in history:
+        for kind in ("vanishing", "exploding"):
+            since, ratio = None, 0.0
+            for step in steps:
+                mine = means[step].get(layer)
+                others = [m for name, m in means[step].items() if name != layer and m > 0]
+                reference = (max(others, default=0.0) if kind == "vanishing"
+                             else statistics.median(others) if len(others) >= 2 else 0.0)
+                off = mine is not None and reference > 0 and (
+                    mine < factor * reference if kind == "vanishing" else mine > reference / factor)
+                since = (since or step) if off else None
+                ratio = mine / reference if off else ratio
+            if since is not None:
+                found.append(HealthFlag(layer, kind, since, ratio))
+    return found
