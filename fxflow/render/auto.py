@@ -19,16 +19,17 @@ from typing import TYPE_CHECKING, Callable
 
 from ..errors import FxflowError
 from ..verdicts import NodeState
+from .style import FAILED
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .layout import Base, Item, View
+    from .view import Base, Item, View
 
 DRAWABLE_LIMIT = 2500  # above this many boxes even after collapsing, layout takes minutes
 
 # make(depth, modules to collapse, runs=False) -> View: layout's view builder for one choice
 Make = Callable[..., "View"]
 
-PROBLEM_STATES = frozenset({NodeState.DRY, NodeState.CUT, NodeState.ZERO, NodeState.UNUSED})
+PROBLEM_STATES = frozenset({NodeState.DRY, NodeState.CUT, NodeState.ZERO, NodeState.UNUSED, FAILED})
 
 
 def healthy_modules(bases: list["Base"]) -> set[str]:

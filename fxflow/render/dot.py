@@ -16,7 +16,7 @@ import graphviz
 from . import style
 from .labels import MARKER_COLOR, NL, html_text, node_attrs, plain, small, tooltip_of
 from .legend import LEGEND_KEY, add_legend
-from .layout import STATE_WORDS, Base, Item, Link, NeverCalled, View, box_summary
+from .view import STATE_WORDS, Base, Item, Link, NeverCalled, View, box_summary
 from .norms import call_norms
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -109,7 +109,10 @@ def _paramtooltip(name: str, state: str, parameter: "ParameterReport | None") ->
 
 def _param_node(name: str, state: str, cluster: tuple[str, ...], parameter: "ParameterReport | None",
                 *extra_classes: str) -> tuple[str, dict[str, str]]:
-    label = "<" + small(_relative(name, cluster)) + ">"
+    words = _relative(name, cluster)
+    if state == style.FAILED and parameter is not None and parameter.dynamic:
+        words += f" ({parameter.dynamic} grad)"  # which way the real backward failed it
+    label = "<" + small(words) + ">"
     return label, node_attrs(state, style.node_class(state, "param", *extra_classes),
                               _paramtooltip(name, state, parameter), shape="box", height="0.2",
                               margin="0.06,0.02", style=style.NODE_STYLES[state].style.replace("rounded,", ""))

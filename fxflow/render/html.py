@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 from ..verdicts import PARAMETER_STATE, NodeState
 from . import style
 from .dot import _shape
-from .layout import NODE_BUDGET, STATE_WORDS, Item, View, box_summary, build_view
+from .layout import NODE_BUDGET, build_view, painted
+from .view import STATE_WORDS, Item, View, box_summary
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..report import Report
@@ -127,7 +128,7 @@ def _svg(report: "Report", view: View) -> str:
 def _parameter_rows(report: "Report") -> list[dict[str, Any]]:
     rows = []
     for parameter in report.parameters:
-        state = PARAMETER_STATE.get(parameter.static, NodeState.INERT)  # StrEnum keys match plain strings
+        state = painted(PARAMETER_STATE.get(parameter.static, NodeState.INERT), parameter)  # StrEnum keys match plain strings
         rows.append({"name": parameter.name, "shape": _shape(parameter.shape), "static": str(parameter.static),
                      "dynamic": parameter.dynamic, "norm": parameter.grad_norm, "state": str(state),
                      "problem": parameter.problem,

@@ -6,7 +6,7 @@ import graphviz
 from . import style
 from .auto import op_order
 from .labels import MARKER_COLOR, html_text, node_attrs, plain, small
-from .layout import View
+from .view import View
 
 LEGEND_KEY = "fxflow.legend"
 LEGEND_ROW = 4  # entries per legend row
