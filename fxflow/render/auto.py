@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Callable
 from ..errors import FxflowError
 from ..verdicts import NodeState
 from .style import FAILED
+from .view import counted
 
 if TYPE_CHECKING:  # pragma: no cover
     from .view import Base, Item, View
@@ -90,7 +91,8 @@ def op_order(item: "Item") -> int:
     return min(ops) if ops else item.order
 
 
-def choose_automatically(why: str, budget: int, bases: list["Base"], make: Make) -> "View":
+def choose_automatically(why: str, budget: int, bases: list["Base"], make: Make,
+                         hint: str = "pass --depth or --focus to choose") -> "View":
     """Over the budget: collapse healthy modules, then dry ones with no cut inside, then by depth,
     then runs of like ops, until the picture fits; the view says what was collapsed."""
     healthy = healthy_modules(bases)
@@ -117,8 +119,7 @@ def choose_automatically(why: str, budget: int, bases: list["Base"], make: Make)
     view.auto_depth = True
     boxes = [i for i in view.items if i.kind in ("module", "fold", "run")]
     view.collapsed = [(i.module or i.key) + (f" x{i.count}" if i.count > 1 else "") for i in boxes]
-    view.notes.append(f"{why}: {len(boxes)} boxes collapsed automatically ({view.count()} drawn); "
-                      "pass --depth or --focus to choose")
+    view.notes.append(f"{why}: {counted(len(boxes), 'box', 'boxes')} collapsed automatically ({view.count()} drawn); {hint}")
     if view.count() > DRAWABLE_LIMIT:
         return too_big_to_draw(view)
     return view
@@ -126,5 +127,5 @@ def choose_automatically(why: str, budget: int, bases: list["Base"], make: Make)
 
 def too_big_to_draw(view: "View") -> "View":
     """Refuse, in one line, a drawing that collapsing could not shrink: its layout would take minutes."""
-    raise FxflowError(f"the graph has {view.count()} boxes even collapsed (no modules group its ops), too many to draw",
+    raise FxflowError(f"the graph has {counted(view.count(), 'box', 'boxes')} even collapsed (no modules group its ops), too many to draw",
                       hint="use --focus, or fxflow check for the table")

@@ -31,7 +31,8 @@ from .fold import FOLD_MIN, collapse_modules, fold_siblings, merge_runs
 from .inert import Hidden, hide_inert
 from .norms import call_norms
 from .style import EDGE_PRECEDENCE, FAILED
-from .view import STATE_WORDS, Base, Item, Link, NeverCalled, View, box_summary, owner_module
+from .view import Base, Item, Link, NeverCalled, View, counted, owner_module
+from .wide import MAX_WIDTH_PT, sibling_modules, stacking, widest
 
 if TYPE_CHECKING:  # pragma: no cover
     import networkx as nx
@@ -242,7 +243,7 @@ def build_view(report: "Report", *, depth: int | None = None, focus: bool = Fals
         total = len(bases)
         notes.append("no graph was captured: parameters only, grouped by name")
     if hidden.names:
-        notes.append(f"{len(hidden.names)} nodes that carry no gradient (int, bool, index, shape, mask) hidden; "
+        notes.append(f"{counted(len(hidden.names), 'node')} that carry no gradient (int, bool, index, shape, mask) hidden; "
                      "--all shows them")
     if focus and graph is not None:
         keep = _focus(graph, failed)
@@ -268,14 +269,38 @@ def build_view(report: "Report", *, depth: int | None = None, focus: bool = Fals
     view = make(depth, healthy_modules(bases) if focus else set())
     if depth is not None:
         view.notes.append(f"modules deeper than {depth} collapsed (--depth {depth})")
-    if focus or depth is not None or not automatic:
+    if depth is not None or not automatic:
         return view  # what was asked for
     if view.count() > budget:
-        why = f"{view.count()} nodes, over the budget of {budget}"
+        why = f"{counted(view.count(), 'node')}, over the budget of {budget}"
     elif ranks(view) > TALL_RANKS:
         why = f"{ranks(view)} nodes from input to output, too tall to read"
     else:
-        return view  # small enough to draw whole
-    return choose_automatically(why, budget, bases, make)
+        return _narrow(view, bases, make)  # small enough to draw whole, once wide fan-outs are folded
+    # --focus keeps the default view's budget too: the modules that hold the cut keep their ops
+    hint = "pass --depth to choose" if focus else "pass --depth or --focus to choose"
+    return _narrow(choose_automatically(why, budget, bases, make, hint=hint), bases, make)
+
+
+def _narrow(view: View, bases: list[Base], make) -> View:
+    """A view whose widest rank fits the screen: ModuleList members side by side collapse and
+    fold, and ranks still too wide wrap into rows (see :mod:`.wide`)."""
+    if widest(view) > MAX_WIDTH_PT:
+        siblings = sibling_modules(bases)
+        collapse = {m for item in view.items if item.kind in ("module", "fold") for m in _collapsed(item)}
+        if siblings - collapse:
+            narrowed = make(None, collapse | siblings)
+            narrowed.notes = view.notes + [f"{counted(len(siblings), 'side-by-side module')} collapsed to fit the width"]
+            narrowed.auto_depth, narrowed.collapsed = view.auto_depth, view.collapsed
+            view = narrowed
+    view.stacks = stacking(view)
+    return view
+
+
+def _collapsed(item: Item) -> set[str]:
+    """The modules a box stands for (each of a fold's)."""
+    if item.kind == "module":
+        return {item.module or ""}
+    return {m.owner[len(item.cluster)] for m in item.members if len(m.owner) > len(item.cluster)}
 
 

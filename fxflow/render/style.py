@@ -71,7 +71,7 @@ LEGEND = (
     ("dry", "dry: no gradient (before a cut)"),
     ("cut", "cut: severs the gradient"),
     ("zero", "zero: the gradient is exactly 0"),
-    (FAILED, "failed: the real backward left no, zero or NaN gradient"),
+    (FAILED, "failed: no, zero or NaN gradient in the real backward"),
     ("frozen", "frozen: requires_grad=False"),
     ("unused", "unused: does not reach the output"),
     ("inert", "inert: carries no gradient (inputs)"),

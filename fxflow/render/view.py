@@ -77,10 +77,16 @@ class View:
     hidden: int = 0  # nodes that carry no gradient, hidden (``show_all`` draws them)
     markers: dict[str, Counter] = field(default_factory=dict)  # graph node -> its hidden inputs, by kind
     collapsed: list[str] = field(default_factory=list)  # what the automatic choice collapsed
+    stacks: list[tuple[str, str]] = field(default_factory=list)  # invisible wires that wrap a wide rank into rows
 
     def count(self) -> int:
         never = len(self.never_called) if self.collapse_never else sum(len(n.params) for n in self.never_called)
         return len(self.items) + never
+
+
+def counted(number: int, noun: str, plural: str | None = None) -> str:
+    """``1 node``, ``2 nodes``, ``3 boxes``: a count with its noun in the right number."""
+    return f"{number} {noun if number == 1 else plural or noun + 's'}"
 
 
 def owner_module(parameter: str) -> str:

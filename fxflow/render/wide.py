@@ -1,0 +1,82 @@
+"""Wide fan-outs: keep the default picture about one screen wide.
+
+A mixture of experts, a multi-head block or any ``ModuleList`` used side by side puts many
+boxes on one rank, and Graphviz lays a rank out in one row: sixteen open experts draw 4,000
+points wide with unreadable labels. Two remedies, in order:
+
+1. :func:`sibling_modules`: the members of a ``ModuleList``/``ModuleDict`` (``experts.0``,
+   ``experts.1`` ...) collapse into one box each, and identical neighbours fold (``x16``);
+2. :func:`stacking`: a rank that is still wider than :data:`MAX_WIDTH_PT` is wrapped into
+   several rows by invisible wires (item ``i`` above item ``i + columns``), so a fan-out grows
+   down, not across.
+
+Widths are estimated from the label lengths (Graphviz is not run here).
+"""
+from __future__ import annotations
+
+import re
+from collections import defaultdict
+
+from .auto import op_order
+from .view import Base, Item, View
+
+MAX_WIDTH_PT = 1400  # the widest rank the default picture may have (1 px per pt at scale 1), legend aside
+_CHAR_PT = 6.5  # about one character of an 11-point Helvetica label
+_PAD_PT = 34  # a box's margins and the gap to its neighbour
+_INDEXED = re.compile(r"^(?P<stem>.+)\.(?P<index>\w+)$")
+
+
+def _item_width(item: Item) -> float:
+    if item.kind == "param":
+        words = (item.base.param or "").rsplit(".", 1)[-1] if item.base is not None else item.key
+        return len(words) * _CHAR_PT * 0.8 + _PAD_PT
+    if item.kind in ("module", "fold", "run"):
+        words = max(len((item.module or "").rsplit(".", 1)[-1]) + len(item.module_class or "") + 5, 22)
+    else:
+        data = item.base.attrs if item.base is not None else {}
+        words = max(len(str(data.get("op") or data.get("label") or item.key)), len(str(data.get("shape") or "")) + 3)
+    return words * _CHAR_PT + _PAD_PT
+
+
+def rank_rows(view: View) -> dict[int, list[Item]]:
+    """The items on each rank (longest path from an input; a parameter sits just above its op)."""
+    order = {item.key: op_order(item) for item in view.items}
+    rank = {key: 0 for key in order}
+    for link in sorted(view.links, key=lambda l: (order[l.source], order[l.target])):
+        if order[link.source] <= order[link.target] and link.source != link.target:
+            rank[link.target] = max(rank[link.target], rank[link.source] + 1)
+    rows: dict[int, list[Item]] = defaultdict(list)
+    for item in view.items:
+        rows[rank[item.key]].append(item)
+    return rows
+
+
+def widest(view: View) -> float:
+    """The estimated width in points of the widest rank."""
+    return max((sum(_item_width(i) for i in row) for row in rank_rows(view).values()), default=0.0)
+
+
+def sibling_modules(bases: list[Base]) -> set[str]:
+    """Modules that have an indexed or keyed sibling (``experts.0`` with ``experts.1``): the
+    members of a ModuleList or ModuleDict, which are what fans out side by side."""
+    stems: dict[str, set[str]] = defaultdict(set)
+    for base in bases:
+        for module in base.owner:
+            match = _INDEXED.match(module)
+            if match:
+                stems[match["stem"]].add(module)
+    found = {module for members in stems.values() if len(members) > 1 for module in members}
+    return {m for m in found if not any(m.startswith(other + ".") for other in found)}  # the outermost
+
+
+def stacking(view: View) -> list[tuple[str, str]]:
+    """Invisible wires that wrap every rank wider than :data:`MAX_WIDTH_PT` into rows."""
+    wires: list[tuple[str, str]] = []
+    for row in rank_rows(view).values():
+        width = sum(_item_width(i) for i in row)
+        if width <= MAX_WIDTH_PT:
+            continue
+        row = sorted(row, key=lambda i: (op_order(i), i.key))
+        columns = max(1, int(len(row) * MAX_WIDTH_PT // width))
+        wires += [(row[i].key, row[i + columns].key) for i in range(len(row) - columns)]
+    return wires
