@@ -45,6 +45,13 @@ def rank_rows(view: View) -> dict[int, list[Item]]:
     for link in sorted(view.links, key=lambda l: (order[l.source], order[l.target])):
         if order[link.source] <= order[link.target] and link.source != link.target:
             rank[link.target] = max(rank[link.target], rank[link.source] + 1)
+    sources = set(rank) - {link.target for link in view.links}
+    targets: dict[str, list[int]] = defaultdict(list)
+    for link in view.links:
+        if link.source in sources:
+            targets[link.source].append(rank[link.target])
+    for key in sources:  # Graphviz puts an input (a parameter) just above its first reader
+        rank[key] = min(targets[key], default=1) - 1
     rows: dict[int, list[Item]] = defaultdict(list)
     for item in view.items:
         rows[rank[item.key]].append(item)
