@@ -2,8 +2,8 @@
 
 Widths: with a width (the terminal's, or ``COLUMNS``), paragraphs wrap at it and a table wider
 than it wraps its last column ("cut by") inside that column; the other columns never wrap, so
-the table stays a table. Without a width (output piped, no ``COLUMNS``) nothing wraps: one
-line per parameter and per paragraph, for grep.
+the table stays a table. Without a width nothing wraps: one line per parameter and per
+paragraph (the API's default; the CLI always passes one, 100 when piped).
 """
 from __future__ import annotations
 
