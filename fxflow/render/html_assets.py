@@ -34,7 +34,7 @@ body.fx-side-hidden #fx-side { display: none; }
 #fx-table th.fx-asc::after { content: " \\25b2"; }
 #fx-table th.fx-desc::after { content: " \\25bc"; }
 #fx-table td { padding: 2px 5px; border-bottom: 1px solid #eceff1; white-space: nowrap; }
-#fx-table td:first-child { white-space: normal; overflow-wrap: anywhere; }
+#fx-table td:first-child { white-space: normal; overflow-wrap: anywhere; min-width: 150px; }
 #fx-table tr { cursor: pointer; }
 #fx-table tr.fx-row-selected td { outline: 2px solid #1565c0; outline-offset: -2px; }
 #fx-table td.fx-num { text-align: right; font-variant-numeric: tabular-nums; }
@@ -329,7 +329,7 @@ SCRIPT = r"""
     rows.forEach(function (p) {
       var tr = el("tr"), look = data.colors[p.state] || data.colors.inert;
       tr.dataset.name = p.name;
-      tr.appendChild(el("td", p.name));
+      tr.appendChild(el("td", p.name.replace(/\./g, ".\u200b")));  // long names break after a dot
       tr.appendChild(el("td", p.shape));
       var verdict = el("td", p.static);
       verdict.style.background = look.fill; verdict.style.color = look.font;

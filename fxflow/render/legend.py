@@ -32,14 +32,14 @@ def legend_entries(view: View) -> list[tuple[str, str]]:
     if "fold" in kinds:
         entries.append((_swatch("inert", shape="fold"), "double, x12: identical blocks"))
     if any(i.base is not None and i.base.name in view.markers for i in items):
-        entries.append((f'<td><font point-size="{LEGEND_FONT}" color="{MARKER_COLOR}">+ mask</font></td>',
+        entries.append((f'<td width="18"><font point-size="{LEGEND_FONT}" color="{MARKER_COLOR}">+ mask</font></td>',
                         "inputs without gradient, hidden"))
     used = {link.state for link in view.links}
     for state, words in style.LEGEND_EDGES:
         if state in used:
             look = style.EDGE_STYLES[state]
             line = _LINES.get(look.style, _LINES["solid"])
-            entries.append((f'<td><font point-size="{LEGEND_FONT}" color="{look.color}"><b>{line}</b></font></td>',
+            entries.append((f'<td width="18"><font point-size="{LEGEND_FONT}" color="{look.color}"><b>{line}</b></font></td>',
                             f"wire: {words}"))
     return entries
 
@@ -54,6 +54,18 @@ def _swatch(state: str, shape: str = "state") -> str:
             f'width="{width}" height="10" fixedsize="true"></td>')
 
 
+_CHAR_PT = 5.4  # about one 9-point Helvetica character, generously
+
+
+def _entry(swatch: str, words: str) -> str:
+    """One entry: its swatch and words in a table of fixed size, so that a wide title does not
+    spread them apart (Graphviz stretches the cells of a table to fill its cell otherwise)."""
+    width = round(30 + _CHAR_PT * len(words))
+    return (f'<td align="left"><table border="0" cellspacing="2" cellpadding="0" fixedsize="true" width="{width}" '
+            f'height="14"><tr>{swatch}<td align="left"><font point-size="{LEGEND_FONT}">{html_text(words)}</font>'
+            "</td></tr></table></td>")
+
+
 def legend_table(view: View) -> str | None:
     """The legend as an HTML-like table for the graph label, or None when nothing is drawn."""
     entries = legend_entries(view)
@@ -61,8 +73,7 @@ def legend_table(view: View) -> str | None:
         return None
     rows = []
     for start in range(0, len(entries), LEGEND_COLUMNS):
-        cells = "".join(f'{swatch}<td align="left"><font point-size="{LEGEND_FONT}">{html_text(words)}</font></td>'
-                        for swatch, words in entries[start:start + LEGEND_COLUMNS])
-        rows.append(f"<tr>{cells}</tr>")
-    return ('<table border="0" cellborder="0" cellspacing="3" cellpadding="1" color="#b0bec5">'
+        rows.append("<tr>" + "".join(_entry(swatch, words) for swatch, words in entries[start:start + LEGEND_COLUMNS])
+                    + "</tr>")
+    return ('<table border="0" cellborder="0" cellspacing="1" cellpadding="0">'
             + "".join(rows) + "</table>")
