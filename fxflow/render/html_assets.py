@@ -34,14 +34,14 @@ body.fx-side-hidden #fx-side { display: none; }
 #fx-table th.fx-asc::after { content: " \\25b2"; }
 #fx-table th.fx-desc::after { content: " \\25bc"; }
 #fx-table td { padding: 2px 5px; border-bottom: 1px solid #eceff1; white-space: nowrap; }
-#fx-table td:first-child { white-space: normal; overflow-wrap: anywhere; min-width: 150px; }
+#fx-table td:first-child { white-space: normal; overflow-wrap: anywhere; min-width: 130px; }
 #fx-table tr { cursor: pointer; }
 #fx-table tr.fx-row-selected td { outline: 2px solid #1565c0; outline-offset: -2px; }
 #fx-table td.fx-num { text-align: right; font-variant-numeric: tabular-nums; }
 #fx-table tr.fx-row-fail td:first-child { font-weight: bold; }
 #fx-table tr.fx-row-fail { box-shadow: inset 4px 0 0 #c62828; }
 #fx-table td.fx-dynamic-fail { font-weight: bold; }
-#fx-table td.fx-cut-by { white-space: normal; color: #b71c1c; font-size: 11px; }
+#fx-table td.fx-cut-by { white-space: normal; overflow-wrap: anywhere; min-width: 90px; color: #b71c1c; font-size: 11px; }
 g.fx-hit polygon, g.fx-hit path, g.fx-hit ellipse { stroke: #1565c0 !important; stroke-width: 5px !important; }
 g.fx-selected polygon, g.fx-selected path, g.fx-selected ellipse { stroke: #6a1b9a !important;
                                                                    stroke-width: 5px !important; }
