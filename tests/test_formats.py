@@ -139,38 +139,18 @@ def test_sarif_rules_have_readable_names_and_help(run_fxflow):
         assert re.fullmatch(r"[A-Z][A-Za-z]+", rule["name"]) and len(rule["help"]["text"]) > 40
 
 
-def test_a_dead_relu_is_annotated_at_the_relu(run_fxflow, write_model, tmp_path):
-    import torch
+def test_a_dead_relu_is_annotated_at_the_relu(run_fxflow):
+    from models.dead_relu import RELU_LINE, DeadRelu, example_inputs
 
-    write_model(tmp_path, """
-        import torch
-        from torch import nn
-
-        class Net(nn.Module):
-            def __init__(self):
-                super().__init__()
-                self.first = nn.Linear(4, 8)
-                self.dead = nn.Linear(8, 8)
-                with torch.no_grad():
-                    self.dead.bias.fill_(-100.0)
-
-            def forward(self, x):
-                h = torch.relu(self.first(x))
-                return h + torch.relu(self.dead(h))
-
-        def example_inputs():
-            return torch.randn(16, 4)
-    """)
-    code, out, err = run_fxflow("check", "model.py:Net", "--format", "sarif", cwd=tmp_path)
+    code, out, err = run_fxflow("check", "tests/models/dead_relu.py:DeadRelu", "--format", "sarif")
     assert code == 1, err
     (result,) = json.loads(out)["runs"][0]["results"]
     assert result["ruleId"] == "zero-gradient" and "dead.weight" in result["message"]["text"]
     location = result["locations"][0]["physicalLocation"]
-    assert location["artifactLocation"]["uri"] == "model.py" and location["region"]["startLine"] == 14  # the relu
+    assert location["artifactLocation"]["uri"] == "tests/models/dead_relu.py"
+    assert location["region"]["startLine"] == RELU_LINE
     # what a plain backward of the same model gives: the ReLU is never active, the gradient exactly 0
-    namespace: dict = {}
-    exec(compile((tmp_path / "model.py").read_text(), "model.py", "exec"), namespace)
     torch.manual_seed(0)
-    model = namespace["Net"]()
-    model(namespace["example_inputs"]()).sum().backward()
+    model = DeadRelu()
+    model(example_inputs()).sum().backward()
     assert model.dead.weight.grad.abs().sum() == 0 and model.first.weight.grad.abs().sum() > 0
