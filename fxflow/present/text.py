@@ -210,6 +210,8 @@ def render_text(report: Report, width: int | None = None) -> str:
 
 
 def _wrap(text: str, width: int | None) -> str:
+    """``text`` wrapped at ``width``; ``op @ file:line`` never splits, so a log grep still finds it."""
     if width is None or len(text) <= width:
         return text
-    return textwrap.fill(text, width, break_long_words=False, break_on_hyphens=False)
+    joined = text.replace(" @ ", "\u00a0@\u00a0")  # textwrap never breaks at a no-break space
+    return textwrap.fill(joined, width, break_long_words=False, break_on_hyphens=False).replace("\u00a0", " ")

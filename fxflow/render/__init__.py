@@ -5,9 +5,10 @@
 * :func:`to_svg_text` — the SVG as text, for notebooks (``Report._repr_svg_``);
 * ``.html`` — the interactive report (:mod:`.html`), also what ``Report._repr_html_`` shows.
 
-Modules: :mod:`.layout` decides what is drawn (clusters, ``depth``, ``focus``, the node budget,
-folding), :mod:`.dot` how it looks (with :mod:`.labels`, and :mod:`.legend` beside it),
-:mod:`.engine` which executable draws it.
+Modules: :mod:`.layout` decides what is drawn (clusters, ``depth``, ``focus``, the node budget;
+:mod:`.auto` the automatic view, :mod:`.wide` wide fan-outs), :mod:`.fold` builds the boxes,
+:mod:`.view` is the plain data between them; :mod:`.dot` decides how it looks (with
+:mod:`.labels`, and :mod:`.legend` under the title), :mod:`.engine` which executable draws it.
 """
 from __future__ import annotations
 

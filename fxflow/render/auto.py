@@ -121,11 +121,11 @@ def choose_automatically(why: str, budget: int, bases: list["Base"], make: Make,
     view.collapsed = [(i.module or i.key) + (f" x{i.count}" if i.count > 1 else "") for i in boxes]
     view.notes.append(f"{why}: {counted(len(boxes), 'box', 'boxes')} collapsed automatically ({view.count()} drawn); {hint}")
     if view.count() > DRAWABLE_LIMIT:
-        return too_big_to_draw(view)
+        return too_big_to_draw(view, focused="--focus" not in hint)
     return view
 
 
-def too_big_to_draw(view: "View") -> "View":
+def too_big_to_draw(view: "View", focused: bool = False) -> "View":
     """Refuse, in one line, a drawing that collapsing could not shrink: its layout would take minutes."""
     raise FxflowError(f"the graph has {counted(view.count(), 'box', 'boxes')} even collapsed (no modules group its ops), too many to draw",
-                      hint="use --focus, or fxflow check for the table")
+                      hint="use fxflow check for the table" if focused else "use --focus, or fxflow check for the table")
