@@ -229,7 +229,7 @@ class Localizer:
 
     def _zero_after(self, node: Node) -> CutSite:
         origin = self.origin(node)
-        op, where = origin.op, _at(origin.source)
+        op, where = origin.op or _node_op(node), _at(origin.source)  # a call with no __name__: its backward's
         if op == "cond":
             reason = f"exactly 0 after `torch.cond`{where}: the branch that uses it was not taken on this batch"
         elif rules.zero_derivative_edges(node) is not False:

@@ -90,3 +90,26 @@ def test_debug_only_adds_the_traceback(run_fxflow):
     assert debug_code == 2  # was 1, "a parameter will not learn", for a check that could not run
     assert "Traceback (most recent call last)" in debug_err
     assert debug_err.rstrip().splitlines()[-1] == err.rstrip().splitlines()[-1]  # the same one-line error last
+
+
+def test_an_op_with_no_recorded_name_is_named_from_its_backward_never_empty():
+    """A zero made by a call the recorder could not name (no ``__name__``) once read "exactly 0
+    after ``": it is named from its backward node. (The model that showed it was not kept; this
+    records such a call by hand on a real backward, and one the recorder never saw.)"""
+    from fxflow.localize import AutogradGraph, GradientNorms, Localizer, NodeOrigin, OriginRecorder
+
+    torch.manual_seed(0)
+    layer = torch.nn.Linear(4, 4)
+    loss = (layer(torch.randn(3, 4)) * torch.zeros(3, 4)).sum()  # made with no recorder running
+    graph, norms = AutogradGraph(loss.grad_fn), GradientNorms()
+    norms.watch(graph.nodes)
+    loss.backward()
+    norms.remove()
+    assert layer.weight.grad.abs().sum() == 0  # what the real backward gives
+    for named in (False, True):
+        recorder = OriginRecorder(layer)
+        if named:
+            recorder.origins[loss.grad_fn.next_functions[0][0]] = NodeOrigin("", "model.py:3", None)
+        localizer = Localizer(graph, norms, recorder, {id(layer.weight): 0.0})
+        site = localizer.explain_zero(graph.leaves[id(layer.weight)])
+        assert site is not None and "`mul`" in site.reason and "``" not in site.reason, site
