@@ -44,13 +44,13 @@ def healthy_modules(bases: list["Base"]) -> set[str]:
     return every - sick
 
 
-def open_healthy(view: "View", collapse: set[str], healthy: set[str], bases: list["Base"], budget: int, make: Make) -> "View":
-    """Open the ``healthy`` modules (any collapsed ones, as :func:`choose_automatically` calls it)
-    one nesting level at a time while the picture still fits the screen: a model shows its blocks,
-    not one box, and a stack whose every block is dry shows ``h.0-11 x12`` rather than one box."""
+def open_levels(view: "View", collapse: set[str], openable: set[str], bases: list["Base"], budget: int, make: Make) -> "View":
+    """Open the ``openable`` collapsed modules one nesting level at a time while the picture still
+    fits the screen: a model shows its blocks, not one box, and a stack whose every block is dry
+    shows ``h.0-11 x12`` rather than one box."""
     nesting = {q: i for base in bases for i, q in enumerate(base.owner)}
     for level in range(1, max(nesting.values(), default=0) + 2):
-        opened = make(None, (collapse - healthy) | {q for q in healthy if nesting[q] >= level})
+        opened = make(None, (collapse - openable) | {q for q in openable if nesting[q] >= level})
         if opened.count() > budget or ranks(opened) > SCREEN_RANKS:
             break
         view = opened
@@ -111,7 +111,7 @@ def choose_automatically(why: str, budget: int, bases: list["Base"], make: Make,
         if view.count() <= budget:
             fitting = fitting or view
             if ranks(view) <= SCREEN_RANKS:
-                view = open_healthy(view, collapse, collapse, bases, budget, make) if level is None else view
+                view = open_levels(view, collapse, collapse, bases, budget, make) if level is None else view
                 break
     else:
         view = fitting
