@@ -5,8 +5,8 @@ to output, at most the node budget):
 
 1. collapse every module with nothing wrong inside (one box each, with wet/dry counts; identical
    blocks then fold ``x N``), and every module holding neither the cut nor a parameter that will
-   not learn, so the modules on the path from a dry parameter to its cut keep their ops; healthy
-   modules are then opened again one nesting level at a time while the picture still fits;
+   not learn, so the modules on the path from a dry parameter to its cut keep their ops; the
+   collapsed modules are then opened again one nesting level at a time while the picture still fits;
 2. also collapse dry modules with no cut inside;
 3. whole depth levels, deepest first;
 4. runs of like ops in a row (a flat graph with no modules to collapse into).
