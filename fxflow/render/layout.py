@@ -26,7 +26,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..verdicts import PARAM_PREFIX as PARAM, NodeState
-from .auto import TALL_RANKS, choose_automatically, healthy_modules, ranks
+from .auto import TALL_RANKS, Make, choose_automatically, healthy_modules, ranks
 from .fold import FOLD_MIN, collapse_modules, fold_siblings, merge_runs
 from .inert import Hidden, hide_inert
 from .norms import call_norms
@@ -276,17 +276,17 @@ def build_view(report: "Report", *, depth: int | None = None, focus: bool = Fals
     elif ranks(view) > TALL_RANKS:
         why = f"{ranks(view)} nodes from input to output, too tall to read"
     else:
-        return _narrow(view, bases, make)  # small enough to draw whole, once wide fan-outs are folded
+        return _narrow(view, bases, classes, make)  # small enough to draw whole, once wide fan-outs are folded
     # --focus keeps the default view's budget too: the modules that hold the cut keep their ops
     hint = "pass --depth to choose" if focus else "pass --depth or --focus to choose"
-    return _narrow(choose_automatically(why, budget, bases, make, hint=hint), bases, make)
+    return _narrow(choose_automatically(why, budget, bases, make, hint=hint), bases, classes, make)
 
 
-def _narrow(view: View, bases: list[Base], make) -> View:
+def _narrow(view: View, bases: list[Base], classes: dict[str, str], make: Make) -> View:
     """A view whose widest rank fits the screen: ModuleList members side by side collapse and
     fold, and ranks still too wide wrap into rows (see :mod:`.wide`)."""
     if widest(view) > MAX_WIDTH_PT:
-        siblings = sibling_modules(bases)
+        siblings = sibling_modules(bases, classes)
         collapse = {m for item in view.items if item.kind in ("module", "fold") for m in _collapsed(item)}
         if siblings - collapse:
             narrowed = make(None, collapse | siblings)

@@ -63,14 +63,18 @@ def widest(view: View) -> float:
     return max((sum(_item_width(i) for i in row) for row in rank_rows(view).values()), default=0.0)
 
 
-def sibling_modules(bases: list[Base]) -> set[str]:
-    """Modules that have an indexed or keyed sibling (``experts.0`` with ``experts.1``): the
-    members of a ModuleList or ModuleDict, which are what fans out side by side."""
+CONTAINERS = ("ModuleList", "ModuleDict")  # whose members are what fans out side by side
+
+
+def sibling_modules(bases: list[Base], classes: dict[str, str]) -> set[str]:
+    """The members of a ModuleList or ModuleDict (``experts.0``, ``experts.1`` ...; a container
+    whose class is unknown counts when its members are numbered), outermost only."""
     stems: dict[str, set[str]] = defaultdict(set)
     for base in bases:
         for module in base.owner:
             match = _INDEXED.match(module)
-            if match:
+            if match and (classes.get(match["stem"]) in CONTAINERS
+                          or (match["stem"] not in classes and match["index"].isdigit())):
                 stems[match["stem"]].add(module)
     found = {module for members in stems.values() if len(members) > 1 for module in members}
     return {m for m in found if not any(m.startswith(other + ".") for other in found)}  # the outermost
