@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 import graphviz
 
 from . import style
-from .labels import MARKER_COLOR, NL, html_text, node_attrs, plain, small, tooltip_of
+from .labels import MARKER_COLOR, html_text, node_attrs, plain, small, tooltip_of
 from .legend import legend_table
 from .view import STATE_WORDS, Base, Item, Link, NeverCalled, View, box_summary, counted
 from .norms import call_norms

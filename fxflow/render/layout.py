@@ -15,7 +15,7 @@ Reads ``report.graph`` (attributes documented in :mod:`fxflow.analyze`) and prod
   nothing wrong inside collapse into one box each, so the modules that hold a dry parameter or a
   cut keep their ops; if that is still too many, dry modules with no cut inside collapse too,
   then whole depth levels, then runs of like ops; the view lists what it collapsed;
-* (built by :mod:`.fold`) runs of at least :data:`FOLD_MIN` sibling boxes ``name.0``, ``name.1`` ... with identical
+* (built by :mod:`.fold`) runs of at least :data:`.fold.FOLD_MIN` sibling boxes ``name.0``, ``name.1`` ... with identical
   contents and verdicts fold into one box marked ``x12``;
 * parameters of modules forward never calls go to a "never called" cluster.
 
@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from ..verdicts import PARAM_PREFIX as PARAM, NodeState
 from .auto import TALL_RANKS, Make, choose_automatically, healthy_modules, ranks
-from .fold import FOLD_MIN, collapse_modules, fold_siblings, merge_runs
+from .fold import collapse_modules, fold_siblings, merge_runs
 from .inert import Hidden, hide_inert
 from .norms import call_norms
 from .style import EDGE_PRECEDENCE, FAILED
