@@ -8,9 +8,14 @@ Reads ``report.graph`` (attributes documented in :mod:`fxflow.analyze`) and prod
 * clusters nested as the modules nest (``module_stack``); a leaf module call is a node in its
   parent's cluster, with its parameters beside it;
 * nodes that carry no gradient are hidden unless ``show_all`` (see :mod:`.inert`);
+* a parameter the real backward fails while the graph reaches it (a dead ReLU's exact zeros) is
+  drawn ``failed``, never wet: the picture never contradicts the table;
 * ``depth``: modules nested deeper than ``depth`` collapse into one box each, colored by the worst
-  state inside; ``focus``: only cut nodes, dry parameters and the paths between them and the
-  output. Both are the user's choice and nothing overrides them;
+  state inside; the user's choice, which nothing overrides;
+* ``focus``: only cut nodes, dry and failed parameters and the paths between them and the
+  output, within the same budget as the default view (the automatic choice below applies to
+  what it keeps);
+* a view wider than one screen folds its ModuleList members and wraps wide ranks (:mod:`.wide`);
 * otherwise, above ``budget`` items, the choice is automatic (:mod:`.auto`): modules with
   nothing wrong inside collapse into one box each, so the modules that hold a dry parameter or a
   cut keep their ops; if that is still too many, dry modules with no cut inside collapse too,
