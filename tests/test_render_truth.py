@@ -168,3 +168,15 @@ def test_never_called_heads_are_named_never_called_on_every_capture_path(method)
     assert never == {"heads.reg.weight", "heads.reg.bias", "heads.aux.weight", "heads.aux.bias"}
     drawn, _, _ = parse_dot(build_dot(report, announce=False))
     assert "param.heads.reg.weight" in drawn  # inside the "never called" cluster, not beside the drawing
+
+
+def test_a_wide_rank_nothing_folds_wraps_into_rows(tmp_path):
+    from models.render_models import ManyBranches
+
+    torch.manual_seed(0)
+    report = check(ManyBranches(), (torch.randn(2, 8),), seed=0)
+    view = build_view(report)
+    assert view.stacks and not any(i.kind == "fold" for i in view.items)  # wrapped, not folded
+    path = tmp_path / "branches.png"
+    render_file(report, str(path), scale=1, announce=False)
+    assert png_size(path.read_bytes())[0] <= 1600

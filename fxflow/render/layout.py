@@ -37,7 +37,7 @@ from .inert import Hidden, hide_inert
 from .norms import call_norms
 from .style import EDGE_PRECEDENCE, FAILED
 from .view import Base, Item, Link, NeverCalled, View, counted, owner_module
-from .wide import MAX_WIDTH_PT, sibling_modules, stacking, widest
+from .wide import MAX_WIDTH_PT, modules_on_wide_ranks, sibling_modules, stacking, widest
 
 if TYPE_CHECKING:  # pragma: no cover
     import networkx as nx
@@ -289,13 +289,16 @@ def build_view(report: "Report", *, depth: int | None = None, focus: bool = Fals
 
 def _narrow(view: View, bases: list[Base], classes: dict[str, str], make: Make) -> View:
     """A view whose widest rank fits the screen: ModuleList members side by side collapse and
-    fold, and ranks still too wide wrap into rows (see :mod:`.wide`)."""
-    if widest(view) > MAX_WIDTH_PT:
-        siblings = sibling_modules(bases, classes)
+    fold; then the modules on a rank still too wide collapse to one box each; ranks still too
+    wide wrap into rows (see :mod:`.wide`)."""
+    for widen in (lambda: sibling_modules(bases, classes), lambda: modules_on_wide_ranks(view)):
+        if widest(view) <= MAX_WIDTH_PT:
+            break
         collapse = {m for item in view.items if item.kind in ("module", "fold") for m in _collapsed(item)}
-        if siblings - collapse:
-            narrowed = make(None, collapse | siblings)
-            narrowed.notes = view.notes + [f"{counted(len(siblings), 'side-by-side module')} collapsed to fit the width"]
+        more = widen() - collapse
+        if more:
+            narrowed = make(None, collapse | more)
+            narrowed.notes = view.notes + [f"{counted(len(more), 'side-by-side module')} collapsed to fit the width"]
             narrowed.auto_depth, narrowed.collapsed = view.auto_depth, view.collapsed
             view = narrowed
     view.stacks = stacking(view)

@@ -6,7 +6,8 @@ points wide with unreadable labels. Two remedies, in order:
 
 1. :func:`sibling_modules`: the members of a ``ModuleList``/``ModuleDict`` (``experts.0``,
    ``experts.1`` ...) collapse into one box each, and identical neighbours fold (``x16``);
-2. :func:`stacking`: a rank that is still wider than :data:`MAX_WIDTH_PT` is wrapped into
+2. :func:`modules_on_wide_ranks`: the modules on a rank still too wide collapse, one box each;
+3. :func:`stacking`: a rank that is still wider than :data:`MAX_WIDTH_PT` is wrapped into
    several rows by invisible wires (item ``i`` above item ``i + columns``), so a fan-out grows
    down, not across.
 
@@ -31,7 +32,7 @@ def _item_width(item: Item) -> float:
         words = (item.base.param or "").rsplit(".", 1)[-1] if item.base is not None else item.key
         return len(words) * _CHAR_PT * 0.8 + _PAD_PT
     if item.kind in ("module", "fold", "run"):
-        words = max(len((item.module or "").rsplit(".", 1)[-1]) + len(item.module_class or "") + 5, 22)
+        words = max(len((item.module or "").rsplit(".", 1)[-1]) + len(item.module_class or "") + 5, 26)  # the counts line
     else:
         data = item.base.attrs if item.base is not None else {}
         words = max(len(str(data.get("op") or data.get("label") or item.key)), len(str(data.get("shape") or "")) + 3)
@@ -78,6 +79,16 @@ def sibling_modules(bases: list[Base], classes: dict[str, str]) -> set[str]:
                 stems[match["stem"]].add(module)
     found = {module for members in stems.values() if len(members) > 1 for module in members}
     return {m for m in found if not any(m.startswith(other + ".") for other in found)}  # the outermost
+
+
+def modules_on_wide_ranks(view: View) -> set[str]:
+    """The innermost module of every item on a rank wider than :data:`MAX_WIDTH_PT`: collapsed,
+    each is one box instead of an op with its parameters around it."""
+    found = set()
+    for row in rank_rows(view).values():
+        if sum(_item_width(i) for i in row) > MAX_WIDTH_PT:
+            found.update(i.base.owner[-1] for i in row if i.base is not None and i.base.owner)
+    return found
 
 
 def stacking(view: View) -> list[tuple[str, str]]:

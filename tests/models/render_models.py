@@ -63,3 +63,17 @@ def late_cut_gpt2(layers: int = 12):
                         eos_token_id=0)
     torch.manual_seed(0)
     return LateCutGpt2(config)
+
+
+class ManyBranches(nn.Module):
+    """Twenty-four parallel branches that are plain attributes, not a ModuleList: nothing folds,
+    so only wrapping the wide rank into rows keeps the picture one screen wide."""
+
+    def __init__(self, branches: int = 24) -> None:
+        super().__init__()
+        for index in range(branches):
+            setattr(self, f"branch_{index}", nn.Linear(8, 8))
+        self.branches = branches
+
+    def forward(self, x):
+        return sum(getattr(self, f"branch_{index}")(x) for index in range(self.branches))
