@@ -203,6 +203,12 @@ def _attribute(graph: nx.DiGraph, region: set[str], stop_kind: str, targets: set
     return sites
 
 
+def never_read(graph: nx.DiGraph, key: str) -> bool:
+    """True when no op reads the parameter node ``key``: only placeholders or attribute reads that
+    nothing uses follow it (torch.export lifts the parameters of modules forward never calls)."""
+    return not any(graph.nodes[n].get("kind") not in ("get_attr", "placeholder") for n in nx.descendants(graph, key))
+
+
 def analyze(graph_module: fx.GraphModule, model: torch.nn.Module) -> StaticAnalysis:
     """Static verdicts for every parameter of ``model`` from its annotated graph."""
     graph, output = build_graph(graph_module)
@@ -223,7 +229,7 @@ def analyze(graph_module: fx.GraphModule, model: torch.nn.Module) -> StaticAnaly
         key = PARAM + name
         if not parameter.requires_grad:
             verdict = ParameterFinding(Static.FROZEN, detail="requires_grad is False")
-        elif key not in graph:
+        elif key not in graph or never_read(graph, key):  # torch.export lifts every parameter, called or not
             owner = name.rpartition(".")[0]
             detail = f"its module {owner} is never called in forward" if owner else "forward never reads it"
             verdict = ParameterFinding(Static.UNUSED, detail=detail)

@@ -341,8 +341,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         print("fxflow: interrupted", file=sys.stderr)
         return 2
     except Exception as error:
-        if debug:
-            raise
+        if debug:  # --debug only adds the traceback: the exit code stays 2, "the check could not run"
+            import traceback
+
+            traceback.print_exc()
         from .errors import FxflowError
 
         if isinstance(error, FxflowError):

@@ -6,7 +6,7 @@ import torch.fx as fx
 
 from . import rules
 from .flow import META_KEY, NodeFlow
-from .capture.source import source_of_stack_trace
+from .capture.source import display_path, source_of_stack_trace
 from .verdicts import OPAQUE_KEY, CutSite, raises_reason
 
 _CASTS = {"to", "type", "long", "int", "short", "bool", "byte", "char", "half", "float", "double"}
@@ -61,6 +61,11 @@ def describe_cut(node: fx.Node) -> CutSite:
             reason = f"the comparison {op} returns {with_article(dtype)} tensor, which carries no gradient"
         else:
             reason = f"{op} returns {with_article(dtype)} tensor (indices or flags), which carries no gradient"
+    elif flow.requires_grad is False and _forward_hooks(node):
+        hook, where = _forward_hooks(node)[0]
+        reason = (f"the forward hook `{hook}`{f' ({where})' if where else ''} on `{node.target}` ({op}) returns "
+                  "a result with no autograd history, so the gradient stops here")
+        return CutSite(node.name, f"{hook} hook", where or source, reason)
     elif flow.requires_grad is False:
         reason = f"{op} produces a result that does not depend differentiably on its input"
     elif not flow.evaluated:
@@ -68,6 +73,21 @@ def describe_cut(node: fx.Node) -> CutSite:
     else:
         reason = f"{op} uses this input only for its shape, indices or mask, not as a differentiable value"
     return CutSite(node.name, op, source, reason)
+
+
+def _forward_hooks(node: fx.Node) -> list[tuple[str, str | None]]:
+    """(name, ``file:line`` where it is defined) of each forward hook of a ``call_module`` node's
+    module: a hook that detaches is where such a call's result loses its history. A lambda's
+    line is the line that registered it."""
+    owner = node.graph.owning_module
+    if node.op != "call_module" or owner is None:
+        return []
+    hooks = []
+    for hook in owner.get_submodule(node.target)._forward_hooks.values():
+        code = getattr(hook, "__code__", None)
+        where = f"{display_path(code.co_filename)}:{code.co_firstlineno}" if code is not None else None
+        hooks.append((getattr(hook, "__name__", type(hook).__name__), where))
+    return hooks
 
 
 def describe_raise(node: fx.Node) -> CutSite:

@@ -41,6 +41,11 @@ _SATURATING = frozenset({"clamp", "clamp_", "clip", "clip_", "clamp_min", "clamp
 # Products: the gradient one operand gets is the other operand times the incoming gradient.
 _PRODUCTS = frozenset({"linear", "matmul", "mm", "bmm", "mul", "mul_", "__mul__", "__rmul__", "__matmul__",
                        "einsum", "conv1d", "conv2d", "conv3d", "bilinear", "addmm", "baddbmm", "outer"})
+# Ops that only move elements (stack, cat, views, indexing): each input gets its slice of what
+# arrived, so a zero slice was made further on (a mask multiply after a stack), never by them.
+_ROUTING = frozenset({"stack", "cat", "unbind", "split", "splitwithsizes", "chunk", "view", "reshape", "unsafeview",
+                      "select", "slice", "transpose", "t", "permute", "expand", "squeeze", "unsqueeze", "clone",
+                      "narrow", "index", "gather", "flatten", "unflatten", "alias", "tobackward", "copyslices"})
 
 
 def autograd_nodes(roots: Iterable[Node]) -> list[Node]:
@@ -210,17 +215,21 @@ class Localizer:
                 continue
             seen.add(node)
             incoming = [value for value in self.incoming(node) if value > 0]
-            if incoming:  # something nonzero arrived, and the node's hooks (or a sum) made it 0
+            if incoming and not self._routes(node):  # something nonzero arrived, and the node's hooks (or a sum) made it 0
                 return self._zeroed_at(node, len(incoming))
             for consumer, _ in self.graph.consumers.get(node, ()):
-                if self.arriving(consumer) > 0:
+                if self.arriving(consumer) > 0 and not self._routes(consumer):
                     return self._zero_after(consumer)
                 frontier.append(consumer)
         return None
 
+    def _routes(self, node: Node) -> bool:
+        """An op that only moves elements: a zero slice through it was made by a consumer."""
+        return _node_op(node) in _ROUTING
+
     def _zero_after(self, node: Node) -> CutSite:
         origin = self.origin(node)
-        op, where = origin.op, _at(origin.source)
+        op, where = origin.op or _node_op(node), _at(origin.source)  # a call with no __name__: its backward's
         if op == "cond":
             reason = f"exactly 0 after `torch.cond`{where}: the branch that uses it was not taken on this batch"
         elif rules.zero_derivative_edges(node) is not False:
@@ -314,7 +323,7 @@ class Localizer:
         while found is None:
             unresolved.append(node)
             node = self._up(node)
-            found = NodeOrigin("", None, None) if node is None else (
+            found = NodeOrigin(_node_op(unresolved[0]), None, None) if node is None else (  # never an empty name
                 self.origins.origins.get(node) or self._borrowed.get(node))
         for member in unresolved:
             self._borrowed[member] = NodeOrigin(_node_op(member), found.source, found.module)

@@ -143,7 +143,9 @@ def build(out_md: Path, out_dir: Path) -> list[Path]:
         "`fxflow render TARGET -o FILE.svg` draws; open the SVG in a browser for tooltips (op, shape, dtype,",
         "source line, gradient norm) on every node and edge, or the `.html` reports for search, zoom, a",
         "parameter table and expandable modules. Colors: green wet (the gradient arrives),",
-        "sand dry (upstream of a cut), red the cutting node, orange zero gradient, grey frozen, dashed unused.",
+        "sand dry (upstream of a cut), red the cutting node, orange zero gradient, pink a parameter the real",
+        "backward failed (no, zero or NaN gradient, though the graph reaches it), grey frozen, dashed unused.",
+        "The legend under each title lists only what that picture draws.",
         "",
     ]
     shown_code: set[str] = set()

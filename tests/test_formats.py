@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import re
 import sys
 
 import pytest
@@ -103,7 +104,7 @@ def test_healthy_model_has_no_error(run_fxflow, fmt):
         assert json.loads(out)["runs"][0]["results"] == []
 
 
-def test_problems_without_a_line_are_annotated_at_the_class(run_fxflow, write_model, tmp_path):
+def test_unused_at_the_attribute_s_line_and_the_rest_at_the_class(run_fxflow, write_model, tmp_path):
     write_model(tmp_path, """
         import torch
         from torch import nn
@@ -123,8 +124,33 @@ def test_problems_without_a_line_are_annotated_at_the_class(run_fxflow, write_mo
     code, out, err = run_fxflow("check", "deep:Net", "--format", "github", cwd=tmp_path)  # a dotted target
     assert code == 1, err
     lines = out.splitlines()
-    assert "::error file=deep.py,line=4,title=fxflow unused::spare.weight, spare.bias are unused: " \
+    assert "::error file=deep.py,line=8,title=fxflow unused::spare.weight, spare.bias are unused: " \
            "its module spare is never called in forward" in lines
     (warning,) = [line for line in lines if line.startswith("::warning")]
     assert warning.startswith("::warning file=deep.py,line=4,title=fxflow vanishing::")
     assert "have vanishing gradients (smallest norm " in warning and "e-" in warning
+
+
+def test_sarif_rules_have_readable_names_and_help(run_fxflow):
+    code, out, err = run_fxflow("check", "examples/seed.py:Net", "--format", "sarif")
+    assert code == 1, err
+    for rule in json.loads(out)["runs"][0]["tool"]["driver"]["rules"]:
+        assert rule["name"].lower() != rule["id"].lower().replace("-", "")  # SARIF1001 otherwise
+        assert re.fullmatch(r"[A-Z][A-Za-z]+", rule["name"]) and len(rule["help"]["text"]) > 40
+
+
+def test_a_dead_relu_is_annotated_at_the_relu(run_fxflow):
+    from models.dead_relu import RELU_LINE, DeadRelu, example_inputs
+
+    code, out, err = run_fxflow("check", "tests/models/dead_relu.py:DeadRelu", "--format", "sarif")
+    assert code == 1, err
+    (result,) = json.loads(out)["runs"][0]["results"]
+    assert result["ruleId"] == "zero-gradient" and "dead.weight" in result["message"]["text"]
+    location = result["locations"][0]["physicalLocation"]
+    assert location["artifactLocation"]["uri"] == "tests/models/dead_relu.py"
+    assert location["region"]["startLine"] == RELU_LINE
+    # what a plain backward of the same model gives: the ReLU is never active, the gradient exactly 0
+    torch.manual_seed(0)
+    model = DeadRelu()
+    model(example_inputs()).sum().backward()
+    assert model.dead.weight.grad.abs().sum() == 0 and model.first.weight.grad.abs().sum() > 0

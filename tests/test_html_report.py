@@ -143,10 +143,16 @@ def test_sorting_the_table_by_grad_norm(seed_page):
     assert first == "last.weight"
 
 
-def test_a_gpt2_sized_report_opens_quickly(browser, tmp_path):
-    path = tmp_path / "gpt2.html"
+@pytest.fixture(scope="module")
+def gpt2_html(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("report") / "gpt2.html"
     render_file(cached_report(GPT2), str(path), announce=False)
-    page = Page(browser, path)
+    return path
+
+
+def test_a_gpt2_sized_report_opens_quickly_and_is_small(browser, gpt2_html, tmp_path):
+    assert gpt2_html.stat().st_size < 600_000  # it was 2.8 MB with every depth pre-rendered
+    page = Page(browser, gpt2_html)
     try:
         assert page.seconds < 2.0, page.seconds
         assert page.errors == []
@@ -154,5 +160,85 @@ def test_a_gpt2_sized_report_opens_quickly(browser, tmp_path):
         assert page.in_viewport("detach")
         assert "examples/hf_gpt2_cut.py:24" in page.page.inner_text("#fx-panel")
         page.page.screenshot(path=str(tmp_path / "gpt2_report.png"))
+    finally:
+        page.page.close()
+
+
+# -- issue 21: what the report shows agrees with the table -------------------------------------
+def test_the_table_says_what_cut_each_parameter(seed_page):
+    cells = seed_page.page.locator('#fx-table tr[data-name="first.weight"] td')
+    assert cells.last.inner_text() == "detach @ examples/seed.py:15"
+    assert seed_page.page.locator('#fx-table tr[data-name="last.weight"] td').last.inner_text() == ""
+    assert seed_page.page.locator("#fx-table th").last.inner_text() == "cut by"
+
+
+def test_rows_that_fail_are_highlighted_including_dynamic_failures(browser, tmp_path):
+    import torch
+
+    from fxflow.pipeline import check
+    from models.render_models import DeadRelu
+
+    torch.manual_seed(0)
+    report = check(DeadRelu(), (torch.randn(4, 4),), seed=0)
+    path = tmp_path / "dead.html"
+    render_file(report, str(path), announce=False)
+    page = Page(browser, path)
+    try:
+        for parameter in report.parameters:
+            row = page.page.locator(f'#fx-table tr[data-name="{parameter.name}"]')
+            assert ("fx-row-fail" in (row.get_attribute("class") or "")) == parameter.problem, parameter.name
+            dynamic = row.locator("td").nth(3)
+            failed = "fx-dynamic-fail" in (dynamic.get_attribute("class") or "")
+            assert failed == (parameter.dynamic == "zero"), parameter.name  # static says reachable: only the run fails it
+        assert "fxflow-failed" in page.classes("param.dead.weight")  # and the drawing agrees with the row
+    finally:
+        page.page.close()
+
+
+def _stroke_width(page: Page, key: str) -> float:
+    return page.page.evaluate("""key => {
+        const title = [...document.querySelectorAll('g.node > title')].find(t => t.textContent === key);
+        return parseFloat(getComputedStyle(title.parentNode.querySelector('polygon, path, ellipse')).strokeWidth);
+    }""", key)
+
+
+def test_search_lights_up_the_drawing_not_only_the_count(seed_page):
+    before = _stroke_width(seed_page, "param.first.weight")
+    seed_page.page.fill("#fx-search", "first")
+    assert seed_page.page.inner_text("#fx-search-count") == "3 found"
+    assert _stroke_width(seed_page, "param.first.weight") >= 5 > before
+    assert _stroke_width(seed_page, "first") >= 5
+    assert _stroke_width(seed_page, "param.last.weight") < 5
+
+
+@pytest.mark.parametrize("width", [1400, 800])
+def test_the_side_panel_never_covers_the_drawing(browser, gpt2_html, width):
+    page = Page(browser, gpt2_html)
+    try:
+        page.page.set_viewport_size({"width": width, "height": 900})
+        page.page.click("#fx-fit")
+        diagram = page.page.locator("#fx-diagram").bounding_box()
+        side = page.page.locator("#fx-side").bounding_box()
+        overlap_x = min(diagram["x"] + diagram["width"], side["x"] + side["width"]) - max(diagram["x"], side["x"])
+        overlap_y = min(diagram["y"] + diagram["height"], side["y"] + side["height"]) - max(diagram["y"], side["y"])
+        assert overlap_x <= 0 or overlap_y <= 0, (diagram, side)
+        assert page.in_viewport("output") or page.in_viewport("detach")
+        page.page.click("#fx-toggle-side")  # the table can make way for the drawing
+        assert page.page.locator("#fx-side").is_hidden()
+        grown = page.page.locator("#fx-diagram").bounding_box()
+        assert grown["width"] * grown["height"] > diagram["width"] * diagram["height"]
+    finally:
+        page.page.close()
+
+
+def test_fit_to_screen_stays_readable_in_every_view(browser, gpt2_html):
+    page = Page(browser, gpt2_html)
+    try:
+        for view in page.page.eval_on_selector_all("#fx-view option", "options => options.map(o => o.value)"):
+            page.page.select_option("#fx-view", view)
+            page.page.click("#fx-fit")
+            heights = page.page.eval_on_selector_all(
+                "g.node text", "texts => texts.map(t => t.getBoundingClientRect().height).filter(h => h > 0)")
+            assert max(heights) >= 6, (view, max(heights))  # an 11-point label, at least 6 pixels tall
     finally:
         page.page.close()

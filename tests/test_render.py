@@ -220,7 +220,8 @@ def test_cli_writes_svg_png_and_dot(tmp_path):
     png = outputs["png"].read_bytes()
     assert png[:8] == b"\x89PNG\r\n\x1a\n"
     width, height = int.from_bytes(png[16:20], "big"), int.from_bytes(png[20:24], "big")
-    assert 1600 < width <= engine.PNG_MAX_PIXELS and 900 < height <= engine.PNG_MAX_PIXELS  # --scale 2: 859x475 at 1
+    points = re.search(rb'<svg width="([\d.]+)pt" height="([\d.]+)pt"', outputs["svg"].read_bytes())
+    assert abs(width - 2 * float(points[1])) <= 4 and abs(height - 2 * float(points[2])) <= 4  # --scale 2: 2 px a point
     assert outputs["dot"].read_text() == (GOLDEN / "seed.dot").read_text()
     stdout = _fxflow("render", SEED, "-o", "-")
     assert stdout.returncode == 0 and stdout.stdout == outputs["dot"].read_text()

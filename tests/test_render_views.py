@@ -11,8 +11,8 @@ import torch
 import torch.nn as nn
 
 import fxflow
-from fxflow.render import build_dot, build_view, engine, render_file
-from fxflow.render.layout import ranks
+from fxflow.render import build_dot, build_view, engine, render_file, style
+from fxflow.render.auto import ranks
 from render_helpers import cached_report, graph_attrs, parse_dot
 from test_render_scale import synthetic_report
 
@@ -154,30 +154,33 @@ def test_the_png_cap_bites_and_says_so(tmp_path, capsys):
 
 
 # -- options are the user's ------------------------------------------------------------------
-def test_focus_and_depth_are_never_overridden(capsys):
+def test_depth_is_never_overridden_and_focus_keeps_the_budget(capsys):
     report = synthetic_report(layers=24)
-    focus = build_view(report, focus=True, budget=20)
-    assert not focus.auto_depth and focus.count() > 20
     deep = build_view(report, depth=3, budget=20)
     assert not deep.auto_depth and deep.depth == 3 and deep.count() > 20
-    build_dot(report, focus=True, budget=20)
     build_dot(report, depth=3, budget=20)
     assert "collapsed automatically" not in capsys.readouterr().err
+    # --focus stays within the same box budget as the default view (issue 21), and no note it
+    # writes suggests --focus, which was given
+    focus = build_view(report, focus=True, budget=20)
+    assert focus.count() <= 20 and "detach_3" in {i.key for i in focus.items}
+    build_dot(report, focus=True, budget=20)
+    assert "--focus" not in capsys.readouterr().err and not any("--focus" in note for note in focus.notes)
 
 
 # -- legend ----------------------------------------------------------------------------------
-def test_legend_shows_only_what_is_drawn_as_real_samples():
-    nodes, edges, clusters = parse_dot(cached_report(SEED).to_dot())
-    legend = {k for k in nodes if k.startswith("fxflow.legend.")}
-    assert {"fxflow.legend.wet", "fxflow.legend.dry", "fxflow.legend.cut", "fxflow.legend.param"} <= legend
-    assert not legend & {"fxflow.legend.zero", "fxflow.legend.frozen", "fxflow.legend.fold", "fxflow.legend.module"}
-    assert nodes["fxflow.legend.cut"].attrs["penwidth"] == nodes["detach"].attrs["penwidth"]  # the same look
-    samples = {e.ids[0]: e.attrs for e in edges if "fxflow-legend" in e.attrs.get("class", "") and "color" in e.attrs}
-    assert samples["fxflow.legend.edge.cut"]["style"] == "dashed"
-    assert "style" not in samples["fxflow.legend.edge.wet"]  # solid, as the wet wires are
-    assert any(c.ids == ("cluster_fxflow.legend",) for c in clusters)
-    folded, _, _ = parse_dot(cached_report(NESTED).to_dot(depth=0))
-    assert {"fxflow.legend.fold", "fxflow.legend.module", "fxflow.legend.zero", "fxflow.legend.frozen"} <= set(folded)
+def test_legend_shows_only_what_is_drawn_with_the_drawing_s_colors():
+    source = cached_report(SEED).to_dot()
+    title = graph_attrs(source)["label"]
+    for words in ("wet: the gradient arrives", "dry: no gradient", "cut: severs the gradient", "square: a parameter"):
+        assert words in title
+    for words in ("zero: the gradient", "frozen:", "identical blocks", "collapsed module", "failed:"):
+        assert words not in title
+    assert style.NODE_STYLES["cut"].fill in title and style.EDGE_STYLES["cut"].color in title
+    assert "- - -" in title  # the severed wire is dashed, as drawn
+    folded = graph_attrs(cached_report(NESTED).to_dot(depth=0))["label"]
+    for words in ("identical blocks", "collapsed module", "zero: the gradient", "frozen:"):
+        assert words in folded
 
 
 # -- the command -----------------------------------------------------------------------------

@@ -77,12 +77,15 @@ def test_plain_table_fits_80_columns_and_keeps_every_word(report):
     assert all(line.startswith(" " * column) and line[column] != " " for line in rows if line.startswith(" "))
 
 
-def test_cli_wraps_at_columns_and_not_when_piped_without(run_fxflow):
+def test_cli_wraps_at_columns_and_at_100_when_piped_without(run_fxflow):
     code, narrow, _ = run_fxflow("check", "examples/seed.py:Net", env={"COLUMNS": "80"})
     assert code == 1 and max(len(line) for line in narrow.splitlines()) <= 80
     code, piped, _ = run_fxflow("check", "examples/seed.py:Net", env={"COLUMNS": None})
     assert "middle.weight  32x32  cut        missing          -  detach @ examples/seed.py:15" in piped.splitlines()
     assert narrow.split() == piped.split()
+    # piped output is what the README shows (issue 21): wrapped at 100, as a 100-column terminal
+    _, hundred, _ = run_fxflow("check", "examples/seed.py:Net", env={"COLUMNS": "100"})
+    assert piped == hundred and max(len(line) for line in piped.splitlines()) <= 100
 
 
 def test_rich_colors_verdicts(report):
@@ -94,10 +97,10 @@ def test_rich_colors_verdicts(report):
 
 
 def test_plain_when_not_a_terminal(report, monkeypatch):
-    monkeypatch.delenv("COLUMNS", raising=False)  # piped without COLUMNS: no wrapping at all
+    monkeypatch.delenv("COLUMNS", raising=False)  # piped without COLUMNS: wrapped at 100, like the README
     out = io.StringIO()
     Terminal(file=out).show(report)
-    assert out.getvalue() == render_text(report) + "\n"
+    assert out.getvalue() == render_text(report, width=100) + "\n"
     assert "\x1b[" not in out.getvalue()
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import ast
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from typing import Iterable
@@ -61,8 +62,9 @@ def _display(path: str) -> str:
     return absolute if relative.startswith("..") else relative
 
 
-def target_location(target: str) -> tuple[str | None, int | None]:
-    """The file and line of ``class Name`` / ``def Name`` for a ``file.py:Name`` target, when readable."""
+def target_location(target: str, attribute: str | None = None) -> tuple[str | None, int | None]:
+    """The file and line of ``class Name`` / ``def Name`` for a ``file.py:Name`` target, when readable;
+    with ``attribute``, the line of the class's ``self.<attribute> = ...``, when it has one."""
     location, _, name = target.rpartition(":")
     if not location.endswith(".py"):  # package.module:Name, imported by the check that made the report
         module = sys.modules.get(location)
@@ -75,8 +77,37 @@ def target_location(target: str) -> tuple[str | None, int | None]:
         return _display(location), None
     for node in tree.body:
         if isinstance(node, (ast.ClassDef, ast.FunctionDef)) and node.name == name:
-            return _display(location), node.lineno
+            return _display(location), _assignment_line(node, attribute) or node.lineno
     return _display(location), None
+
+
+def _assignment_line(owner: ast.AST, attribute: str | None) -> int | None:
+    """The first line inside ``owner`` that assigns ``self.<attribute>``."""
+    for node in ast.walk(owner) if attribute else ():
+        targets = node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        for target in targets:
+            if isinstance(target, ast.Attribute) and target.attr == attribute and \
+                    isinstance(target.value, ast.Name) and target.value.id == "self":
+                return node.lineno
+    return None
+
+
+_LOCALIZED = re.compile(r"` at (?P<source>\S+:\d+)")  # where fxflow.localize found a gradient died ("after `relu` at m.py:12")
+
+
+def _finding_location(report: Report, verdict: str, parameters: list[ParameterReport],
+                      target: tuple[str | None, int | None]) -> tuple[str | None, int | None]:
+    """Where a finding no cut site explains points: an exact zero at the op that zeroed it, an
+    unused parameter at the line that defines its attribute, the rest at the model's class."""
+    if verdict == DynamicVerdict.ZERO:
+        found = _LOCALIZED.search(parameters[0].diagnosis or "")
+        if found:
+            return split_source(found["source"])
+    if verdict == StaticVerdict.UNUSED:
+        path, line = target_location(report.target, parameters[0].name.split(".", 1)[0])
+        if path is not None:
+            return path, line
+    return target
 
 
 def _names(names: list[str], limit: int = 6) -> str:
@@ -113,8 +144,8 @@ def findings(report: Report, known: Iterable[str] = ()) -> list[Finding]:
         if parameter.name in explained or not (parameter.problem or parameter.name in allowed):
             continue
         groups.setdefault((verdict_of(parameter), parameter.diagnosis), []).append(parameter)
-    path, line = target_path, target_line
     for (verdict, diagnosis), parameters in groups.items():
+        path, line = _finding_location(report, verdict, parameters, (target_path, target_line))
         rule = "zero-gradient" if verdict == DynamicVerdict.ZERO else str(verdict)
         rule = rule if rule in RULES else "missing"
         verb = "is" if len(parameters) == 1 else "are"
@@ -123,6 +154,7 @@ def findings(report: Report, known: Iterable[str] = ()) -> list[Finding]:
         result.append(_leveled(finding, failing, allowed, known))
     vanishing = [p for p in report.parameters if p.dynamic == DynamicVerdict.VANISHING]
     if vanishing:
+        path, line = target_path, target_line
         smallest = min((p.grad_norm for p in vanishing if p.grad_norm is not None), default=None)
         size = f" (smallest norm {format_norm(smallest)})" if smallest is not None else ""
         message = (f"{len(vanishing)} of {len(report.parameters)} parameters have vanishing gradients{size}: "

@@ -16,13 +16,40 @@ from ..report import Report
 from .findings import RULES, Finding, findings
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
+
+# rule id -> (readable name, help: what to do about it). A name that only differs from the id by
+# case is what SARIF1001 warns about; the help is what a code-scanning dashboard shows under the alert.
+RULE_NAMES: dict[str, tuple[str, str]] = {
+    "cut": ("ParametersCutOffFromOutput",
+            "Remove the op at this line from the path to the loss (a detach, .data, an integer cast, a "
+            "comparison, a no_grad region), or freeze the parameters on purpose with requires_grad_(False)."),
+    "zero": ("ExactlyZeroDerivative",
+             "The op at this line has a derivative of exactly zero (round, sign, a step function): use a "
+             "differentiable relaxation or a straight-through estimator."),
+    "unused": ("ParametersNeverUsed",
+               "The attribute defined at this line is never called in forward, or nothing it computes reaches "
+               "the output: call it, delete it, or pass --allow for deliberate extras."),
+    "missing": ("NoGradientInRealBackward",
+                "A real loss.backward() left .grad as None: see the message for why, and fxflow check for the table."),
+    "zero-gradient": ("ZeroGradientInRealBackward",
+                      "A real loss.backward() left exactly zero gradients, made at this line on this batch "
+                      "(a dead ReLU, an expert no token reached, a zero mask): check the initialization or routing."),
+    "nonfinite": ("NonfiniteGradient",
+                  "A real loss.backward() left NaN or inf in .grad: look for log/sqrt/division of zero in forward."),
+    "vanishing": ("VanishingGradient",
+                  "Gradients far smaller than the largest in the model: check depth, normalization and initialization."),
+    "backward-raises": ("LossBackwardRaises",
+                        "loss.backward() raises at this line: the op has no derivative for an input the gradient "
+                        "reaches; detach its input or replace the op."),
+}
 INFORMATION_URI = "https://github.com/fxflow/fxflow"
 
 
 def sarif_log(report: Report, known: Iterable[str] | None = None) -> dict[str, Any]:
     """The SARIF log as a dict; ``known`` (a baseline's parameters) adds ``baselineState``."""
     rule_ids = list(RULES)
-    rules = [{"id": rule, "name": _camel(rule), "shortDescription": {"text": description},
+    rules = [{"id": rule, "name": RULE_NAMES[rule][0], "shortDescription": {"text": description},
+              "fullDescription": {"text": description}, "help": {"text": RULE_NAMES[rule][1]},
               "defaultConfiguration": {"level": level}}
              for rule, (description, level) in RULES.items()]
     results = [_result(finding, rule_ids.index(finding.rule), report.target, known is not None)
@@ -52,6 +79,3 @@ def _result(finding: Finding, rule_index: int, target: str, with_baseline: bool)
         result["baselineState"] = "unchanged" if finding.known else "new"
     return result
 
-
-def _camel(rule: str) -> str:
-    return "".join(part.capitalize() for part in rule.split("-"))

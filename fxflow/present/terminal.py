@@ -1,6 +1,7 @@
 """Terminal output: a rich colored table on a terminal, the plain text of :mod:`fxflow.present.text` otherwise.
 
-Plain text wraps at ``COLUMNS`` (or the terminal's width) and not at all when piped without it.
+Plain text wraps at ``COLUMNS``, else the terminal's width, else (piped) at :data:`PIPED_WIDTH`,
+so that what a pipe, a log and the README show is what a terminal shows.
 Color is used only when stdout is a terminal, ``--no-color`` was not given and ``NO_COLOR`` is
 unset or empty (https://no-color.org). The words never change with the color: the cells come
 from :func:`fxflow.present.text.table_rows`, the paragraphs from :func:`fxflow.present.text.cut_paragraphs`,
@@ -126,14 +127,17 @@ class Terminal:
             print(render_text(report, width=plain_width(self.file)), file=self.file)
 
 
-def plain_width(stream: TextIO) -> int | None:
-    """The width plain text wraps at: ``COLUMNS`` when set, else the terminal's; None when piped."""
+PIPED_WIDTH = 100  # the width plain text wraps at when piped with no COLUMNS (the README's samples)
+
+
+def plain_width(stream: TextIO) -> int:
+    """The width plain text wraps at: ``COLUMNS`` when set, else the terminal's, else :data:`PIPED_WIDTH`."""
     columns = os.environ.get("COLUMNS", "")
     if columns.strip().isdigit() and int(columns) > 0:
         return int(columns)
     if _isatty(stream):
         return shutil.get_terminal_size().columns
-    return None
+    return PIPED_WIDTH
 
 
 def _isatty(stream: TextIO) -> bool:

@@ -2,8 +2,8 @@
 
 Widths: with a width (the terminal's, or ``COLUMNS``), paragraphs wrap at it and a table wider
 than it wraps its last column ("cut by") inside that column; the other columns never wrap, so
-the table stays a table. Without a width (output piped, no ``COLUMNS``) nothing wraps: one
-line per parameter and per paragraph, for grep.
+the table stays a table. Without a width nothing wraps: one line per parameter and per
+paragraph (the API's default; the CLI always passes one, 100 when piped).
 """
 from __future__ import annotations
 
@@ -239,6 +239,8 @@ def render_text(report: Report, width: int | None = None) -> str:
 
 
 def _wrap(text: str, width: int | None) -> str:
+    """``text`` wrapped at ``width``; ``op @ file:line`` never splits, so a log grep still finds it."""
     if width is None or len(text) <= width:
         return text
-    return textwrap.fill(text, width, break_long_words=False, break_on_hyphens=False)
+    joined = text.replace(" @ ", "\u00a0@\u00a0")  # textwrap never breaks at a no-break space
+    return textwrap.fill(joined, width, break_long_words=False, break_on_hyphens=False).replace("\u00a0", " ")

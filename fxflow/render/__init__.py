@@ -5,9 +5,10 @@
 * :func:`to_svg_text` — the SVG as text, for notebooks (``Report._repr_svg_``);
 * ``.html`` — the interactive report (:mod:`.html`), also what ``Report._repr_html_`` shows.
 
-Modules: :mod:`.layout` decides what is drawn (clusters, ``depth``, ``focus``, the node budget,
-folding), :mod:`.dot` how it looks (with :mod:`.labels`, and :mod:`.legend` beside it),
-:mod:`.engine` which executable draws it.
+Modules: :mod:`.layout` decides what is drawn (clusters, ``depth``, ``focus``, the node budget;
+:mod:`.auto` the automatic view, :mod:`.wide` wide fan-outs), :mod:`.fold` builds the boxes,
+:mod:`.view` is the plain data between them; :mod:`.dot` decides how it looks (with
+:mod:`.labels`, and :mod:`.legend` under the title), :mod:`.engine` which executable draws it.
 """
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..errors import FxflowError
 from .layout import NODE_BUDGET, View, build_view
+from .view import counted
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..report import Report
@@ -50,21 +52,23 @@ def checked_view(report: "Report", *, depth: int | None = None, focus: bool = Fa
     view = build_view(report, depth=depth, focus=focus, budget=budget, fold=fold, show_all=show_all,
                       automatic=automatic)
     if announce:
-        _announce(view)
+        _announce(view, focus)
     return view
 
 
 ANNOUNCED = 12  # collapsed boxes named on the stderr line; the rest are counted
 
 
-def _announce(view: View) -> None:
-    """One stderr line when the picture is not all there was: what was collapsed automatically."""
+def _announce(view: View, focus: bool) -> None:
+    """One stderr line when the picture is not all there was: what was collapsed automatically
+    (suggesting only the options not already given)."""
     if not view.auto_depth:
         return
     named = ", ".join(view.collapsed[:ANNOUNCED])
     more = f" and {len(view.collapsed) - ANNOUNCED} more" if len(view.collapsed) > ANNOUNCED else ""
-    print(f"fxflow: note: {view.total} nodes: collapsed automatically to {view.count()} boxes: "
-          f"{named or 'runs of like ops'}{more} (pass --depth N or --focus to choose)", file=sys.stderr)
+    print(f"fxflow: note: {counted(view.total, 'node')}: collapsed automatically to {counted(view.count(), 'box', 'boxes')}: "
+          f"{named or 'runs of like ops'}{more} ({'pass --depth N' if focus else 'pass --depth N or --focus'} to choose)",
+          file=sys.stderr)
 
 
 def format_of(path: str, format: str | None = None) -> str:
@@ -98,8 +102,9 @@ def render_file(report: "Report", path: str, *, format: str | None = None, depth
     data = run(source, chosen, scale=DEFAULT_SCALE if scale is None else scale)
     if chosen == "png" and max(png_size(data)) >= PNG_MAX_PIXELS - 1:
         width, height = png_size(data)
+        also = "" if focus else ", or use --focus"
         print(f"fxflow: note: the PNG was scaled down to {width}x{height} pixels, the cap of {PNG_MAX_PIXELS} "
-              "a side; write .svg or .html for every detail, or use --focus", file=sys.stderr)
+              f"a side; write .svg or .html for every detail{also}", file=sys.stderr)
     if path == "-":
         sys.stdout.buffer.write(data)
         return path

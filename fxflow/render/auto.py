@@ -5,8 +5,8 @@ to output, at most the node budget):
 
 1. collapse every module with nothing wrong inside (one box each, with wet/dry counts; identical
    blocks then fold ``x N``), and every module holding neither the cut nor a parameter that will
-   not learn, so the modules on the path from a dry parameter to its cut keep their ops; healthy
-   modules are then opened again one nesting level at a time while the picture still fits;
+   not learn, so the modules on the path from a dry parameter to its cut keep their ops; the
+   collapsed modules are then opened again one nesting level at a time while the picture still fits;
 2. also collapse dry modules with no cut inside;
 3. whole depth levels, deepest first;
 4. runs of like ops in a row (a flat graph with no modules to collapse into).
@@ -19,16 +19,18 @@ from typing import TYPE_CHECKING, Callable
 
 from ..errors import FxflowError
 from ..verdicts import NodeState
+from .style import FAILED
+from .view import counted
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .layout import Base, Item, View
+    from .view import Base, Item, View
 
 DRAWABLE_LIMIT = 2500  # above this many boxes even after collapsing, layout takes minutes
 
 # make(depth, modules to collapse, runs=False) -> View: layout's view builder for one choice
 Make = Callable[..., "View"]
 
-PROBLEM_STATES = frozenset({NodeState.DRY, NodeState.CUT, NodeState.ZERO, NodeState.UNUSED})
+PROBLEM_STATES = frozenset({NodeState.DRY, NodeState.CUT, NodeState.ZERO, NodeState.UNUSED, FAILED})
 
 
 def healthy_modules(bases: list["Base"]) -> set[str]:
@@ -42,12 +44,13 @@ def healthy_modules(bases: list["Base"]) -> set[str]:
     return every - sick
 
 
-def open_healthy(view: "View", collapse: set[str], healthy: set[str], bases: list["Base"], budget: int, make: Make) -> "View":
-    """Open healthy modules one nesting level at a time while the picture still fits the screen:
-    a model with nothing wrong shows its blocks, not one box."""
+def open_levels(view: "View", collapse: set[str], openable: set[str], bases: list["Base"], budget: int, make: Make) -> "View":
+    """Open the ``openable`` collapsed modules one nesting level at a time while the picture still
+    fits the screen: a model shows its blocks, not one box, and a stack whose every block is dry
+    shows ``h.0-11 x12`` rather than one box."""
     nesting = {q: i for base in bases for i, q in enumerate(base.owner)}
     for level in range(1, max(nesting.values(), default=0) + 2):
-        opened = make(None, (collapse - healthy) | {q for q in healthy if nesting[q] >= level})
+        opened = make(None, (collapse - openable) | {q for q in openable if nesting[q] >= level})
         if opened.count() > budget or ranks(opened) > SCREEN_RANKS:
             break
         view = opened
@@ -89,7 +92,8 @@ def op_order(item: "Item") -> int:
     return min(ops) if ops else item.order
 
 
-def choose_automatically(why: str, budget: int, bases: list["Base"], make: Make) -> "View":
+def choose_automatically(why: str, budget: int, bases: list["Base"], make: Make,
+                         hint: str = "pass --depth or --focus to choose") -> "View":
     """Over the budget: collapse healthy modules, then dry ones with no cut inside, then by depth,
     then runs of like ops, until the picture fits; the view says what was collapsed."""
     healthy = healthy_modules(bases)
@@ -107,7 +111,7 @@ def choose_automatically(why: str, budget: int, bases: list["Base"], make: Make)
         if view.count() <= budget:
             fitting = fitting or view
             if ranks(view) <= SCREEN_RANKS:
-                view = open_healthy(view, collapse, healthy, bases, budget, make) if level is None else view
+                view = open_levels(view, collapse, collapse, bases, budget, make) if level is None else view
                 break
     else:
         view = fitting
@@ -116,14 +120,13 @@ def choose_automatically(why: str, budget: int, bases: list["Base"], make: Make)
     view.auto_depth = True
     boxes = [i for i in view.items if i.kind in ("module", "fold", "run")]
     view.collapsed = [(i.module or i.key) + (f" x{i.count}" if i.count > 1 else "") for i in boxes]
-    view.notes.append(f"{why}: {len(boxes)} boxes collapsed automatically ({view.count()} drawn); "
-                      "pass --depth or --focus to choose")
+    view.notes.append(f"{why}: {counted(len(boxes), 'box', 'boxes')} collapsed automatically ({view.count()} drawn); {hint}")
     if view.count() > DRAWABLE_LIMIT:
-        return too_big_to_draw(view)
+        return too_big_to_draw(view, focused="--focus" not in hint)
     return view
 
 
-def too_big_to_draw(view: "View") -> "View":
+def too_big_to_draw(view: "View", focused: bool = False) -> "View":
     """Refuse, in one line, a drawing that collapsing could not shrink: its layout would take minutes."""
-    raise FxflowError(f"the graph has {view.count()} boxes even collapsed (no modules group its ops), too many to draw",
-                      hint="use --focus, or fxflow check for the table")
+    raise FxflowError(f"the graph has {counted(view.count(), 'box', 'boxes')} even collapsed (no modules group its ops), too many to draw",
+                      hint="use fxflow check for the table" if focused else "use --focus, or fxflow check for the table")

@@ -14,9 +14,9 @@ from typing import TYPE_CHECKING
 import graphviz
 
 from . import style
-from .labels import MARKER_COLOR, NL, html_text, node_attrs, plain, small, tooltip_of
-from .legend import LEGEND_KEY, add_legend
-from .layout import STATE_WORDS, Base, Item, Link, NeverCalled, View, box_summary
+from .labels import MARKER_COLOR, html_text, node_attrs, plain, small, tooltip_of
+from .legend import legend_table
+from .view import STATE_WORDS, Base, Item, Link, NeverCalled, View, box_summary, counted
 from .norms import call_norms
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -109,7 +109,10 @@ def _paramtooltip(name: str, state: str, parameter: "ParameterReport | None") ->
 
 def _param_node(name: str, state: str, cluster: tuple[str, ...], parameter: "ParameterReport | None",
                 *extra_classes: str) -> tuple[str, dict[str, str]]:
-    label = "<" + small(_relative(name, cluster)) + ">"
+    words = _relative(name, cluster)
+    if state == style.FAILED and parameter is not None and parameter.dynamic:
+        words += f" ({parameter.dynamic} grad)"  # which way the real backward failed it
+    label = "<" + small(words) + ">"
     return label, node_attrs(state, style.node_class(state, "param", *extra_classes),
                               _paramtooltip(name, state, parameter), shape="box", height="0.2",
                               margin="0.06,0.02", style=style.NODE_STYLES[state].style.replace("rounded,", ""))
@@ -226,14 +229,15 @@ def _emit_never(graph: graphviz.Digraph, never: list[NeverCalled], ctx: _Context
         total = sum(len(n.params) for n in never)
         sub.attr(label=plain("never called in forward"), style="rounded,dashed", color=style.NEVER_BORDER,
                  fontcolor="#616161", fontsize="10", labeljust="l", penwidth="1.2",
-                 tooltip=tooltip_of([f"{len(never)} module(s) forward never calls", f"{total} parameter(s) that cannot learn"]),
+                 tooltip=tooltip_of([f"{counted(len(never), 'module')} forward never calls",
+                                     f"{counted(total, 'parameter')} that cannot learn"]),
                  **{"class": "fxflow-cluster fxflow-never-called"})
         for group in never:
             title = _module_title(group.module or "(root)", {**view.classes, **({group.module: group.module_class} if group.module_class else {})})
             states = [s for _, s in group.params]
             if view.collapse_never:
                 state = style.worst(states)
-                lines = [f"<b>{html_text(title)}</b>", small(f"{len(states)} param{'s' if len(states) != 1 else ''}: never called")]
+                lines = [f"<b>{html_text(title)}</b>", small(f"{counted(len(states), 'param')}: never called")]
                 attrs = node_attrs(state, style.node_class(state, "module", "never-called"),
                                     tooltip_of([title, "never called in forward", *(f"{n}: {s}" for n, s in group.params[:20])]))
                 sub.node("never." + (group.module or "(root)"), label="<" + "<br/>".join(lines) + ">", **attrs)
@@ -269,12 +273,17 @@ def _title(report: "Report", view: View) -> str:
     total = sum(counts.values())
     parts = [f"{n} {verdict}" for verdict, n in counts.items() if n]
     lines = [f'<font point-size="16"><b>fxflow: {html_text(report.target)}</b></font>',
-             html_text(f"{total} parameter{'s' if total != 1 else ''}: " + (", ".join(parts) if parts else "none")),
+             html_text(f"{counted(total, 'parameter')}: " + (", ".join(parts) if parts else "none")),
              html_text(report.summary())]
     trace = report.trace
-    lines.append(small(f"trace: {trace.method}, {trace.nodes} nodes; backward: {'yes' if report.backward else 'no'}", "#546e7a"))
+    lines.append(small(f"trace: {trace.method}, {counted(trace.nodes, 'node')}; backward: {'yes' if report.backward else 'no'}", "#546e7a"))
     lines.extend(small(note, "#8a3b00") for note in view.notes)
-    return "<" + "<br/>".join(lines) + ">"
+    text = "<br/>".join(lines)
+    legend = legend_table(view)
+    if legend is None:
+        return "<" + text + ">"
+    return f'<<table border="0" cellspacing="0"><tr><td>{text}</td></tr><tr><td>{legend}</td></tr></table>>'
+
 
 
 def dot_source(report: "Report", view: View) -> str:
@@ -289,7 +298,8 @@ def dot_source(report: "Report", view: View) -> str:
     _emit(graph, _tree(view.items), ctx)
     _emit_never(graph, view.never_called, ctx)
     _emit_links(graph, view.links)
-    add_legend(graph, view)
+    for above, below in view.stacks:  # wrap a too-wide rank into rows
+        graph.edge(above, below, style="invis", **{"class": "fxflow-stack"})
     return graph.source
 
 

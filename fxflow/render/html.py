@@ -20,16 +20,18 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..verdicts import PARAMETER_STATE, NodeState
+from ..verdicts import PARAMETER_STATE, DynamicVerdict, NodeState
 from . import style
 from .dot import _shape
-from .layout import NODE_BUDGET, STATE_WORDS, Item, View, box_summary, build_view
+from .layout import NODE_BUDGET, build_view, painted
+from .view import STATE_WORDS, Item, View, box_summary
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..report import Report
 
-FULL_VIEW_LIMIT = 1500  # views with more boxes than this are not pre-rendered
+FULL_VIEW_LIMIT = NODE_BUDGET  # views with more boxes than this are not pre-rendered (GPT-2's whole graph: 1.2 MB)
 NOTEBOOK_HEIGHT_PX = 640
+_FAILING = (DynamicVerdict.MISSING, DynamicVerdict.ZERO, DynamicVerdict.NONFINITE)  # dynamic verdicts that fail the check
 
 
 @dataclass
@@ -121,16 +123,23 @@ def _svg(report: "Report", view: View) -> str:
 
     text = run(dot_source(report, view), "svg").decode("utf-8")
     text = text[text.index("<svg"):]
+    text = re.sub(r"<!--.*?-->\n?", "", text, flags=re.S)  # Graphviz's comments repeat each node's id
+    text = _GEOMETRY.sub(lambda m: _COORDINATE.sub(r"\1", m[0]), text)  # a tenth of a point is finer than any screen shows
     return re.sub(r'<svg width="[^"]*" height="[^"]*"', '<svg class="fxflow-svg"', text, count=1)
+
+
+_COORDINATE = re.compile(r"(-?\d+\.\d)\d+")
+_GEOMETRY = re.compile(r' (?:points|d|x|y|cx|cy|rx|ry|transform)="[^"]*"')  # attributes, never the words
 
 
 def _parameter_rows(report: "Report") -> list[dict[str, Any]]:
     rows = []
     for parameter in report.parameters:
-        state = PARAMETER_STATE.get(parameter.static, NodeState.INERT)  # StrEnum keys match plain strings
+        state = painted(PARAMETER_STATE.get(parameter.static, NodeState.INERT), parameter)  # StrEnum keys match plain strings
         rows.append({"name": parameter.name, "shape": _shape(parameter.shape), "static": str(parameter.static),
                      "dynamic": parameter.dynamic, "norm": parameter.grad_norm, "state": str(state),
                      "problem": parameter.problem,
+                     "dynamic_fails": bool(parameter.problem and parameter.dynamic in _FAILING),
                      "cut_by": [f"{s.op} @ {s.source or s.node}" for s in parameter.cut_by]})
     return rows
 
@@ -167,6 +176,7 @@ def build_html(report: "Report", *, depth: int | None = None, focus: bool = Fals
  <span id="fx-search-count"></span>
  <button id="fx-fit" type="button">fit to screen</button>
  <button id="fx-goto-cut" type="button">go to cut</button>
+ <button id="fx-toggle-side" type="button">hide table</button>
  <label>view <select id="fx-view"></select></label>
  <span id="fx-notes"></span>
 </div>
@@ -176,7 +186,8 @@ def build_html(report: "Report", *, depth: int | None = None, focus: bool = Fals
   <div id="fx-panel"><p class="fx-hint">Click a node for its details; click a table row to light up its path.</p></div>
   <table id="fx-table"><thead><tr>
    <th data-key="name">parameter</th><th data-key="shape">shape</th><th data-key="static">static</th>
-   <th data-key="dynamic">dynamic</th><th data-key="norm">grad norm</th></tr></thead><tbody></tbody></table>
+   <th data-key="dynamic">dynamic</th><th data-key="norm">grad norm</th><th data-key="cut_by">cut by</th></tr></thead>
+   <tbody></tbody></table>
  </aside>
 </main>
 <script type="application/json" id="fxflow-data">{_json(data)}</script>

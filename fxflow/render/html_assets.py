@@ -14,10 +14,13 @@ header p { margin: 2px 0; color: #37474f; }
 #fx-search { width: 260px; padding: 3px 6px; }
 #fx-notes { color: #8a3b00; font-size: 11px; }
 main { flex: 1; display: flex; min-height: 0; }
+@media (max-width: 900px) { main { flex-direction: column; } #fx-side { width: auto !important; height: 40%;
+                                                                      border-left: 0; border-top: 1px solid #cfd8dc; } }
+body.fx-side-hidden #fx-side { display: none; }
 #fx-diagram { flex: 1; min-width: 0; overflow: hidden; cursor: grab; background: white; position: relative; }
 #fx-diagram.fx-dragging { cursor: grabbing; }
 #fx-diagram svg { width: 100%; height: 100%; display: block; user-select: none; }
-#fx-side { width: 440px; border-left: 1px solid #cfd8dc; overflow: auto; display: block; }
+#fx-side { width: 480px; flex: none; border-left: 1px solid #cfd8dc; overflow: auto; display: block; }
 #fx-panel { padding: 8px 12px; border-bottom: 1px solid #cfd8dc; min-height: 120px; background: white; }
 #fx-panel h2 { font-size: 14px; margin: 0 0 4px; word-break: break-all; }
 #fx-panel dl { display: grid; grid-template-columns: max-content 1fr; gap: 2px 10px; margin: 0; }
@@ -31,16 +34,20 @@ main { flex: 1; display: flex; min-height: 0; }
 #fx-table th.fx-asc::after { content: " \\25b2"; }
 #fx-table th.fx-desc::after { content: " \\25bc"; }
 #fx-table td { padding: 2px 5px; border-bottom: 1px solid #eceff1; white-space: nowrap; }
-#fx-table td:first-child { white-space: normal; word-break: break-all; }
+#fx-table td:first-child { white-space: normal; overflow-wrap: anywhere; min-width: 130px; }
 #fx-table tr { cursor: pointer; }
 #fx-table tr.fx-row-selected td { outline: 2px solid #1565c0; outline-offset: -2px; }
 #fx-table td.fx-num { text-align: right; font-variant-numeric: tabular-nums; }
-g.fx-hit > polygon, g.fx-hit > path, g.fx-hit > ellipse { stroke: #1565c0 !important; stroke-width: 5px !important; }
-g.fx-selected > polygon, g.fx-selected > path, g.fx-selected > ellipse { stroke: #6a1b9a !important;
-                                                                        stroke-width: 5px !important; }
+#fx-table tr.fx-row-fail td:first-child { font-weight: bold; }
+#fx-table tr.fx-row-fail { box-shadow: inset 4px 0 0 #c62828; }
+#fx-table td.fx-dynamic-fail { font-weight: bold; }
+#fx-table td.fx-cut-by { white-space: normal; overflow-wrap: anywhere; min-width: 90px; color: #b71c1c; font-size: 11px; }
+g.fx-hit polygon, g.fx-hit path, g.fx-hit ellipse { stroke: #1565c0 !important; stroke-width: 5px !important; }
+g.fx-selected polygon, g.fx-selected path, g.fx-selected ellipse { stroke: #6a1b9a !important;
+                                                                   stroke-width: 5px !important; }
 svg.fx-dim g.node:not(.fx-path), svg.fx-dim g.edge:not(.fx-path) { opacity: 0.2; }
-g.edge.fx-path > path { stroke-width: 4px !important; }
-g.node.fx-path > polygon, g.node.fx-path > path, g.node.fx-path > ellipse { stroke-width: 3px !important; }
+g.edge.fx-path path { stroke-width: 4px !important; }
+g.node.fx-path polygon, g.node.fx-path path, g.node.fx-path ellipse { stroke-width: 3px !important; }
 """
 
 SCRIPT = r"""
@@ -111,7 +118,15 @@ SCRIPT = r"""
     box = next;
     svg.setAttribute("viewBox", [next.x, next.y, next.w, next.h].join(" "));
   }
-  function fit() { setBox({x: whole.x, y: whole.y, w: whole.w, h: whole.h}); }
+  var READABLE = 0.55;  // screen pixels per point below which 11-point labels cannot be read
+  function fit() {
+    var rect = diagram.getBoundingClientRect();
+    var scale = Math.min(rect.width / whole.w, rect.height / whole.h);
+    if (!(scale < READABLE)) { setBox({x: whole.x, y: whole.y, w: whole.w, h: whole.h}); return; }
+    // too big to read whole: as much as fits at a readable size, from the top, centered
+    var w = rect.width / READABLE, h = rect.height / READABLE;
+    setBox({x: whole.x + Math.max(whole.w - w, 0) / 2, y: whole.y, w: w, h: h});
+  }
   function toSvg(x, y) {
     var point = svg.createSVGPoint();
     point.x = x; point.y = y;
@@ -152,6 +167,11 @@ SCRIPT = r"""
   });
   window.addEventListener("mouseup", function () { drag = null; diagram.classList.remove("fx-dragging"); });
   document.getElementById("fx-fit").addEventListener("click", fit);
+  document.getElementById("fx-toggle-side").addEventListener("click", function (event) {
+    var hidden = document.body.classList.toggle("fx-side-hidden");
+    event.target.textContent = hidden ? "show table" : "hide table";
+    fit();
+  });
 
   // -- selection, side panel, expand and collapse -------------------------------------------
   function clearMarks(cls) {
@@ -309,14 +329,21 @@ SCRIPT = r"""
     rows.forEach(function (p) {
       var tr = el("tr"), look = data.colors[p.state] || data.colors.inert;
       tr.dataset.name = p.name;
-      tr.appendChild(el("td", p.name));
+      tr.appendChild(el("td", p.name.replace(/\./g, ".\u200b")));  // long names break after a dot
       tr.appendChild(el("td", p.shape));
       var verdict = el("td", p.static);
       verdict.style.background = look.fill; verdict.style.color = look.font;
       verdict.style.borderLeft = "4px solid " + look.border;
       tr.appendChild(verdict);
-      tr.appendChild(el("td", p.dynamic || "-"));
+      var dynamic = el("td", p.dynamic || "-", p.dynamic_fails ? "fx-dynamic-fail" : null);
+      if (p.dynamic_fails) {
+        var bad = data.colors.failed;
+        dynamic.style.background = bad.fill; dynamic.style.color = bad.font;
+      }
+      tr.appendChild(dynamic);
       tr.appendChild(el("td", fmt(p.norm), "fx-num"));
+      tr.appendChild(el("td", p.cut_by.join("; "), "fx-cut-by"));
+      if (p.problem) tr.classList.add("fx-row-fail");
       tr.title = p.cut_by.length ? "cut by " + p.cut_by.join("; ") : p.name;
       tr.addEventListener("click", function () {
         tbody.querySelectorAll(".fx-row-selected").forEach(function (r) { r.classList.remove("fx-row-selected"); });

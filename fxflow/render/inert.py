@@ -24,7 +24,7 @@ from ..verdicts import NodeState
 if TYPE_CHECKING:  # pragma: no cover
     import networkx as nx
 
-    from .layout import Base
+    from .view import Base
 
 ALWAYS_SHOWN = ("placeholder", "output", "param")
 DIFFERENTIABLE = ("float", "bfloat", "half", "complex", "double")

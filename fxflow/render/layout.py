@@ -1,21 +1,26 @@
 """What the diagram shows: which boxes, in which clusters, joined by which wires.
 
 Reads ``report.graph`` (attributes documented in :mod:`fxflow.analyze`) and produces a
-:class:`View`, plain data that :mod:`fxflow.render.dot` turns into DOT. The choices made here:
+:class:`~.view.View`, plain data (:mod:`.view`) that :mod:`fxflow.render.dot` turns into DOT. The choices made here:
 
 * one item per fx node worth seeing, and one per parameter (a ``get_attr`` that only reads a
   parameter is drawn as the parameter itself);
 * clusters nested as the modules nest (``module_stack``); a leaf module call is a node in its
   parent's cluster, with its parameters beside it;
 * nodes that carry no gradient are hidden unless ``show_all`` (see :mod:`.inert`);
+* a parameter the real backward fails while the graph reaches it (a dead ReLU's exact zeros) is
+  drawn ``failed``, never wet: the picture never contradicts the table;
 * ``depth``: modules nested deeper than ``depth`` collapse into one box each, colored by the worst
-  state inside; ``focus``: only cut nodes, dry parameters and the paths between them and the
-  output. Both are the user's choice and nothing overrides them;
-* otherwise, above ``budget`` items, the choice is automatic (:func:`_automatic`): modules with
+  state inside; the user's choice, which nothing overrides;
+* ``focus``: only cut nodes, dry and failed parameters and the paths between them and the
+  output, within the same budget as the default view (the automatic choice below applies to
+  what it keeps);
+* a view wider than one screen folds its ModuleList members and wraps wide ranks (:mod:`.wide`);
+* otherwise, above ``budget`` items, the choice is automatic (:mod:`.auto`): modules with
   nothing wrong inside collapse into one box each, so the modules that hold a dry parameter or a
   cut keep their ops; if that is still too many, dry modules with no cut inside collapse too,
   then whole depth levels, then runs of like ops; the view lists what it collapsed;
-* runs of at least :data:`FOLD_MIN` sibling boxes ``name.0``, ``name.1`` ... with identical
+* (built by :mod:`.fold`) runs of at least :data:`.fold.FOLD_MIN` sibling boxes ``name.0``, ``name.1`` ... with identical
   contents and verdicts fold into one box marked ``x12``;
 * parameters of modules forward never calls go to a "never called" cluster.
 
@@ -23,105 +28,26 @@ Everything is sorted by graph order, then by name, so the same model gives the s
 """
 from __future__ import annotations
 
-import re
-from collections import Counter
-from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterable
+from typing import TYPE_CHECKING
 
 from ..verdicts import PARAM_PREFIX as PARAM, NodeState
-from .auto import TALL_RANKS, choose_automatically, healthy_modules, ranks
+from .auto import TALL_RANKS, Make, choose_automatically, healthy_modules, ranks
+from .fold import collapse_modules, fold_siblings, merge_runs
 from .inert import Hidden, hide_inert
 from .norms import call_norms
-from .style import EDGE_PRECEDENCE, worst
+from .style import EDGE_PRECEDENCE, FAILED
+from .view import Base, Item, Link, NeverCalled, View, counted, owner_module
+from .wide import MAX_WIDTH_PT, modules_on_wide_ranks, sibling_modules, stacking, widest
 
 if TYPE_CHECKING:  # pragma: no cover
     import networkx as nx
 
-    from ..report import Report
+    from ..report import ParameterReport, Report
 
 NODE_BUDGET = 300  # above this many items the depth is chosen automatically
-FOLD_MIN = 3  # fewest identical sibling boxes that fold into one
 
 # Static verdict -> the state a parameter is drawn with when no graph was captured.
 VERDICT_STATE = {"reachable": "wet", "cut": "dry", "zero": "zero", "frozen": "frozen", "unused": "unused"}
-# How the state names read in labels.
-STATE_WORDS = {"wet": "wet", "dry": "dry", "cut": "cut", "zero": "zero", "frozen": "frozen",
-               "unused": "unused", "inert": "no grad"}
-
-
-@dataclass
-class Base:
-    """One graph node (fx node or parameter) as the diagram sees it, before collapsing."""
-
-    name: str  # graph node name
-    key: str  # DOT id
-    kind: str  # placeholder, get_attr, call_module, call_function, call_method, output, param
-    state: str
-    cluster: tuple[str, ...]  # qualified names of the enclosing modules, outermost first
-    owner: tuple[str, ...]  # cluster, plus the module a call_module node calls: what collapses it
-    order: int
-    attrs: dict[str, Any]
-    param: str | None = None  # qualified parameter name, for parameter nodes
-
-
-@dataclass
-class Item:
-    """One node of the drawing: an fx node, a parameter, a collapsed module or a folded run."""
-
-    key: str
-    kind: str  # as Base.kind, "module" (collapsed), "fold" (identical modules), "run" (like ops in a row)
-    state: str
-    cluster: tuple[str, ...]
-    order: int
-    base: Base | None = None  # the drawn node, when it is a single one
-    module: str | None = None  # qualified name of a box ("blocks.0-11" for a fold)
-    module_class: str | None = None
-    members: list[Base] = field(default_factory=list)  # what a box hides
-    count: int = 1  # modules folded into this box
-    norms: list[float] = field(default_factory=list)  # gradient norms measured at its output
-
-
-@dataclass(frozen=True)
-class Link:
-    source: str
-    target: str
-    state: str  # wet, dry, cut, zero, inert
-    norm: float | None = None
-
-
-@dataclass
-class NeverCalled:
-    """Parameters whose module forward never calls, grouped by that module."""
-
-    module: str
-    module_class: str | None
-    params: list[tuple[str, str]]  # (parameter name, state)
-
-
-@dataclass
-class View:
-    items: list[Item]
-    links: list[Link]
-    classes: dict[str, str]  # module qualified name -> class name, where known
-    never_called: list[NeverCalled]
-    notes: list[str] = field(default_factory=list)
-    depth: int | None = None
-    auto_depth: bool = False
-    total: int = 0  # items before collapsing and focusing
-    has_graph: bool = True
-    collapse_never: bool = False  # draw each never-called module as one box
-    hidden: int = 0  # nodes that carry no gradient, hidden (``show_all`` draws them)
-    markers: dict[str, Counter] = field(default_factory=dict)  # graph node -> its hidden inputs, by kind
-    collapsed: list[str] = field(default_factory=list)  # what the automatic choice collapsed
-
-    def count(self) -> int:
-        never = len(self.never_called) if self.collapse_never else sum(len(n.params) for n in self.never_called)
-        return len(self.items) + never
-
-
-def owner_module(parameter: str) -> str:
-    """``blocks.2.fc1.weight`` -> ``blocks.2.fc1`` (``""`` for a parameter of the root)."""
-    return parameter.rsplit(".", 1)[0] if "." in parameter else ""
 
 
 def _prefixes(qualname: str) -> list[str]:
@@ -163,7 +89,7 @@ def _bases(graph: "nx.DiGraph", classes: dict[str, str]) -> tuple[list[Base], di
             paths.setdefault(path[i], path[: i + 1])
         bases.append(Base(name, name, kind, data.get("state") or "inert", path, owner, data.get("order", 0), data))
     for name, data in nodes:
-        if data.get("kind") != "param":
+        if data.get("kind") != "param" or never_read(graph, name):
             continue
         parameter = name[len(PARAM):]
         module = owner_module(parameter)
@@ -176,6 +102,33 @@ def _bases(graph: "nx.DiGraph", classes: dict[str, str]) -> tuple[list[Base], di
         bases.append(Base(name, "param." + parameter, "param", data.get("state") or "inert", cluster, owner,
                           data.get("order", 0), data, parameter))
     return bases, aliases
+
+
+def never_read(graph: "nx.DiGraph", name: str) -> bool:
+    """A parameter node that no op reads: torch.export lifts the parameters of modules forward
+    never calls into attribute reads that nothing uses; they belong in "never called"."""
+    return all(graph.nodes[n].get("kind") in ("get_attr", "placeholder") and graph.out_degree(n) == 0
+               for n in graph.successors(name))
+
+
+def painted(state: str, parameter: "ParameterReport | None") -> str:
+    """The state a parameter is drawn with: its graph state, unless the table fails it while the
+    graph says the gradient arrives (a dead ReLU's exact zeros, an expert no token reached)."""
+    if parameter is not None and parameter.problem and state in (NodeState.WET, NodeState.INERT):
+        return FAILED
+    return state
+
+
+def _paint_failures(bases: list[Base], report: "Report") -> set[str]:
+    """Repaint the parameter bases the real backward failed; returns their graph node names."""
+    parameters = {p.name: p for p in report.parameters}
+    failed = set()
+    for base in bases:
+        if base.kind == "param":
+            base.state = painted(base.state, parameters.get(base.param or ""))
+            if base.state == FAILED:
+                failed.add(base.name)
+    return failed
 
 
 def _bookkeeping(graph: "nx.DiGraph", name: str, data: dict) -> bool:
@@ -191,13 +144,14 @@ def _parameter_bases(report: "Report") -> list[Base]:
     for order, parameter in enumerate(report.parameters):
         path = tuple(_prefixes(owner_module(parameter.name)))
         bases.append(Base(PARAM + parameter.name, "param." + parameter.name, "param",
-                          VERDICT_STATE.get(parameter.static, "inert"), path, path, order,
+                          painted(VERDICT_STATE.get(parameter.static, "inert"), parameter), path, path, order,
                           {"kind": "param", "label": parameter.name}, parameter.name))
     return bases
 
 
-def _focus(graph: "nx.DiGraph") -> set[str]:
-    """Cut nodes, dry parameters, the paths from those parameters to the cuts and from the cuts to the output."""
+def _focus(graph: "nx.DiGraph", failed: set[str]) -> set[str]:
+    """Cut nodes, dry and ``failed`` parameters (with the ops that read the failed ones), the paths
+    from the dry parameters to the cuts and from the cuts to the output."""
     cuts = {n for n, d in graph.nodes(data=True)
             if d.get("state") == NodeState.CUT or (d.get("state") == NodeState.ZERO and d.get("reason"))}
     dry = {n for n, d in graph.nodes(data=True)
@@ -205,7 +159,8 @@ def _focus(graph: "nx.DiGraph") -> set[str]:
     outputs = {n for n, d in graph.nodes(data=True) if d.get("kind") == "output"}
     down_dry, up_cut = _reach(graph, dry, forward=True), _reach(graph, cuts, forward=False)
     down_cut, up_out = _reach(graph, cuts, forward=True), _reach(graph, outputs, forward=False)
-    return dry | cuts | outputs | (down_dry & up_cut) | (down_cut & up_out)
+    readers = {n for p in failed for n in graph.successors(p)}
+    return dry | cuts | outputs | failed | readers | (down_dry & up_cut) | (down_cut & up_out)
 
 
 def _reach(graph: "nx.DiGraph", starts: set[str], forward: bool) -> set[str]:
@@ -218,121 +173,6 @@ def _reach(graph: "nx.DiGraph", starts: set[str], forward: bool) -> set[str]:
     return {node for layer in nx.bfs_layers(view, sorted(starts)) for node in layer}
 
 
-def _collapse(bases: list[Base], depth: int | None, classes: dict[str, str], module_norms: dict[str, list[float | None]],
-              collapse: set[str]) -> tuple[list[Item], dict[str, str]]:
-    """Items at the given depth (None: nothing collapses) and graph node name -> item key.
-
-    Modules in ``collapse`` collapse at any depth too (the healthy ones, in ``focus`` and in the
-    automatic view).
-    """
-    items: dict[str, Item] = {}
-    where: dict[str, str] = {}
-    for base in bases:
-        level = depth if depth is not None and len(base.owner) > depth else None
-        if collapse:
-            first = next((i for i, q in enumerate(base.owner) if q in collapse), None)
-            if first is not None and (level is None or first < level):
-                level = first
-        if level is not None:
-            depth_here = level
-            module = base.owner[depth_here]
-            key = "module." + module
-            box = items.get(key)
-            if box is None:
-                box = items[key] = Item(key, "module", "inert", base.owner[:depth_here], base.order, module=module,
-                                        module_class=classes.get(module), norms=list(module_norms.get(module, [])))
-            box.members.append(base)
-            box.order = min(box.order, base.order)
-            where[base.name] = key
-        else:
-            items[base.key] = Item(base.key, base.kind, base.state, base.cluster, base.order, base)
-            where[base.name] = base.key
-    for item in items.values():
-        if item.members:
-            item.state = worst({m.state for m in item.members})
-    return sorted(items.values(), key=lambda i: (i.order, i.key)), where
-
-
-_INDEXED = re.compile(r"^(?P<stem>.*)\.(?P<index>\d+)$")
-
-
-def _signature(item: Item) -> tuple:
-    ops = Counter((m.kind, str(m.attrs.get("op", "")), m.state) for m in item.members)
-    return (item.cluster, item.module_class, item.state, tuple(sorted(ops.items())))
-
-
-def _fold(items: list[Item], where: dict[str, str]) -> list[Item]:
-    """Fold runs of identical sibling boxes ``stem.i`` .. ``stem.j`` into one box."""
-    groups: dict[tuple, list[tuple[int, Item]]] = {}
-    for item in items:
-        match = _INDEXED.match(item.module or "") if item.kind == "module" else None
-        if match:
-            groups.setdefault((match["stem"],) + _signature(item), []).append((int(match["index"]), item))
-    replaced: dict[str, Item] = {}
-    for (stem, *_), members in sorted(groups.items(), key=lambda g: (g[0][0], min(i.order for _, i in g[1]))):
-        members.sort(key=lambda pair: pair[0])
-        run: list[tuple[int, Item]] = []
-        for index, item in members + [(-2, None)]:  # sentinel ends the last run
-            if run and (item is None or index != run[-1][0] + 1):
-                if len(run) >= FOLD_MIN:
-                    first, last = run[0][0], run[-1][0]
-                    boxes = [box for _, box in run]
-                    fold = Item(f"fold.{stem}.{first}-{last}", "fold", boxes[0].state, boxes[0].cluster,
-                                min(b.order for b in boxes), module=f"{stem}.{first}-{last}",
-                                module_class=boxes[0].module_class, count=len(boxes),
-                                members=[m for b in boxes for m in b.members], norms=[n for b in boxes for n in b.norms])
-                    for box in boxes:
-                        replaced[box.key] = fold
-                run = []
-            if item is not None:
-                run.append((index, item))
-    if not replaced:
-        return items
-    for name, key in where.items():
-        if key in replaced:
-            where[name] = replaced[key].key
-    result = {item.key: item for item in items if item.key not in replaced}
-    result.update({fold.key: fold for fold in replaced.values()})
-    return sorted(result.values(), key=lambda i: (i.order, i.key))
-
-
-RUN_MIN = 3  # fewest like items in a row that become one run box
-
-
-def _runs(items: list[Item], where: dict[str, str]) -> list[Item]:
-    """Merge items that follow each other in graph order, in the same cluster and state, into one
-    box: the last resort for a flat graph (thousands of ops, no modules to collapse into).
-    Inputs, outputs and the nodes that cut stay as they are."""
-    merged: list[Item] = []
-    run: list[Item] = []
-    renamed: dict[str, str] = {}
-
-    def close() -> None:
-        if len(run) < RUN_MIN:
-            merged.extend(run)
-        else:
-            first = run[0]
-            box = Item(f"run.{first.key}", "run", first.state, first.cluster, first.order, module=f"run of {len(run)}",
-                       members=[m for i in run for m in (i.members or [i.base])], count=1)
-            merged.append(box)
-            renamed.update((i.key, box.key) for i in run)
-        run.clear()
-
-    for item in items:
-        joinable = item.kind not in ("placeholder", "output") and not (item.base and item.base.attrs.get("reason"))
-        if run and (not joinable or item.cluster != run[0].cluster or item.state != run[0].state):
-            close()
-        if joinable:
-            run.append(item)
-        else:
-            merged.append(item)
-    close()
-    for name, key in where.items():
-        if key in renamed:
-            where[name] = renamed[key]
-    return sorted(merged, key=lambda i: (i.order, i.key))
-
-
 def _edges(graph: "nx.DiGraph | None", wires: list[tuple[str, str]]) -> list[tuple[str, str, dict]]:
     """The graph's edges in graph order, then the wires through hidden nodes (sorted once per view)."""
     if graph is None:
@@ -343,8 +183,10 @@ def _edges(graph: "nx.DiGraph | None", wires: list[tuple[str, str]]) -> list[tup
 
 
 def _links(graph: "nx.DiGraph | None", edges: list[tuple[str, str, dict]], where: dict[str, str],
-           aliases: dict[str, str], items: dict[str, Item], report: "Report", node_norms: dict[str, float]) -> list[Link]:
-    """One link per pair of drawn items that some edge of ``edges`` joins; the most telling state wins."""
+           aliases: dict[str, str], items: dict[str, Item], report: "Report", node_norms: dict[str, float],
+           failed: set[str]) -> list[Link]:
+    """One link per pair of drawn items that some edge of ``edges`` joins; the most telling state
+    wins; a wire out of a ``failed`` parameter is drawn failed."""
     if graph is None:
         return []
     grad = {PARAM + p.name: p.grad_norm for p in report.parameters}
@@ -356,6 +198,8 @@ def _links(graph: "nx.DiGraph | None", edges: list[tuple[str, str, dict]], where
         state = data.get("state") or "dry"
         if state == "dry" and graph.nodes[source].get("state") in ("inert", "frozen"):
             state = "inert"
+        elif aliases.get(source, source) in failed:
+            state = FAILED
         norm = node_norms.get(source, grad.get(source))
         box = items[head]
         measured = [n for n in box.norms if n is not None]  # a call no gradient reached has no norm
@@ -378,8 +222,8 @@ def _never_called(report: "Report", graph: "nx.DiGraph | None", classes: dict[st
         return []
     groups: dict[str, list[tuple[str, str]]] = {}
     for parameter in report.parameters:
-        if PARAM + parameter.name not in graph:
-            state = VERDICT_STATE.get(parameter.static, "unused")
+        if PARAM + parameter.name not in graph or never_read(graph, PARAM + parameter.name):
+            state = painted(VERDICT_STATE.get(parameter.static, "unused"), parameter)
             groups.setdefault(owner_module(parameter.name), []).append((parameter.name, state))
     return [NeverCalled(module, classes.get(module), sorted(params)) for module, params in sorted(groups.items())]
 
@@ -395,18 +239,19 @@ def build_view(report: "Report", *, depth: int | None = None, focus: bool = Fals
     hidden = Hidden()
     if graph is not None:
         bases, aliases = _bases(graph, classes)
+        failed = _paint_failures(bases, report)
         total = len(bases)
         if not show_all:
             bases, hidden = hide_inert(graph, bases, aliases)
     else:
-        bases, aliases = _parameter_bases(report), {}
+        bases, aliases, failed = _parameter_bases(report), {}, set()
         total = len(bases)
         notes.append("no graph was captured: parameters only, grouped by name")
     if hidden.names:
-        notes.append(f"{len(hidden.names)} nodes that carry no gradient (int, bool, index, shape, mask) hidden; "
+        notes.append(f"{counted(len(hidden.names), 'node')} that carry no gradient (int, bool, index, shape, mask) hidden; "
                      "--all shows them")
     if focus and graph is not None:
-        keep = _focus(graph)
+        keep = _focus(graph, failed)
         bases = [b for b in bases if b.name in keep]
         notes.append(f"focus: {len(bases)} of {total} nodes (cuts, dry parameters, the paths to the output); "
                      "modules with nothing wrong inside are collapsed")
@@ -415,13 +260,13 @@ def build_view(report: "Report", *, depth: int | None = None, focus: bool = Fals
     edges = _edges(graph, hidden.wires)
 
     def make(level: int | None, collapse: set[str], runs: bool = False) -> View:
-        items, where = _collapse(bases, level, classes, module_norms, collapse)
+        items, where = collapse_modules(bases, level, classes, module_norms, collapse)
         if fold and (level is not None or collapse):
-            items = _fold(items, where)
+            items = fold_siblings(items, where)
         if runs:
-            items = _runs(items, where)
+            items = merge_runs(items, where)
         by_key = {item.key: item for item in items}
-        links = _links(graph, edges, where, aliases, by_key, report, node_norms)
+        links = _links(graph, edges, where, aliases, by_key, report, node_norms, failed)
         return View(items, links, classes, never, list(notes), level, False, total, graph is not None,
                     collapse_never=level is not None or bool(collapse), hidden=len(hidden.names),
                     markers=hidden.markers)
@@ -429,27 +274,41 @@ def build_view(report: "Report", *, depth: int | None = None, focus: bool = Fals
     view = make(depth, healthy_modules(bases) if focus else set())
     if depth is not None:
         view.notes.append(f"modules deeper than {depth} collapsed (--depth {depth})")
-    if focus or depth is not None or not automatic:
+    if depth is not None or not automatic:
         return view  # what was asked for
     if view.count() > budget:
-        why = f"{view.count()} nodes, over the budget of {budget}"
+        why = f"{counted(view.count(), 'node')}, over the budget of {budget}"
     elif ranks(view) > TALL_RANKS:
         why = f"{ranks(view)} nodes from input to output, too tall to read"
     else:
-        return view  # small enough to draw whole
-    return choose_automatically(why, budget, bases, make)
+        return _narrow(view, bases, classes, make)  # small enough to draw whole, once wide fan-outs are folded
+    # --focus keeps the default view's budget too: the modules that hold the cut keep their ops
+    hint = "pass --depth to choose" if focus else "pass --depth or --focus to choose"
+    return _narrow(choose_automatically(why, budget, bases, make, hint=hint), bases, classes, make)
 
 
-def box_summary(members: Iterable[Base]) -> tuple[Counter, Counter, list[Base]]:
-    """Operation states, parameter states, and the cutting nodes among a box's members."""
-    ops: Counter[str] = Counter()
-    params: Counter[str] = Counter()
-    cuts: list[Base] = []
-    for member in members:
-        if member.kind == "param":
-            params[member.state] += 1
-        else:
-            ops[member.state] += 1
-            if member.attrs.get("reason"):
-                cuts.append(member)
-    return ops, params, cuts
+def _narrow(view: View, bases: list[Base], classes: dict[str, str], make: Make) -> View:
+    """A view whose widest rank fits the screen: ModuleList members side by side collapse and
+    fold; then the modules on a rank still too wide collapse to one box each; ranks still too
+    wide wrap into rows (see :mod:`.wide`)."""
+    for widen in (lambda: sibling_modules(bases, classes), lambda: modules_on_wide_ranks(view)):
+        if widest(view) <= MAX_WIDTH_PT:
+            break
+        collapse = {m for item in view.items if item.kind in ("module", "fold") for m in _collapsed(item)}
+        more = widen() - collapse
+        if more:
+            narrowed = make(None, collapse | more)
+            narrowed.notes = view.notes + [f"{counted(len(more), 'side-by-side module')} collapsed to fit the width"]
+            narrowed.auto_depth, narrowed.collapsed = view.auto_depth, view.collapsed
+            view = narrowed
+    view.stacks = stacking(view)
+    return view
+
+
+def _collapsed(item: Item) -> set[str]:
+    """The modules a box stands for (each of a fold's)."""
+    if item.kind == "module":
+        return {item.module or ""}
+    return {m.owner[len(item.cluster)] for m in item.members if len(m.owner) > len(item.cluster)}
+
+

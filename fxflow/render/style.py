@@ -1,6 +1,8 @@
 """Colors, shapes and CSS classes of the flow diagram, one entry per state.
 
-States come from :mod:`fxflow.analyze` (``wet dry cut zero frozen unused inert``); every drawn
+States come from :mod:`fxflow.analyze` (``wet dry cut zero frozen unused inert``), plus
+``failed``: a parameter the graph reaches but whose real backward failed (its dynamic verdict is
+missing, zero or nonfinite), so that the picture never paints green what the table fails. Every drawn
 node carries ``class="fxflow-<state> ..."`` so the SVG can be restyled with CSS and checked by
 machines.
 """
@@ -11,13 +13,15 @@ from dataclasses import dataclass
 
 FONT = "Helvetica"
 
-STATES = ("wet", "dry", "cut", "zero", "frozen", "unused", "inert")
+FAILED = "failed"  # render-only state: reachable in the graph, failed in the real backward
+
+STATES = ("wet", "dry", "cut", "zero", FAILED, "frozen", "unused", "inert")
 
 # Severity: a collapsed box takes the worst state among what it hides.
-SEVERITY = {"cut": 6, "dry": 5, "zero": 4, "unused": 3, "frozen": 2, "wet": 1, "inert": 0}
+SEVERITY = {"cut": 7, "dry": 6, FAILED: 5, "zero": 4, "unused": 3, "frozen": 2, "wet": 1, "inert": 0}
 
 # Which of two edges between the same boxes to draw: a cut wins, then flowing gradient.
-EDGE_PRECEDENCE = {"cut": 5, "wet": 4, "zero": 3, "dry": 2, "inert": 1}
+EDGE_PRECEDENCE = {"cut": 6, "wet": 5, FAILED: 4, "zero": 3, "dry": 2, "inert": 1}
 
 
 @dataclass(frozen=True)
@@ -34,6 +38,7 @@ NODE_STYLES = {
     "dry": NodeStyle("#f1e7d6", "#a1887f", "#5d4037"),
     "cut": NodeStyle("#ffcdd2", "#c62828", "#b71c1c", penwidth=3.0),
     "zero": NodeStyle("#ffe0b2", "#ef6c00", "#8a3b00", penwidth=1.8),
+    FAILED: NodeStyle("#f8d7ee", "#ad1457", "#880e4f", penwidth=1.8),
     "frozen": NodeStyle("#e6e6e6", "#9e9e9e", "#616161"),
     "unused": NodeStyle("#ffffff", "#9e9e9e", "#757575", style="rounded,filled,dashed"),
     "inert": NodeStyle("#ffffff", "#b0bec5", "#455a64"),
@@ -52,6 +57,7 @@ EDGE_STYLES = {
     "dry": EdgeStyle("#bcaaa4"),
     "cut": EdgeStyle("#d50000", "dashed", 2.4),
     "zero": EdgeStyle("#ef6c00", penwidth=1.4),
+    FAILED: EdgeStyle("#ad1457", "dotted", 1.4),
     "inert": EdgeStyle("#cfd8dc", penwidth=0.8),
 }
 
@@ -65,6 +71,7 @@ LEGEND = (
     ("dry", "dry: no gradient (before a cut)"),
     ("cut", "cut: severs the gradient"),
     ("zero", "zero: the gradient is exactly 0"),
+    (FAILED, "failed: no, zero or NaN gradient in the real backward"),
     ("frozen", "frozen: requires_grad=False"),
     ("unused", "unused: does not reach the output"),
     ("inert", "inert: carries no gradient (inputs)"),
@@ -74,6 +81,7 @@ LEGEND_EDGES = (
     ("wet", "gradient (width: log norm)"),
     ("cut", "severed"),
     ("zero", "exact-zero gradient"),
+    (FAILED, "into a failed parameter"),
     ("dry", "no gradient flows"),
     ("inert", "input, no gradient"),
 )
