@@ -15,7 +15,7 @@ from .health import LayerStep, flags as health_flags
 from .reconcile import backward_raises, parameter_reports, uncertainty, uncertainty_notes, unregistered_reports
 from .report import Report, TraceInfo
 from .steps import StepTally, apply_steps, ddp_advice
-from .verdicts import CutSite
+from .verdicts import CutSite, DynamicVerdict as Dynamic
 
 if TYPE_CHECKING:  # pragma: no cover
     from .analyze import StaticAnalysis
@@ -58,6 +58,12 @@ def assemble_report(model: torch.nn.Module, *, target: str, captured: "Capture |
     parameters = parameter_reports(model, static, result, vanishing, allow)
     unregistered = unregistered_reports(result, vanishing) if result is not None else []
     parameters.extend(unregistered)
+    if result is not None and result.nonfinite:  # the generic advice gives way to where the NaN was born
+        born = result.nonfinite[0]
+        for parameter in parameters:
+            if parameter.dynamic == Dynamic.NONFINITE:
+                parameter.diagnosis = (f"the gradient contains NaN or inf, first made by {born.op} @ "
+                                       f"{born.source or born.module or '?'} in the {born.phase}")
     if steps is not None and steps.steps > 1:
         apply_steps(parameters, steps)
         advice = ddp_advice(parameters)

@@ -52,5 +52,5 @@ def _leaves(path: str, value: Any, depth: int) -> Iterator[tuple[str, torch.Tens
 def advice(path: str) -> str:
     """How to register the tensor at ``path``: a module's parameter held in a list or dict, or a bare tensor."""
     if "[" in path:
-        return "not registered: hold these modules in nn.ModuleList / nn.ModuleDict so the optimizer gets them"
-    return "not registered: wrap it in nn.Parameter (or register_buffer if it should not learn)"
+        return "held in a plain list or dict: use nn.ModuleList / nn.ModuleDict so the optimizer gets them"
+    return "a plain tensor attribute: wrap it in nn.Parameter (or register_buffer if it should not learn)"

@@ -497,3 +497,41 @@ def _here() -> str:
     from fxflow.capture.source import display_path
 
     return display_path(HERE)
+
+
+def test_ci_annotations_land_on_the_checked_files_line_that_leads_to_a_cut_in_a_helper(run_fxflow, write_model,
+                                                                                      tmp_path):
+    write_model(tmp_path, """
+        import torch
+
+        def squash(h):
+            with torch.no_grad():
+                return h * 2
+    """, name="helpers.py")
+    path = write_model(tmp_path, """
+        import torch
+        from torch import nn
+        from helpers import squash
+
+        class Net(nn.Module):
+            def __init__(self):
+                super().__init__()
+                self.a = nn.Linear(10, 8)
+                self.b = nn.Linear(8, 2)
+                self.scale = torch.ones(8, requires_grad=True)
+
+            def forward(self, x):
+                h = squash(self.a(x))
+                return self.b(h * self.scale)
+
+        def example_inputs():
+            return (torch.randn(4, 10),)
+    """)
+    code, out, err = run_fxflow("check", f"{path}:Net", "--format", "github", cwd=str(tmp_path))
+    assert code == 1, err
+    lines = out.splitlines()
+    cut = next(line for line in lines if "title=fxflow cut" in line)
+    assert cut.startswith("::error file=model.py,line=13,")  # forward's line, in the checked file
+    assert "no_grad at helpers.py:5, reached from this line (forward -> squash)" in cut
+    unregistered = next(line for line in lines if "title=fxflow unregistered" in line)
+    assert unregistered.startswith("::error file=model.py,line=10,")  # where self.scale is assigned

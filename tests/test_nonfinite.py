@@ -161,3 +161,18 @@ def test_anomaly_mode_points_elsewhere_where_fxflow_does_not():
         if anomaly_line(model, x) != born:
             elsewhere.append(cls.__name__)
     assert {"LogOfANegative", "ZeroOverZero", "SqrtAtZero"} <= set(elsewhere), elsewhere
+
+
+def test_ci_findings_point_at_the_birth_line():
+    from fxflow.present.findings import findings
+    from fxflow.present.sarif import sarif_log
+
+    model = SqrtAtZero()
+    report = fxflow.check(model, _inputs(model), target=f"{HERE}:SqrtAtZero")
+    origin = [f for f in findings(report) if f.rule == "nonfinite-origin"]
+    assert [(f.path, f.line, f.level) for f in origin] == [(display_path(HERE), line_of(HERE, "born in the backward: sqrt"),
+                                                            "error")]
+    rules = {rule["id"]: rule["name"] for rule in sarif_log(report)["runs"][0]["tool"]["driver"]["rules"]}
+    assert rules["nonfinite-origin"] == "NonfiniteValueBornHere"
+    nonfinite = report.parameter("fc.weight")
+    assert nonfinite.dynamic == "nonfinite" and f"first made by sqrt @ {origin[0].path}:{origin[0].line}" in nonfinite.diagnosis

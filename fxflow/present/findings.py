@@ -14,8 +14,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Iterable
 
+from ..nonfinite import describe as describe_nonfinite
 from ..report import ParameterReport, Report
-from ..verdicts import DynamicVerdict, StaticVerdict
+from ..verdicts import CutSite, DynamicVerdict, StaticVerdict
 from .text import allowed_problems, format_norm, verdict_of
 
 ERROR, WARNING, NOTE = "error", "warning", "note"  # SARIF's level words; GitHub says "notice" for note
@@ -30,6 +31,8 @@ RULES: dict[str, tuple[str, str]] = {
     "nonfinite": ("The real backward left NaN or inf in these parameters' gradients", ERROR),
     "vanishing": ("Gradients that are vanishingly small next to the largest in the model", WARNING),
     "backward-raises": ("The real loss.backward() raises: training stops at its first step", ERROR),
+    "unregistered": ("Tensors that learn but that model.parameters() never hands the optimizer", ERROR),
+    "nonfinite-origin": ("Where a NaN or inf is first made from finite values", ERROR),
 }
 
 
@@ -103,8 +106,8 @@ def _finding_location(report: Report, verdict: str, parameters: list[ParameterRe
         found = _LOCALIZED.search(parameters[0].diagnosis or "")
         if found:
             return split_source(found["source"])
-    if verdict == StaticVerdict.UNUSED:
-        path, line = target_location(report.target, parameters[0].name.split(".", 1)[0])
+    if verdict in (StaticVerdict.UNUSED, StaticVerdict.UNREGISTERED):  # the line defining the attribute
+        path, line = target_location(report.target, re.split(r"[.\[]", parameters[0].name, maxsplit=1)[0])
         if path is not None:
             return path, line
     return target
@@ -135,8 +138,8 @@ def findings(report: Report, known: Iterable[str] = ()) -> list[Finding]:
         zero = all(p.static == StaticVerdict.ZERO for p in victims)
         names = _names([p.name for p in victims])
         effect = f"gives {names} an exactly zero gradient" if zero else f"cuts {names} off from the output"
-        path, line = split_source(site.source)
-        finding = Finding("zero" if zero else "cut", ERROR, f"{site.op} {effect}: {site.reason}", path, line,
+        path, line, via = _in_checked_file(site, target_path)
+        finding = Finding("zero" if zero else "cut", ERROR, f"{site.op}{via} {effect}: {site.reason}", path, line,
                           [p.name for p in victims])
         result.append(_leveled(finding, failing, allowed, known))
     groups: dict[tuple[str, str | None], list[ParameterReport]] = {}
@@ -152,6 +155,9 @@ def findings(report: Report, known: Iterable[str] = ()) -> list[Finding]:
         message = f"{_names([p.name for p in parameters])} {verb} {verdict}" + (f": {diagnosis}" if diagnosis else "")
         finding = Finding(rule, ERROR, message, path, line, [p.name for p in parameters])
         result.append(_leveled(finding, failing, allowed, known))
+    for birth in report.nonfinite:  # the parameters it reached are a finding of their own (nonfinite)
+        path, line = split_source(birth.source) if birth.source else (target_path, target_line)
+        result.append(Finding("nonfinite-origin", ERROR, describe_nonfinite(birth), path, line))
     vanishing = [p for p in report.parameters if p.dynamic == DynamicVerdict.VANISHING]
     if vanishing:
         path, line = target_path, target_line
@@ -161,6 +167,20 @@ def findings(report: Report, known: Iterable[str] = ()) -> list[Finding]:
                    f"{_names([p.name for p in vanishing])}")
         result.append(Finding("vanishing", WARNING, message, path, line, [p.name for p in vanishing]))
     return result
+
+
+def _in_checked_file(site: CutSite, checked: str | None) -> tuple[str | None, int | None, str]:
+    """Where a cut's annotation lands: its own line, or, when that lies in a helper outside the checked
+    file, the line of the checked file that leads there (from the user's frames); and how to say so."""
+    path, line = split_source(site.source)
+    if checked is None or path == checked or not site.frames:
+        return path, line, ""
+    for frame in reversed(site.frames[:-1]):  # the innermost frame in the checked file
+        in_file, at = split_source(frame.rpartition(" @ ")[2])
+        if in_file == checked:
+            chain = " -> ".join(f.partition(" @ ")[0] for f in site.frames)
+            return in_file, at, f" at {site.source}, reached from this line ({chain}),"
+    return path, line, ""
 
 
 def _leveled(finding: Finding, failing: set[str], allowed: set[str], known: set[str]) -> Finding:

@@ -41,6 +41,12 @@ RULE_NAMES: dict[str, tuple[str, str]] = {
     "backward-raises": ("LossBackwardRaises",
                         "loss.backward() raises at this line: the op has no derivative for an input the gradient "
                         "reaches; detach its input or replace the op."),
+    "unregistered": ("TensorNotRegisteredAsParameter",
+                     "The attribute defined at this line holds modules in a plain list or a tensor made with "
+                     "requires_grad=True: use nn.ModuleList / nn.ModuleDict or nn.Parameter so the optimizer gets it."),
+    "nonfinite-origin": ("NonfiniteValueBornHere",
+                         "The op at this line makes the first NaN or inf from finite values (log of a negative number, "
+                         "0/0, an overflow, or a derivative that is infinite at 0): guard its input."),
 }
 INFORMATION_URI = "https://github.com/fxflow/fxflow"
 
