@@ -176,3 +176,13 @@ def test_ci_findings_point_at_the_birth_line():
     assert rules["nonfinite-origin"] == "NonfiniteValueBornHere"
     nonfinite = report.parameter("fc.weight")
     assert nonfinite.dynamic == "nonfinite" and f"first made by sqrt @ {origin[0].path}:{origin[0].line}" in nonfinite.diagnosis
+
+
+def test_the_diagram_marks_the_birth_node_with_its_own_legend_entry():
+    model = LogOfANegative()
+    report = fxflow.check(model, _inputs(model))
+    dot = report.to_dot()
+    marked = [line.split(" [")[0].strip() for line in dot.splitlines() if "fxflow-nonfinite" in line]
+    assert marked == ["log"]
+    assert "NaN/inf born here" in dot
+    assert fxflow.check(MaskedAttention(), _inputs(MaskedAttention())).to_dot().count("fxflow-nonfinite") == 0

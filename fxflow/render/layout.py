@@ -35,7 +35,7 @@ from .auto import TALL_RANKS, Make, choose_automatically, healthy_modules, ranks
 from .fold import collapse_modules, fold_siblings, merge_runs
 from .inert import Hidden, hide_inert
 from .norms import call_norms
-from .style import EDGE_PRECEDENCE, FAILED
+from .style import EDGE_PRECEDENCE, FAILED, NONFINITE
 from .view import Base, Item, Link, NeverCalled, View, counted, owner_module
 from .wide import MAX_WIDTH_PT, modules_on_wide_ranks, sibling_modules, stacking, widest
 
@@ -129,6 +129,17 @@ def _paint_failures(bases: list[Base], report: "Report") -> set[str]:
             if base.state == FAILED:
                 failed.add(base.name)
     return failed
+
+
+def _paint_births(bases: list[Base], report: "Report") -> None:
+    """Mark the op nodes where the real run first made a NaN or an inf (by op and line)."""
+    births = {(site.op, site.source) for site in report.nonfinite if site.source}
+    ops = [b for b in bases if b.kind != "param"]
+    exact = [b for b in ops if (str(b.attrs.get("op", "")), b.attrs.get("source")) in births]
+    found = {b.attrs.get("source") for b in exact}
+    # an op the capture names otherwise (a method, an operator): every node of that line
+    for base in exact + [b for b in ops if b.attrs.get("source") in {s for _, s in births} - found]:
+        base.state = NONFINITE
 
 
 def _bookkeeping(graph: "nx.DiGraph", name: str, data: dict) -> bool:
@@ -240,6 +251,7 @@ def build_view(report: "Report", *, depth: int | None = None, focus: bool = Fals
     if graph is not None:
         bases, aliases = _bases(graph, classes)
         failed = _paint_failures(bases, report)
+        _paint_births(bases, report)
         total = len(bases)
         if not show_all:
             bases, hidden = hide_inert(graph, bases, aliases)

@@ -14,11 +14,12 @@ from dataclasses import dataclass
 FONT = "Helvetica"
 
 FAILED = "failed"  # render-only state: reachable in the graph, failed in the real backward
+NONFINITE = "nonfinite"  # render-only state: the op where the real run first made a NaN or an inf
 
-STATES = ("wet", "dry", "cut", "zero", FAILED, "frozen", "unused", "inert")
+STATES = ("wet", "dry", "cut", "zero", FAILED, NONFINITE, "frozen", "unused", "inert")
 
 # Severity: a collapsed box takes the worst state among what it hides.
-SEVERITY = {"cut": 7, "dry": 6, FAILED: 5, "zero": 4, "unused": 3, "frozen": 2, "wet": 1, "inert": 0}
+SEVERITY = {"cut": 7, NONFINITE: 7, "dry": 6, FAILED: 5, "zero": 4, "unused": 3, "frozen": 2, "wet": 1, "inert": 0}
 
 # Which of two edges between the same boxes to draw: a cut wins, then flowing gradient.
 EDGE_PRECEDENCE = {"cut": 6, "wet": 5, FAILED: 4, "zero": 3, "dry": 2, "inert": 1}
@@ -39,6 +40,7 @@ NODE_STYLES = {
     "cut": NodeStyle("#ffcdd2", "#c62828", "#b71c1c", penwidth=3.0),
     "zero": NodeStyle("#ffe0b2", "#ef6c00", "#8a3b00", penwidth=1.8),
     FAILED: NodeStyle("#f8d7ee", "#ad1457", "#880e4f", penwidth=1.8),
+    NONFINITE: NodeStyle("#fff59d", "#6a1b9a", "#4a148c", penwidth=3.0),
     "frozen": NodeStyle("#e6e6e6", "#9e9e9e", "#616161"),
     "unused": NodeStyle("#ffffff", "#9e9e9e", "#757575", style="rounded,filled,dashed"),
     "inert": NodeStyle("#ffffff", "#b0bec5", "#455a64"),
@@ -72,6 +74,7 @@ LEGEND = (
     ("cut", "cut: severs the gradient"),
     ("zero", "zero: the gradient is exactly 0"),
     (FAILED, "failed: no, zero or NaN gradient in the real backward"),
+    (NONFINITE, "NaN/inf born here (first from finite values)"),
     ("frozen", "frozen: requires_grad=False"),
     ("unused", "unused: does not reach the output"),
     ("inert", "inert: carries no gradient (inputs)"),

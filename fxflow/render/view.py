@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any, Iterable
 
 # How the state names read in labels.
-STATE_WORDS = {"wet": "wet", "dry": "dry", "cut": "cut", "zero": "zero", "failed": "failed", "frozen": "frozen",
+STATE_WORDS = {"wet": "wet", "dry": "dry", "cut": "cut", "zero": "zero", "failed": "failed", "nonfinite": "NaN born", "frozen": "frozen",
                "unused": "unused", "inert": "no grad"}
 
 
