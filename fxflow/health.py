@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import torch
 
 ROOT = "(root)"  # the layer name of parameters the model holds itself
+_MEDIAN_OF = 3  # layers an exploding one is compared with, at least
 
 
 @dataclass
@@ -93,7 +94,7 @@ def flags(history: dict[str, list[LayerStep]], factor: float = 1e-3) -> list[Hea
     """Layers whose gradient stays far from the rest of the model's up to the last step, and the
     step where that began: vanishing when its mean |grad| is below ``factor`` times the largest
     other layer's (the rule of the ``vanishing`` verdict), exploding when it is above ``1/factor``
-    times the median of the others."""
+    times the median of the others (with at least three others: two small ones are no "rest")."""
     steps = sorted({record.step for records in history.values() for record in records})
     means = {step: {layer: r.mean for layer, records in history.items() for r in records if r.step == step}
              for step in steps}
@@ -105,7 +106,7 @@ def flags(history: dict[str, list[LayerStep]], factor: float = 1e-3) -> list[Hea
                 mine = means[step].get(layer)
                 others = [m for name, m in means[step].items() if name != layer and m > 0]
                 reference = (max(others, default=0.0) if kind == "vanishing"
-                             else statistics.median(others) if len(others) >= 2 else 0.0)
+                             else statistics.median(others) if len(others) >= _MEDIAN_OF else 0.0)
                 off = mine is not None and reference > 0 and (
                     mine < factor * reference if kind == "vanishing" else mine > reference / factor)
                 since = (since or step) if off else None

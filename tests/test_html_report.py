@@ -242,3 +242,33 @@ def test_fit_to_screen_stays_readable_in_every_view(browser, gpt2_html):
             assert max(heights) >= 6, (view, max(heights))  # an 11-point label, at least 6 pixels tall
     finally:
         page.page.close()
+
+
+def test_the_gradient_health_chart_of_a_watched_loop(browser, tmp_path):
+    """watch(steps=N): one bar pair per layer, the flagged layer shown over the steps, a click
+    on another layer's bars shows that one instead."""
+    import torch
+
+    import fxflow
+    from test_health import Damped, run
+
+    torch.manual_seed(0)
+    model = Damped()
+    with fxflow.watch(model, steps=4) as watched:
+        run(model, torch.optim.SGD(model.parameters(), lr=0.01), [torch.randn(8, 6) for _ in range(4)])
+    path = tmp_path / "health.html"
+    render_file(watched.report, str(path), announce=False)
+    page = Page(browser, path)
+    try:
+        assert page.errors == []
+        layers = page.page.locator("#fx-health .fx-layer")
+        assert [layers.nth(i).get_attribute("data-layer") for i in range(layers.count())] == ["first", "middle", "last"]
+        assert page.page.locator("#fx-health .fx-bar").count() == 6
+        visible = page.page.locator("#fx-health-steps svg:visible")
+        assert visible.count() == 1 and visible.get_attribute("data-layer") == "first"  # flagged: vanishing
+        assert "first: vanishing since step 3" in page.page.locator("#fx-health-flags").inner_text()
+        layers.nth(2).click()
+        assert page.page.locator("#fx-health-steps svg:visible").get_attribute("data-layer") == "last"
+        page.page.locator("#fx-health").screenshot(path=str(tmp_path / "health.png"))
+    finally:
+        page.page.close()

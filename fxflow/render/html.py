@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 from ..verdicts import PARAMETER_STATE, DynamicVerdict, NodeState
 from . import style
 from .dot import _shape
+from .health_chart import health_section
 from .layout import NODE_BUDGET, build_view, painted
 from .view import STATE_WORDS, Item, View, box_summary
 
@@ -183,6 +184,7 @@ def build_html(report: "Report", *, depth: int | None = None, focus: bool = Fals
 <main>
  <section id="fx-diagram" tabindex="0"></section>
  <aside id="fx-side">
+  {health_section(report)}
   <div id="fx-panel"><p class="fx-hint">Click a node for its details; click a table row to light up its path.</p></div>
   <table id="fx-table"><thead><tr>
    <th data-key="name">parameter</th><th data-key="shape">shape</th><th data-key="static">static</th>
