@@ -15,8 +15,12 @@ from dataclasses import dataclass, field
 
 import torch
 
+from .verdicts import DynamicVerdict
+
 ROOT = "(root)"  # the layer name of parameters the model holds itself
 _MEDIAN_OF = 3  # layers an exploding one is compared with, at least
+VANISHING = DynamicVerdict.VANISHING  # the verdict's own rule, applied to layers
+EXPLODING = "exploding"  # not a verdict: a layer far above the rest
 
 
 @dataclass
@@ -34,7 +38,7 @@ class HealthFlag:
     """A layer whose gradient is far from the rest of the model's, from ``since`` to the last step."""
 
     layer: str
-    kind: str  # "vanishing" or "exploding"
+    kind: str  # VANISHING or EXPLODING
     since: int  # the step where it began (and held until the last step)
     ratio: float  # its mean |grad| over the median layer's, at the last step
 
@@ -100,15 +104,15 @@ def flags(history: dict[str, list[LayerStep]], factor: float = 1e-3) -> list[Hea
              for step in steps}
     found = []
     for layer in history:
-        for kind in ("vanishing", "exploding"):
+        for kind in (VANISHING, EXPLODING):
             since, ratio = None, 0.0
             for step in steps:
                 mine = means[step].get(layer)
                 others = [m for name, m in means[step].items() if name != layer and m > 0]
-                reference = (max(others, default=0.0) if kind == "vanishing"
+                reference = (max(others, default=0.0) if kind == VANISHING
                              else statistics.median(others) if len(others) >= _MEDIAN_OF else 0.0)
                 off = mine is not None and reference > 0 and (
-                    mine < factor * reference if kind == "vanishing" else mine > reference / factor)
+                    mine < factor * reference if kind == VANISHING else mine > reference / factor)
                 since = (since or step) if off else None
                 ratio = mine / reference if off else ratio
             if since is not None:
