@@ -108,3 +108,14 @@ def test_watch_and_check_give_equal_reports(name, twins, monkeypatch):
     watched_report = dataclasses.replace(watched.report, target="m")
     assert _comparable(watched_report).to_dict() == _comparable(checked).to_dict()
     assert _comparable(watched_report) == _comparable(checked)
+
+
+def test_every_module_the_pipeline_drawing_names_exists():
+    """docs/how-it-works.md draws the pipeline with a module path per stage: each must exist."""
+    import re
+
+    text = open(os.path.join(ROOT, "docs", "how-it-works.md"), encoding="utf-8").read()
+    named = set(re.findall(r"fxflow/[\w/]+(?:\.py|/)", text))
+    assert len(named) >= 10, named
+    missing = sorted(path for path in named if not os.path.exists(os.path.join(ROOT, path)))
+    assert missing == []

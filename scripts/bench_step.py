@@ -1,0 +1,178 @@
+"""What a check costs next to one training step, in process and in whole processes (issue 18).
+
+    python scripts/bench_step.py                 # every model, prints the table
+    python scripts/bench_step.py --models tiny   # a subset
+    python scripts/bench_step.py --write         # also replace the table in docs/performance.md
+
+In process, with one torch thread: the median of a plain ``model(**inputs).loss.backward()``
+step against the median of ``fxflow.check(model, inputs)`` on the same Hugging Face GPT-2, after
+a warm-up of each. Whole process: ``fxflow check`` of a model file against a floor that builds
+the same model and runs one forward and backward with no capture at all. The 7B LLaMA config runs
+on the meta device (fake tensors): ``fxflow check --device meta`` against a meta floor.
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from typing import Any
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GPT2 = {  # name -> (layers, width, sequence)
+    "tiny": (2, 64, 32),
+    "gpt2-4x256": (4, 256, 128),
+    "gpt2-small": (12, 768, 128),
+}
+REPEATS = {"tiny": 15, "gpt2-4x256": 7, "gpt2-small": 3}
+
+MODEL_FILE = '''
+import torch
+from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+
+LAYERS, WIDTH, SEQUENCE = {layers}, {width}, {sequence}
+
+
+def build():
+    if LAYERS == 0:  # the 7B config
+        return LlamaForCausalLM(LlamaConfig())
+    config = GPT2Config(n_layer=LAYERS, n_embd=WIDTH, n_head=max(WIDTH // 64, 1), n_positions=max(SEQUENCE, 16),
+                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    return GPT2LMHeadModel(config)
+
+
+def example_inputs():
+    ids = torch.randint(0, 1000, (1, SEQUENCE))
+    return {{"input_ids": ids, "labels": ids}}
+'''
+
+FLOOR = '''
+import sys, time
+started = time.perf_counter()
+import torch
+sys.path.insert(0, {folder!r})
+from model import build, example_inputs
+torch.manual_seed(0)
+device = {device!r}
+if device == "meta":
+    with torch.device("meta"):
+        model = build()
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    mode = FakeTensorMode(allow_non_fake_inputs=True)
+    from torch.func import functional_call
+    with mode:
+        weights = {{name: mode.from_tensor(t) for name, t in model.state_dict(keep_vars=True).items()}}
+        inputs = {{k: mode.from_tensor(v.to("meta")) for k, v in example_inputs().items()}}
+        functional_call(model, weights, (), inputs).loss.backward()
+else:
+    model = build()
+    model(**example_inputs()).loss.backward()
+print(time.perf_counter() - started)
+'''
+
+
+def in_process(name: str) -> dict[str, float]:
+    """Medians of a plain step and of fxflow.check on the same model, one torch thread."""
+    import torch
+    import transformers
+
+    import fxflow
+
+    torch.set_num_threads(1)
+    layers, width, sequence = GPT2[name]
+    torch.manual_seed(0)
+    config = transformers.GPT2Config(n_layer=layers, n_embd=width, n_head=max(width // 64, 1),
+                                     n_positions=max(sequence, 16), resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
+    model = transformers.GPT2LMHeadModel(config)
+    ids = torch.randint(0, 1000, (1, sequence))
+    inputs = {"input_ids": ids, "labels": ids}
+
+    def plain() -> None:
+        model(**inputs).loss.backward()
+        model.zero_grad(set_to_none=True)
+
+    def check() -> Any:
+        return fxflow.check(model, inputs)
+
+    def median(action: Any, repeats: int) -> float:
+        action()  # warm-up
+        times = []
+        for _ in range(repeats):
+            started = time.perf_counter()
+            action()
+            times.append(time.perf_counter() - started)
+        return statistics.median(times)
+
+    repeats = REPEATS[name]
+    step, checked = median(plain, repeats), median(check, repeats)
+    report = check()
+    return {"step": step, "check": checked, "ratio": checked / step, "capture": report.trace.method,
+            **{f"phase {k}": v for k, v in report.timings.items()}}
+
+
+def whole_process(name: str, device: str | None) -> dict[str, float]:
+    """Seconds of `fxflow check` and of the no-capture floor, each in a fresh interpreter, and peak RSS."""
+    layers, width, sequence = GPT2.get(name, (0, 0, 8))
+    folder = tempfile.mkdtemp(prefix="fxflow-bench-")
+    with open(os.path.join(folder, "model.py"), "w") as handle:
+        handle.write(MODEL_FILE.format(layers=layers, width=width, sequence=sequence))
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
+
+    def timed(command: list[str]) -> tuple[float, float]:
+        started = time.perf_counter()
+        done = subprocess.run(["/usr/bin/time", "-f", "%M", *command], capture_output=True, text=True, env=env)
+        seconds = time.perf_counter() - started
+        rss = int(done.stderr.strip().splitlines()[-1]) / 1024
+        return seconds, rss
+
+    floor = timed([sys.executable, "-c", FLOOR.format(folder=folder, device=device)])
+    check = [sys.executable, "-m", "fxflow", "check", os.path.join(folder, "model.py:build"), "--quiet"]
+    checked = timed(check + (["--device", device] if device else []))
+    return {"floor": floor[0], "check": checked[0], "ratio": checked[0] / floor[0],
+            "floor MiB": floor[1], "check MiB": checked[1]}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--models", default=",".join(GPT2))
+    parser.add_argument("--no-meta", action="store_true", help="skip the 7B meta config")
+    parser.add_argument("--one", nargs=1, help=argparse.SUPPRESS)
+    options = parser.parse_args()
+    if options.one:  # a child: one in-process measurement, JSON on stdout
+        print(json.dumps(in_process(options.one[0])))
+        return 0
+    rows = []
+    for name in options.models.split(","):
+        child = subprocess.run([sys.executable, __file__, "--one", name], capture_output=True, text=True,
+                               env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"})
+        if child.returncode != 0:
+            print(child.stderr[-2000:], file=sys.stderr)
+            return 1
+        inside = json.loads(child.stdout.strip().splitlines()[-1])
+        outside = whole_process(name, None) if name == "gpt2-small" else None
+        rows.append((name, inside, outside))
+    meta = None if options.no_meta else whole_process("llama-7b", "meta")
+    print(table(rows, meta))
+    return 0
+
+
+def table(rows: list, meta: dict | None) -> str:
+    lines = ["| model | plain step s | fxflow.check s | ratio | capture | whole process: floor s / check s (ratio) |",
+             "|---|---:|---:|---:|---|---|"]
+    for name, inside, outside in rows:
+        whole = (f"{outside['floor']:.2f} / {outside['check']:.2f} ({outside['ratio']:.2f}x)" if outside else "")
+        lines.append(f"| {name} | {inside['step']:.4f} | {inside['check']:.4f} | {inside['ratio']:.2f}x | "
+                     f"{inside['capture']} | {whole} |")
+    if meta:
+        lines.append(f"| LLaMA-7B config, --device meta | | | | | {meta['floor']:.2f} / {meta['check']:.2f} "
+                     f"({meta['ratio']:.2f}x), {meta['check MiB']:.0f} MiB (floor {meta['floor MiB']:.0f} MiB) |")
+    return "\n".join(lines)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
