@@ -19,6 +19,8 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from .patching import ThreadPatch
+
 from ..verdicts import OPAQUE_KEY
 
 
@@ -105,21 +107,19 @@ class CheckpointGate:
         return tree_map(lambda v: v.detach() if isinstance(v, torch.Tensor) else v, output)
 
 
+_APPLY = ThreadPatch(torch.autograd.function.Function, "apply", classmethod)
+
+
 @contextlib.contextmanager
 def intercepted_apply(handler: ApplyHandler) -> Iterator[None]:
-    """Route every ``torch.autograd.Function.apply`` call to ``handler`` while inside."""
-    function_base = torch.autograd.function.Function
-    original = function_base.__dict__["apply"]
-    original_apply = original.__func__
+    """Route every ``torch.autograd.Function.apply`` call this thread makes to ``handler`` while
+    inside; other threads' calls run as they would (:mod:`fxflow.capture.patching`)."""
 
     def apply(cls: type, *args: Any, **kwargs: Any) -> Any:
         def call_original(*a: Any, **k: Any) -> Any:
-            return original_apply(cls, *a, **k)
+            return original(cls, *a, **k)
 
         return handler(cls, call_original, args, kwargs)
 
-    function_base.apply = classmethod(apply)  # type: ignore[assignment]
-    try:
+    with _APPLY.active(apply) as original:
         yield
-    finally:
-        function_base.apply = original  # type: ignore[assignment]

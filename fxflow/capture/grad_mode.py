@@ -13,6 +13,7 @@ from typing import Iterator
 import torch
 
 from ..verdicts import GRAD_MODE_KEY, GradRegion
+from .patching import ThreadPatch
 from .source import current_user_source
 
 META_KEY = GRAD_MODE_KEY
@@ -20,7 +21,7 @@ META_KEY = GRAD_MODE_KEY
 
 
 class GradModeRecorder:
-    """Context manager: patches the grad-mode switches and tracks the active region."""
+    """Records the grad-mode switches of the thread that runs :meth:`recording`, and the active region."""
 
     def __init__(self) -> None:
         self._inference_stack: list[GradRegion | None] = []
@@ -37,8 +38,7 @@ class GradModeRecorder:
 
     @contextlib.contextmanager
     def recording(self) -> Iterator["GradModeRecorder"]:
-        original_set = torch._C._set_grad_enabled
-        original_inference = torch._C._InferenceMode
+        """Inside, this thread's grad-mode switches are recorded; other threads' are not seen."""
         recorder = self
 
         def set_grad_enabled(mode: bool) -> None:
@@ -64,10 +64,10 @@ class GradModeRecorder:
                 self._guard.__exit__(*exc)
                 recorder.inference_region = recorder._inference_stack.pop()
 
-        torch._C._set_grad_enabled = set_grad_enabled
-        torch._C._InferenceMode = InferenceMode
-        try:
+        with _SET_GRAD_ENABLED.active(set_grad_enabled) as original_set, \
+                _INFERENCE_MODE.active(InferenceMode) as original_inference:
             yield self
-        finally:
-            torch._C._set_grad_enabled = original_set
-            torch._C._InferenceMode = original_inference
+
+
+_SET_GRAD_ENABLED = ThreadPatch(torch._C, "_set_grad_enabled")
+_INFERENCE_MODE = ThreadPatch(torch._C, "_InferenceMode")
