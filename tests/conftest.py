@@ -153,3 +153,23 @@ def run_fxflow() -> Callable[..., Result]:
 @pytest.fixture
 def write_model() -> Callable[..., Path]:
     return write_model_file
+
+
+# A skip can hide a regression (a capture path that stopped working, a renderer that cannot run):
+# the suite fails when more tests skip than tests/skip_budget.txt allows. Lower the number when
+# skips go away; raise it only with a reason in that file.
+SKIP_BUDGET = Path(__file__).resolve().parent / "skip_budget.txt"
+
+
+@pytest.hookimpl(trylast=True)
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    if hasattr(session.config, "workerinput"):  # an xdist worker: the controller counts for all
+        return
+    reporter = session.config.pluginmanager.get_plugin("terminalreporter")
+    skipped = len(reporter.stats.get("skipped", [])) if reporter is not None else 0
+    budget = int(SKIP_BUDGET.read_text().split()[0])
+    if skipped > budget:
+        reporter.write_line("")
+        reporter.write_line(f"fxflow: {skipped} tests skipped, more than the {budget} that {SKIP_BUDGET.name} "
+                            "allows: a skip can hide a regression (run with -rs to see why each skipped)", red=True)
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED
