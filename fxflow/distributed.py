@@ -16,7 +16,6 @@ world of one) the collectives are skipped and the local values are returned.
 from __future__ import annotations
 
 import contextlib
-import math
 from dataclasses import dataclass, field
 from typing import Any, Iterator
 
@@ -67,7 +66,7 @@ def all_gather(value: Any, group: Any = None) -> list[Any]:
 
 
 # -- FSDP2 ---------------------------------------------------------------------------------
-def _is_dtensor(tensor: Any) -> bool:
+def is_dtensor(tensor: Any) -> bool:
     try:
         from torch.distributed.tensor import DTensor
     except ImportError:  # pragma: no cover - torch built without distributed
@@ -95,7 +94,7 @@ def class_name(module: nn.Module) -> str:
 
 def is_sharded(model: nn.Module) -> bool:
     """True when some parameter is a ``DTensor`` (FSDP2, tensor parallel)."""
-    return any(_is_dtensor(p) for p in model.parameters())
+    return any(is_dtensor(p) for p in model.parameters())
 
 
 @contextlib.contextmanager
@@ -122,14 +121,14 @@ def plain_structure(model: nn.Module) -> Iterator[nn.Module]:
                     module._forward_pre_hooks.clear()
                     module._forward_hooks.clear()
                 for name, parameter in list(module._parameters.items()):
-                    if parameter is None or not _is_dtensor(parameter):
+                    if parameter is None or not is_dtensor(parameter):
                         continue
                     if id(parameter) not in replacements:
                         meta = torch.empty(parameter.shape, dtype=parameter.dtype, device="meta")
                         replacements[id(parameter)] = nn.Parameter(meta, requires_grad=parameter.requires_grad)
                     module._parameters[name] = replacements[id(parameter)]
                 for name, buffer in list(module._buffers.items()):
-                    if buffer is not None and _is_dtensor(buffer):
+                    if buffer is not None and is_dtensor(buffer):
                         module._buffers[name] = torch.empty(buffer.shape, dtype=buffer.dtype, device="meta")
             yield model
         finally:

@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from .distributed import _is_dtensor, all_gather
+from .distributed import is_dtensor, all_gather
 from .flow import stored_values
 
 
@@ -47,7 +47,7 @@ def local_grad(grad: torch.Tensor | None) -> LocalGrad:
         return LocalGrad(False)
     sharded = False
     numel = grad.numel()
-    if _is_dtensor(grad):
+    if is_dtensor(grad):
         sharded = any(p.is_shard() for p in grad.placements)
         grad = grad.to_local()
     if grad.is_meta:

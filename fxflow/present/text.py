@@ -10,10 +10,13 @@ from __future__ import annotations
 import math
 import textwrap
 from dataclasses import replace
+from typing import TYPE_CHECKING
 
 from ..nonfinite import describe as describe_nonfinite
-from ..report import ParameterReport, Report
 from ..verdicts import DynamicVerdict, StaticVerdict
+
+if TYPE_CHECKING:  # pragma: no cover - the report imports this module to present itself
+    from ..report import ParameterReport, Report
 
 COLUMNS = ("parameter", "shape", "static", "dynamic", "grad norm", "cut by")  # the table, in any presenter
 _GAP = "  "

@@ -17,8 +17,8 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ..errors import FxflowError
-from .layout import NODE_BUDGET, View, build_view
-from .view import counted
+from .choice import checked_view
+from .layout import NODE_BUDGET, build_view
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..report import Report
@@ -42,33 +42,6 @@ def build_dot(report: "Report", *, depth: int | None = None, focus: bool = False
 
     return dot_source(report, checked_view(report, depth=depth, focus=focus, budget=budget, fold=fold,
                                            announce=announce, show_all=show_all, automatic=automatic))
-
-
-def checked_view(report: "Report", *, depth: int | None = None, focus: bool = False, budget: int = NODE_BUDGET,
-                 fold: bool = True, announce: bool = True, show_all: bool = False, automatic: bool = True) -> View:
-    """:func:`build_view` after checking the options, announcing an automatic choice on stderr."""
-    if depth is not None and depth < 0:
-        raise FxflowError(f"--depth must be 0 or more, not {depth}")
-    view = build_view(report, depth=depth, focus=focus, budget=budget, fold=fold, show_all=show_all,
-                      automatic=automatic)
-    if announce:
-        _announce(view, focus)
-    return view
-
-
-ANNOUNCED = 12  # collapsed boxes named on the stderr line; the rest are counted
-
-
-def _announce(view: View, focus: bool) -> None:
-    """One stderr line when the picture is not all there was: what was collapsed automatically
-    (suggesting only the options not already given)."""
-    if not view.auto_depth:
-        return
-    named = ", ".join(view.collapsed[:ANNOUNCED])
-    more = f" and {len(view.collapsed) - ANNOUNCED} more" if len(view.collapsed) > ANNOUNCED else ""
-    print(f"fxflow: note: {counted(view.total, 'node')}: collapsed automatically to {counted(view.count(), 'box', 'boxes')}: "
-          f"{named or 'runs of like ops'}{more} ({'pass --depth N' if focus else 'pass --depth N or --focus'} to choose)",
-          file=sys.stderr)
 
 
 def format_of(path: str, format: str | None = None) -> str:

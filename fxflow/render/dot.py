@@ -29,7 +29,7 @@ def _norm(value: float | None) -> str:
     return "-" if value is None else f"{value:.4g}"
 
 
-def _shape(shape: object) -> str | None:
+def shape_text(shape: object) -> str | None:
     if shape is None:
         return None
     if isinstance(shape, (tuple, list)):
@@ -53,7 +53,7 @@ def _module_title(module: str, classes: dict[str, str]) -> str:
 def _op_node(item: Item, base: Base, view: View, norms: dict[str, float]) -> tuple[str, dict[str, str]]:
     data = base.attrs
     op, kind, label = str(data.get("op", "")), base.kind, str(data.get("label", base.name))
-    shape, source, reason = _shape(data.get("shape")), data.get("source"), data.get("reason")
+    shape, source, reason = shape_text(data.get("shape")), data.get("source"), data.get("reason")
     if kind == "call_module":
         head = f"<b>{html_text(_relative(label, base.cluster))}</b> {html_text(op)}"
     elif kind == "placeholder":
@@ -294,7 +294,7 @@ def dot_source(report: "Report", view: View) -> str:
     }, node_attr={"fontname": style.FONT, "fontsize": "11", "shape": "box", "style": "rounded,filled",
                   "height": "0.3", "margin": "0.1,0.04"},
        edge_attr={"fontname": style.FONT, "arrowsize": "0.6"})
-    ctx = _Context(report, view, {p.name: p for p in report.parameters}, _node_norms(report))
+    ctx = _Context(report, view, {p.name: p for p in report.parameters}, node_norms(report))
     _emit(graph, _tree(view.items), ctx)
     _emit_never(graph, view.never_called, ctx)
     _emit_links(graph, view.links)
@@ -303,7 +303,7 @@ def dot_source(report: "Report", view: View) -> str:
     return graph.source
 
 
-def _node_norms(report: "Report") -> dict[str, float]:
+def node_norms(report: "Report") -> dict[str, float]:
     if report.graph is None:
         return {}
     return call_norms(report.graph, report.module_grad_norms or {})

@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 
 from ..verdicts import PARAMETER_STATE, DynamicVerdict, NodeState
 from . import style
-from .dot import _shape
+from .dot import shape_text
 from .health_chart import health_section
 from .layout import NODE_BUDGET, build_view, painted
 from .view import STATE_WORDS, Item, View, box_summary
@@ -48,7 +48,7 @@ def page_views(report: "Report", *, depth: int | None, focus: bool, show_all: bo
                announce: bool) -> tuple[list[PageView], dict[str, str]]:
     """The views the page can switch between, the asked-for one first, and for each view dropped
     as a duplicate, the id of the view that draws the same."""
-    from . import checked_view
+    from .choice import checked_view
 
     asked = checked_view(report, depth=depth, focus=focus, budget=budget, show_all=show_all, announce=announce)
     views = [PageView("main", "as asked" if depth is not None or focus else "default", asked)]
@@ -96,13 +96,13 @@ def _item_info(item: Item, norms: dict[str, float], parameters: dict) -> dict[st
         parameter = parameters.get(base.param)
         info.update(title=base.param, module=base.cluster[-1] if base.cluster else None, op="parameter")
         if parameter is not None:
-            info.update(shape=_shape(parameter.shape), static=str(parameter.static), dynamic=parameter.dynamic,
+            info.update(shape=shape_text(parameter.shape), static=str(parameter.static), dynamic=parameter.dynamic,
                         norm=parameter.grad_norm, diagnosis=parameter.diagnosis,
                         cut_by=[f"{s.op} @ {s.source or s.node}" for s in parameter.cut_by])
         return info
     info.update(title=str(data.get("op") or data.get("label") or base.name), op=str(data.get("op") or ""),
                 node=base.name, module=base.cluster[-1] if base.cluster else None, source=data.get("source"),
-                reason=data.get("reason"), shape=_shape(data.get("shape")),
+                reason=data.get("reason"), shape=shape_text(data.get("shape")),
                 dtype=str(data.get("dtype")) if data.get("dtype") is not None else None, norm=norms.get(base.name))
     return info
 
@@ -137,7 +137,7 @@ def _parameter_rows(report: "Report") -> list[dict[str, Any]]:
     rows = []
     for parameter in report.parameters:
         state = painted(PARAMETER_STATE.get(parameter.static, NodeState.INERT), parameter)  # StrEnum keys match plain strings
-        rows.append({"name": parameter.name, "shape": _shape(parameter.shape), "static": str(parameter.static),
+        rows.append({"name": parameter.name, "shape": shape_text(parameter.shape), "static": str(parameter.static),
                      "dynamic": parameter.dynamic, "norm": parameter.grad_norm, "state": str(state),
                      "problem": parameter.problem,
                      "dynamic_fails": bool(parameter.problem and parameter.dynamic in _FAILING),
@@ -153,11 +153,11 @@ def _json(value: Any) -> str:
 def build_html(report: "Report", *, depth: int | None = None, focus: bool = False, show_all: bool = False,
                budget: int = NODE_BUDGET, announce: bool = True, **_: Any) -> str:
     """The whole report page as one HTML string (see the module docstring)."""
-    from .dot import _node_norms
+    from .dot import node_norms
     from .html_assets import CSS, SCRIPT
 
     pages, aliases = page_views(report, depth=depth, focus=focus, show_all=show_all, budget=budget, announce=announce)
-    norms = _node_norms(report)
+    norms = node_norms(report)
     parameters = {p.name: p for p in report.parameters}
     data = {
         "target": report.target, "summary": report.summary(), "views": [_view_data(p, norms, parameters) for p in pages],
