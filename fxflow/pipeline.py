@@ -22,6 +22,7 @@ from .errors import FxflowError
 from .prepare import prepare
 from .probe import GradientProbe, ProbeResult, labels_in, probe
 from .assemble import assemble_report
+from .diagnose import diagnose
 from .reconcile import dynamic_verdicts
 from .report import Report
 from .inputs import infer_inputs
@@ -74,8 +75,7 @@ def check(
 
     with untouched(model) as restore_notes:  # tracing runs forward's Python: it can change the model
         step("capturing the graph", phase="capture")
-        judge = functools.partial(dynamic_verdicts, vanishing=vanishing)
-        shared = (GradientProbe(runner, loss_fn=loss_fn, seed=seed, verdicts=judge, labels_given=labels_in(inputs))
+        shared = (GradientProbe(runner, loss_fn=loss_fn, seed=seed, labels_given=labels_in(inputs))
                   if backward and example is not None and not fake else None)
         captured = capture(runner, example, methods=capture_methods,
                            run_forward=shared.forward if shared else None, on_outputs=shared.backward if shared else None)
@@ -90,6 +90,9 @@ def check(
             elif shared.failure is None:  # the run-time capture may have run the one real forward and backward already
                 result = shared.result or shared.run(example)
             failure = shared.failure if shared is not None else None
+            if result is not None and shared is not None:  # a live gradient that died, faded or turned NaN: where
+                step("explaining the failing gradients", phase="diagnose")
+                diagnose(shared, result, dynamic_verdicts(result, vanishing))
         if captured.graph_module is None and result is None:
             if failure is not None:
                 raise FxflowError(f"nothing could be verified: no capture of forward worked and the real backward "

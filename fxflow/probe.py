@@ -23,7 +23,7 @@ from .no_derivative import StopAtMissingDerivatives, stop_at_missing_derivatives
 from .nonfinite import NonfiniteSite
 from .state import RandomState, untouched
 from .unregistered import unregistered_tensors
-from .verdicts import CutSite, DynamicVerdict
+from .verdicts import CutSite
 
 
 LOSS_GIVEN = "the given loss function"
@@ -43,6 +43,7 @@ class ProbeResult:
     # Ops with no derivative that the gradient reached: the real backward raises there, this one stopped.
     backward_raises: list[CutSite] = field(default_factory=list)
     loss: str = LOSS_PROJECTION  # what the backward differentiated (see training_loss)
+    loss_finite: bool = True  # the loss's value was finite
     # The model's own loss: its position among the output's tensors, and how many tensors there are.
     loss_output: tuple[int, int] | None = None
     # Where a NaN or inf was born, when the loss or a gradient is not finite (fxflow.nonfinite).
@@ -240,19 +241,17 @@ class GradientProbe:
     """
 
     def __init__(self, model: torch.nn.Module, *, loss_fn: Callable[[Any], torch.Tensor] | None = None,
-                 seed: int = 0, verdicts: Callable[[ProbeResult], dict[str, DynamicVerdict]] | None = None,
-                 labels_given: bool = False) -> None:
+                 seed: int = 0, labels_given: bool = False) -> None:
         self.model = model
         self.loss_fn = loss_fn
         self.seed = seed
         self.labels_given = labels_given  # a tuple output's first element is then the model's loss
-        self.verdicts = verdicts  # how the caller judges gradients: zero and vanishing ones get localized
         self.result: ProbeResult | None = None
         self.failure: CutSite | None = None  # the backward raised: no result, and why
 
     def forward(self, call: Callable[[], Any]) -> Any:
         """Run ``call`` (the model's forward) with the per-module gradient hooks in place."""
-        self._call = call  # replayed only to localize a zero or vanishing gradient
+        self._call = call  # replayed only to explain a zero, vanishing or non-finite gradient
         self._random_state = RandomState.save()
         self._recorder = ModuleGradRecorder(self.model)
         self._stops = StopAtMissingDerivatives()
@@ -285,46 +284,17 @@ class GradientProbe:
             self._unregistered.restore()
         self.result = ProbeResult(grads, dict(self._recorder.norms), measurable, [note] if note else [],
                                   backward_raises=self._stops.reached(), loss=loss.description,
-                                  loss_output=loss.output_index, unregistered=unregistered)
-        if measurable:
-            self._localize(self.result)
-            if not all(info.finite for info in grads.values()) or not _finite_loss(loss):
-                self._find_nonfinite(self.result)
+                                  loss_output=loss.output_index, unregistered=unregistered,
+                                  loss_finite=_finite_loss(loss))
         return self.result
 
-    def _find_nonfinite(self, result: ProbeResult) -> None:
-        """Name where the NaN or inf was born, from one replayed run."""
-        from .nonfinite import nonfinite_origins
-
+    def replay(self) -> Any:
+        """The forward again, as the real run made it: the same dropout draws, the same stops at ops
+        with no derivative; the random state is put back afterwards (for :mod:`fxflow.diagnose`)."""
         after = RandomState.save()
-        self._random_state.restore()  # the replay draws the same dropout masks as the real run
+        self._random_state.restore()
         try:
-            result.nonfinite = nonfinite_origins(self.model, self._call, self._loss)
-        except Exception as error:  # the replay is an extra: its failure must not fail the check
-            result.notes.append(f"could not find where the non-finite values were born: {type(error).__name__}: "
-                                f"{first_line(error)}")
-        finally:
-            after.restore()
-
-    def _localize(self, result: ProbeResult) -> None:
-        """Name where each zero or vanishing gradient died or shrank, from one replayed run."""
-        if self.verdicts is None:
-            return
-        verdicts = self.verdicts(result)
-        named = dict(self.model.named_parameters())
-        zero = {name: named[name] for name, verdict in verdicts.items() if verdict == DynamicVerdict.ZERO}
-        vanishing = {name: named[name] for name, verdict in verdicts.items() if verdict == DynamicVerdict.VANISHING}
-        if not zero and not vanishing:
-            return
-        from .localize import localize
-
-        after = RandomState.save()
-        self._random_state.restore()  # the replay draws the same dropout masks as the real run
-        try:
-            result.explanations = localize(self.model, self._replay, self._loss, zero, vanishing)
-        except Exception as error:  # the replay is an extra: its failure must not fail the check
-            result.notes.append(f"could not localize the zero or vanishing gradients: {type(error).__name__}: "
-                                f"{first_line(error)}")
+            return self._replay()
         finally:
             after.restore()
 
@@ -335,7 +305,8 @@ class GradientProbe:
     def _training_loss(self, outputs: Any) -> TrainingLoss:
         return training_loss(outputs, self.loss_fn, self.seed, self.labels_given)
 
-    def _loss(self, outputs: Any) -> torch.Tensor | None:
+    def loss_of(self, outputs: Any) -> torch.Tensor | None:
+        """The training loss of ``outputs``, chosen as for the real run."""
         return self._training_loss(outputs).tensor
 
     def run(self, inputs: Sequence[Any], kwargs: dict[str, Any] | None = None) -> ProbeResult | None:

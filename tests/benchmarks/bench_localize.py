@@ -11,7 +11,6 @@ parameters a default check would actually replay for. Not collected by pytest.
 from __future__ import annotations
 
 import argparse
-import functools
 import os
 import sys
 import time
@@ -44,9 +43,7 @@ def measure(name: str, repeats: int) -> dict[str, float]:
 
     def plain() -> None:
         with untouched(model):
-            probe = GradientProbe(model, verdicts=functools.partial(dynamic_verdicts, vanishing=0.0))
-            probe._localize = lambda result: None  # the probe alone, no replay
-            probe.run(inputs)
+            GradientProbe(model).run(inputs)  # the probe alone: localizing is a stage of its own (fxflow.diagnose)
 
     def replay_all() -> None:
         with untouched(model):

@@ -1,0 +1,43 @@
+"""Diagnose: where a live gradient died, faded or turned non-finite, from one replayed run.
+
+A stage after the dynamic verdicts (:func:`fxflow.reconcile.dynamic_verdicts`): it needs to know
+which gradients are exactly zero, vanishing or not finite, and it asks the probe that made the
+real run (:class:`fxflow.probe.GradientProbe`) to run forward once more, with the same random
+draws. :mod:`fxflow.localize` names where a zero or vanishing gradient died or shrank;
+:mod:`fxflow.nonfinite`, where a NaN or inf was born. Both are extras: a replay that fails leaves a
+note, never a failed check.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from .errors import first_line
+from .verdicts import DynamicVerdict
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .probe import GradientProbe, ProbeResult
+
+
+def diagnose(run: "GradientProbe", result: "ProbeResult", verdicts: dict[str, DynamicVerdict]) -> None:
+    """Fill ``result.explanations`` (zero and vanishing parameters) and ``result.nonfinite``."""
+    if not result.measurable:
+        return
+    named = dict(run.model.named_parameters())
+    zero = {name: named[name] for name, verdict in verdicts.items() if verdict == DynamicVerdict.ZERO}
+    vanishing = {name: named[name] for name, verdict in verdicts.items() if verdict == DynamicVerdict.VANISHING}
+    if zero or vanishing:
+        from .localize import localize
+
+        try:
+            result.explanations = localize(run.model, run.replay, run.loss_of, zero, vanishing)
+        except Exception as error:
+            result.notes.append(f"could not localize the zero or vanishing gradients: {type(error).__name__}: "
+                                f"{first_line(error)}")
+    if not result.loss_finite or DynamicVerdict.NONFINITE in verdicts.values():
+        from .nonfinite import nonfinite_origins
+
+        try:
+            result.nonfinite = nonfinite_origins(run.model, run.replay, run.loss_of)
+        except Exception as error:
+            result.notes.append(f"could not find where the non-finite values were born: {type(error).__name__}: "
+                                f"{first_line(error)}")
