@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 import torch
 
 from .health import LayerStep, flags as health_flags
+from .norms import call_norms
 from .reconcile import backward_raises, parameter_reports, uncertainty, uncertainty_notes, unregistered_reports
 from .report import Report, TraceInfo
 from .steps import StepTally, apply_steps, ddp_advice
@@ -83,6 +84,7 @@ def assemble_report(model: torch.nn.Module, *, target: str, captured: "Capture |
         notes=notes,
         graph=static.graph if static is not None else None,
         module_grad_norms=result.module_grad_norms if result is not None else {},
+        node_grad_norms=call_norms(static.graph, result.module_grad_norms) if static and result else {},
         timings=dict(timings or {}),
         module_classes={name: type(module).__name__ for name, module in model.named_modules() if name},
         uncertain=uncertain,

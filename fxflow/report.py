@@ -82,6 +82,8 @@ class Report:
     # Gradient norm that flowed out of each module call in the real backward, by qualified name,
     # one entry per call in call order (call_module nodes of the same target, in graph order).
     module_grad_norms: dict[str, list[float | None]] = field(default_factory=dict, repr=False, compare=False)
+    # The same norms matched to the graph nodes that end each call (fxflow.norms): what edge widths show.
+    node_grad_norms: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
     timings: dict[str, float] = field(default_factory=dict, repr=False, compare=False)  # seconds per phase
     module_classes: dict[str, str] = field(default_factory=dict, repr=False, compare=False)  # qualname -> class
     # Nodes the analysis decided without running them on twins, by how ("name rules", "stand-ins"):

@@ -17,6 +17,7 @@ from fxflow.errors import FxflowError
 from fxflow.render import build_dot, build_view
 from fxflow.render import engine
 from fxflow.render.engine import run
+from fxflow.norms import call_norms
 from fxflow.report import CutSite, ParameterReport, Report, TraceInfo
 from render_helpers import graph_attrs, parse_dot, parse_svg
 
@@ -103,7 +104,7 @@ def synthetic_report(layers: int = LAYERS, cut_layer: int | None = 3, vanishing:
     edge("head", "output", "wet")
     norms["head"] = [1.0]
     return Report("synthetic.py:Decoder", TraceInfo("symbolic_trace", graph.number_of_nodes()), parameters,
-                  graph=graph, module_grad_norms=norms)
+                  graph=graph, module_grad_norms=norms, node_grad_norms=call_norms(graph, norms))
 
 
 def test_two_thousand_nodes_build_and_render_quickly(capsys):

@@ -17,7 +17,6 @@ from . import style
 from .labels import MARKER_COLOR, html_text, node_attrs, plain, small, tooltip_of
 from .legend import legend_table
 from .view import STATE_WORDS, Base, Item, Link, NeverCalled, View, box_summary, counted
-from .norms import call_norms
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..report import ParameterReport, Report
@@ -304,6 +303,5 @@ def dot_source(report: "Report", view: View) -> str:
 
 
 def node_norms(report: "Report") -> dict[str, float]:
-    if report.graph is None:
-        return {}
-    return call_norms(report.graph, report.module_grad_norms or {})
+    """The gradient norm out of each graph node that ends a module call (matched when the report was assembled)."""
+    return report.node_grad_norms if report.graph is not None else {}

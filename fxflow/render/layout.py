@@ -34,7 +34,6 @@ from ..verdicts import PARAM_PREFIX as PARAM, NodeState
 from .auto import TALL_RANKS, Make, choose_automatically, healthy_modules, ranks
 from .fold import collapse_modules, fold_siblings, merge_runs
 from .inert import Hidden, hide_inert
-from .norms import call_norms
 from .style import EDGE_PRECEDENCE, FAILED, NONFINITE
 from .view import Base, Item, Link, NeverCalled, View, counted, owner_module
 from .wide import MAX_WIDTH_PT, modules_on_wide_ranks, sibling_modules, stacking, widest
@@ -268,7 +267,7 @@ def build_view(report: "Report", *, depth: int | None = None, focus: bool = Fals
         notes.append(f"focus: {len(bases)} of {total} nodes (cuts, dry parameters, the paths to the output); "
                      "modules with nothing wrong inside are collapsed")
     never = _never_called(report, graph, classes)
-    node_norms = call_norms(graph, module_norms) if graph is not None else {}
+    node_norms = report.node_grad_norms
     edges = _edges(graph, hidden.wires)
 
     def make(level: int | None, collapse: set[str], runs: bool = False) -> View:

@@ -1,10 +1,14 @@
-"""Match the real backward's per-module gradient norms to the graph nodes that carry them."""
+"""Match the real backward's per-module gradient norms to the graph nodes that carry them.
+
+Part of reconciling the real run with the graph: :func:`fxflow.assemble.assemble_report` stores
+the result in ``Report.node_grad_norms``, which the renderer reads (edge widths) like any other
+field of the Report."""
 from __future__ import annotations
 
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from ..verdicts import PARAM_PREFIX as PARAM
+from .verdicts import PARAM_PREFIX as PARAM
 
 if TYPE_CHECKING:  # pragma: no cover
     import networkx as nx
