@@ -1,0 +1,167 @@
+"""Running a node on real stand-in values, and a custom Function's own backward (a part of
+:class:`fxflow.annotate.FlowInterpreter`).
+
+Meta twins hold no values: a node whose result depends on them (``.item()``, a boolean mask, a
+whole ``nn.Transformer``) runs here on real tensors of the same shapes instead, and a custom
+``autograd.Function`` runs its own backward to show which inputs it gives a gradient.
+"""
+from __future__ import annotations
+
+import contextlib
+from collections import ChainMap
+from typing import Any, Iterator
+
+import torch
+import torch.fx as fx
+from torch.utils._pytree import tree_map
+
+from .aliasing import state, storage_key, written_members
+from .capture import OPAQUE_KEY, GradRegion
+from .flow import META_KEY, result_elements, tensors_in
+from .history import backward_kinds, entry_key, walk_history
+from .twins import StandIn, make_twin, random_stand_in_maker, real_copy, stand_in
+from .verdicts import BACKWARD_RAN_KEY
+
+
+class _NotRun:
+    """The value of a node that could not run on twins (nor on real stand-ins)."""
+
+
+NOT_RUN = _NotRun()
+
+
+class StandInRuns:
+    """What :class:`~fxflow.annotate.FlowInterpreter` does when twins are not enough (a mixin: it
+    reads the interpreter's ``env``, twins and storage map)."""
+
+    def _run_on_stand_ins(self, node: fx.Node, inputs: list[fx.Node], members: list[tuple[str, torch.Tensor]],
+                          region: GradRegion | None) -> Any:
+        """Run a node meta twins cannot (its result depends on values) on real stand-in tensors.
+
+        Each twin input becomes a real tensor of the same shape and dtype; the result's history
+        back to those stand-ins gives the edges, as on twins. The result goes back to twins (leaves
+        that keep ``requires_grad``) so later nodes run as usual; so does an input the node wrote
+        into (``h[mask] = v``), which later reads then see. Only if this fails too is the node
+        decided by name rules.
+        """
+        stand_ins: dict[int, tuple[torch.Tensor, torch.Tensor, tuple]] = {}  # id(twin) -> twin, stand-in, state
+        entries: dict[tuple, list[str]] = {}
+
+        def real(value: Any) -> Any:
+            if not self.is_twin(value):
+                return value
+            if id(value) not in stand_ins:
+                made = stand_in(value, self.device, self.keep_alive)
+                stand_ins[id(value)] = (value, made, state(made))
+            return stand_ins[id(value)][1]
+
+        try:
+            with self._stand_in_weights() as weight_names, self.device, \
+                    torch.no_grad() if region else contextlib.nullcontext():
+                names = ChainMap(weight_names, self.leaf_names)
+                args, kwargs = self.fetch_args_kwargs_from_env(node)
+                args, kwargs = tree_map(real, (args, kwargs))
+                for input_node in inputs:  # real tensors among the inputs (factories) are used as they are
+                    for tensor in tensors_in(self.env[input_node]):
+                        if tensor.requires_grad:
+                            entries.setdefault(entry_key(real(tensor)), []).append(self._read(input_node).name)
+                real_members = [(name, t) for name, t in members if not self.is_twin(t)]  # written in place
+                states = {id(t): state(t) for _, t in real_members}
+                result = getattr(self, node.op)(node.target, args, kwargs)
+                changed = {id(twin): made for twin, made, before in stand_ins.values() if state(made) != before}
+                written_twins = {storage_key(stand_ins[i][0]) for i in changed}  # written in their stand-ins
+                written = [(name, t) for name, t in members if storage_key(t) in written_twins]
+                written += written_members(real_members, states)
+                outputs = tensors_in(result) + list(changed.values()) + [t for _, t in written if not self.is_twin(t)]
+                reached = walk_history(outputs, entries, set(), names)
+                self.storages.spread(reached, self._readers(inputs), written)
+                elements = {key: walk_history(tensors, entries, set(), names)
+                            for key, tensors in result_elements(result).items()}
+                result = tree_map(self._retwin, result)
+        except Exception:  # not even real values help (.numpy() of a tensor that needs grad, ...)
+            self._by_rules(node)
+            return NOT_RUN
+        node.meta[META_KEY] = self._flow(node, inputs, reached, result, region, written, elements)
+        for input_node in inputs:  # the written twins are replaced: later reads see the write
+            value = self.env[input_node]
+            if isinstance(value, torch.Tensor) and id(value) in changed:
+                self.env[input_node] = self._retwin(changed[id(value)])
+                self._flow_keys(self._read(input_node), tensors_in(self.env[input_node]))
+        node.meta[META_KEY].on_stand_ins = True
+        self.storages.wrote(node, written)
+        self.storages.register(node.name, result)
+        if OPAQUE_KEY in node.meta and region is None:
+            self._run_custom_backward(node, inputs, None)
+        return result
+
+    def _stand_in_arguments(self, node: fx.Node, inputs: list[fx.Node], make: StandIn | None = None,
+                            ) -> tuple[tuple, dict, dict[tuple, list[str]]]:
+        """The node's arguments with every twin replaced by a real stand-in (one per twin, made by
+        ``make``), and the entry points of those stand-ins keyed as in the walk."""
+        stand_ins: dict[int, torch.Tensor] = {}
+        make = make or (lambda twin, device: stand_in(twin, device, self.keep_alive))
+
+        def real(value: Any) -> Any:
+            if not self.is_twin(value):
+                return value
+            if id(value) not in stand_ins:
+                stand_ins[id(value)] = make(value, self.device)
+            return stand_ins[id(value)]
+
+        args, kwargs = tree_map(real, self.fetch_args_kwargs_from_env(node))
+        entries: dict[tuple, list[str]] = {}
+        for input_node in inputs:
+            for tensor in tensors_in(self.env[input_node]):
+                if self.is_twin(tensor) and tensor.requires_grad:
+                    entries.setdefault(entry_key(real(tensor)), []).append(self._read(input_node).name)
+        return args, kwargs, entries
+
+    @contextlib.contextmanager
+    def _stand_in_weights(self) -> Iterator[dict[int, str]]:
+        """Module calls inside get real copies of their weights (ones of the same shape for weights
+        on meta) instead of twins. Yields ``{id(copy of a parameter): its name}`` for the walk."""
+        copies: dict[int, torch.Tensor] = {}
+        names: dict[int, str] = {}
+
+        def copy_of(tensor: torch.Tensor) -> torch.Tensor:
+            if id(tensor) not in copies:
+                copies[id(tensor)] = real_copy(tensor, self.device)
+                if id(tensor) in self.names:
+                    names[id(copies[id(tensor)])] = self.names[id(tensor)]
+            return copies[id(tensor)]
+
+        self.weight_twin = copy_of
+        try:
+            yield names
+        finally:
+            self.weight_twin = self.twin
+
+    def _run_custom_backward(self, node: fx.Node, inputs: list[fx.Node], result: Any | None) -> None:
+        """Run a custom ``autograd.Function``'s own backward to see which inputs it gives a gradient.
+
+        The walk sees a Function's autograd node linked to every input, but its backward (the
+        user's code, which the real backward runs anyway) may return ``None`` for one: that edge
+        carries nothing, as after ``detach``. Gradients of ones flow back from every output that
+        requires grad, on real tensors: the twins' ``result`` when they are real, else the node runs
+        again on stand-ins (random values: ones could zero a value-dependent backward). ``None``
+        -> NONE, all zeros -> ZERO, else DIFF. If the backward cannot run on them, the node stays
+        opaque (no BACKWARD_RAN_KEY) and the real backward decides.
+        """
+        try:
+            with torch.enable_grad(), self.device:
+                if self.twins == "meta" or result is None:
+                    args, kwargs, entries = self._stand_in_arguments(node, inputs, random_stand_in_maker())
+                    result = self.call_function(node.target, args, kwargs)
+                else:
+                    entries = self._entry_points(inputs)
+                    args, kwargs = self.fetch_args_kwargs_from_env(node)
+                kinds = backward_kinds(result, tensors_in((args, kwargs)), entries)
+        except Exception:
+            return
+        node.meta[META_KEY].inputs.update(kinds)
+        node.meta[BACKWARD_RAN_KEY] = True
+
+    def _retwin(self, value: Any) -> Any:
+        if not isinstance(value, torch.Tensor) or self.is_twin(value):
+            return value
+        return make_twin(value, self.twins)
