@@ -78,6 +78,18 @@ def tensors_in(value: Any) -> list[torch.Tensor]:
     return found
 
 
+def call_tensors(value: Any) -> list[torch.Tensor]:
+    """The tensors in a call's arguments or result (tuples, lists, dicts): the modes that look at
+    every torch call use it, so plain loops rather than pytree, which costs several times more."""
+    if isinstance(value, torch.Tensor):
+        return [value]
+    if isinstance(value, dict):
+        value = list(value.values())
+    if isinstance(value, (tuple, list)):
+        return [t for item in value for t in call_tensors(item)]
+    return []
+
+
 def result_elements(result: Any) -> dict[Any, list[torch.Tensor]]:
     """The tensors of each element of a tuple, list or dict result holding more than one such element."""
     if isinstance(result, (tuple, list)):

@@ -35,6 +35,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from . import rules
 from .capture.source import current_user_source
+from .flow import call_tensors
 from .verdicts import CutSite, EdgeKind, raises_reason
 
 _ALL_DIFF = itertools.repeat(EdgeKind.DIFF)
@@ -99,9 +100,9 @@ class StopAtMissingDerivatives(TorchFunctionMode):
         if torch.compiler.is_compiling():  # dynamo traces (torch.cond, a compiled submodule): reading grad_fn would break it
             return result
         with torch._C.DisableTorchFunction():  # what follows is ours: no outer mode sees or records it
-            outputs = [t for t in _tensors(result) if t.grad_fn is not None]
+            outputs = [t for t in call_tensors(result) if t.grad_fn is not None]
             if outputs:
-                inputs = [t for t in _tensors((args, kwargs)) if t.requires_grad]
+                inputs = [t for t in call_tensors((args, kwargs)) if t.requires_grad]
                 blocked, found = blocked_inputs(outputs, inputs)
                 if found:
                     rebased = _rebase(func, args, kwargs, result, {id(inputs[i]) for i in blocked}, whole=not blocked)
@@ -122,18 +123,6 @@ class StopAtMissingDerivatives(TorchFunctionMode):
     def reached(self) -> list[CutSite]:
         """The ops whose rebased results the backward reached: where the real backward raises."""
         return list(dict.fromkeys(site for site, marker in self._tripwires if marker.grad is not None))
-
-
-def _tensors(value: Any) -> list[torch.Tensor]:
-    """The tensors in a call's arguments or result (tuples, lists, dicts): runs on every torch call,
-    so plain loops rather than pytree."""
-    if isinstance(value, torch.Tensor):
-        return [value]
-    if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, (tuple, list)):
-        return [t for item in value for t in _tensors(item)]
-    return []
 
 
 def _rebase(func: Callable, args: tuple, kwargs: dict, result: Any, blocked: set[int], whole: bool) -> list[torch.Tensor]:

@@ -26,6 +26,7 @@ import torch
 from torch.overrides import TorchFunctionMode
 
 from .capture.source import current_user_source
+from .flow import call_tensors
 
 _MAX_SITES = 3  # births reported per phase: the first few explain the rest
 
@@ -42,13 +43,7 @@ class NonfiniteSite:
 
 
 def _floating(value: Any) -> list[torch.Tensor]:
-    if isinstance(value, torch.Tensor):
-        return [value] if (value.is_floating_point() or value.is_complex()) and not value.is_meta else []
-    if isinstance(value, dict):
-        value = list(value.values())
-    if isinstance(value, (tuple, list)):
-        return [t for item in value for t in _floating(item)]
-    return []
+    return [t for t in call_tensors(value) if (t.is_floating_point() or t.is_complex()) and not t.is_meta]
 
 
 def _finite(tensor: torch.Tensor) -> bool:

@@ -28,6 +28,7 @@ from typing import Any, Iterable, TextIO
 
 import torch
 from torch import nn
+from torch.utils._pytree import tree_map
 
 from . import distributed
 from .unwrap import unwrap
@@ -306,10 +307,5 @@ def watch(model: nn.Module, *, allow: Iterable[str] = (), vanishing: float = 1e-
 
 
 def _detached(value: Any, memo: dict[int, torch.Tensor]) -> Any:
-    if isinstance(value, torch.Tensor):
-        return memo.setdefault(id(value), value.detach())
-    if isinstance(value, (list, tuple)):
-        return type(value)(_detached(v, memo) for v in value)
-    if isinstance(value, dict):
-        return {k: _detached(v, memo) for k, v in value.items()}
-    return value
+    """``value`` with every tensor detached, one detached tensor per tensor object."""
+    return tree_map(lambda v: memo.setdefault(id(v), v.detach()) if isinstance(v, torch.Tensor) else v, value)
