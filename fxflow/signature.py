@@ -117,3 +117,29 @@ def call_as_positional(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tu
         values.pop()
     rest = {k: v for k, v in kwargs.items() if k not in {p.name for p in positional}}
     return tuple(values), rest
+
+
+def as_call_dict(module: nn.Module, args: tuple, kwargs: dict) -> dict[str, Any] | None:
+    """A call's positional and keyword arguments as one dict of keyword arguments, as
+    ``model(**inputs)`` would take them; None when the call does not bind to forward's signature
+    or passes ``*args`` that have no names."""
+    parameters = forward_parameters(module)
+    if parameters is None:
+        return None
+    try:
+        bound = inspect.Signature(parameters).bind(*args, **kwargs)
+    except TypeError:
+        return None
+    inputs: dict[str, Any] = {}
+    for parameter in parameters:
+        if parameter.name not in bound.arguments:
+            continue
+        value = bound.arguments[parameter.name]
+        if parameter.kind == parameter.VAR_POSITIONAL:
+            if value:
+                return None
+        elif parameter.kind == parameter.VAR_KEYWORD:
+            inputs.update(value)
+        else:
+            inputs[parameter.name] = value
+    return inputs

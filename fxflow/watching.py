@@ -256,25 +256,22 @@ class Watch:
             return None, None, ["no forward inputs observed: static analysis skipped"]
         from .capture import capture
         from .pipeline import analyze_capture
-        from .prepare import KeywordsBound
-        from .signature import call_as_positional
+        from .prepare import prepare
+        from .signature import as_call_dict
         from .state import untouched
 
-        call = call_as_positional(self.module, self._inputs, self._kwargs)
-        if call is None:
+        observed = as_call_dict(self.module, self._inputs, self._kwargs) if self._kwargs else self._inputs
+        if observed is None:
             return None, None, ["forward's inputs do not bind to its signature: static analysis skipped"]
-        inputs, keywords = call
-        if not inputs:  # a forward(*args, **kwargs) wrapper (PEFT without a task type) hides the real signature
-            return None, None, ["forward was called with keyword arguments fxflow cannot bind to positions: "
-                                "static analysis skipped"]
         with distributed.plain_structure(self.module) as plain:
             if distributed.is_sharded(self.model) or any(p.is_meta for p in plain.parameters()):
-                inputs = distributed.to_meta(inputs)
-                keywords = dict(zip(keywords, distributed.to_meta(tuple(keywords.values()))))
-            runner = KeywordsBound(plain, keywords) if keywords else plain
+                observed = distributed.to_meta(observed)
+            prepared = prepare(plain, observed, None, infer=False)  # the call as fxflow.check makes it
+            if prepared.example is None:
+                return None, None, ["forward was called with keyword arguments fxflow cannot bind: static analysis skipped"]
             with untouched(plain) as notes:  # tracing runs forward's Python: leave no trace
-                captured = capture(runner, inputs)
-                static, static_notes = analyze_capture(captured, runner, inputs)
+                captured = capture(prepared.runner, prepared.example)
+                static, static_notes = analyze_capture(captured, prepared.runner, prepared.example)
         return captured, static, static_notes + notes
 
     def _restore_grads(self) -> None:
