@@ -15,6 +15,7 @@ single opaque nodes (see :mod:`fxflow.capture.functions`).
 """
 from __future__ import annotations
 
+import enum
 import operator
 from typing import Any, Callable, Sequence
 
@@ -142,6 +143,8 @@ class RunRecorder(TorchFunctionMode):
         escaped = self.scalars.get(id(value)) if isinstance(value, (float, complex)) else None
         if escaped is not None and escaped[1] is value:
             return self.add("call_function", Reentry("scalar", value), (escaped[0],), {})
+        if not _is_literal(value):  # an nn.ModuleList, a class: fx would write its repr into the code
+            return self.add("call_function", Constant(value), (), {})
         return value
 
     # -- interception -----------------------------------------------------------------------
@@ -221,6 +224,17 @@ class RunRecorder(TorchFunctionMode):
             handles.append(module.register_forward_pre_hook(enter))
             handles.append(module.register_forward_hook(leave, always_call=True))
         return handles
+
+
+# Values fx writes into generated code as valid Python; any other object becomes a graph constant.
+_LITERALS = (type(None), bool, int, float, complex, str, bytes, slice, range, type(Ellipsis), torch.dtype,
+             torch.device, torch.layout, torch.memory_format, torch.Size, enum.Enum)
+
+
+def _is_literal(value: Any) -> bool:
+    if isinstance(value, slice):
+        return all(_is_literal(part) for part in (value.start, value.stop, value.step))
+    return isinstance(value, _LITERALS)
 
 
 def _has_tensor(value: Any) -> bool:
