@@ -1,7 +1,8 @@
 """Run the zoo (tests/zoo) and write docs/tested-on.md: which real architectures fxflow's verdicts
 were checked on, per capture path, against a plain forward/backward.
 
-    python scripts/zoo.py                 # from the repository root; rewrites docs/tested-on.md
+    python scripts/zoo.py --jobs 2        # from the repository root; rewrites docs/tested-on.md
+    python scripts/zoo.py --pin           # also rewrites tests/zoo/availability.py from this run
     python scripts/zoo.py bert nn_lstm    # some models only, table printed, page left alone
 
 The checks are exactly those of tests/test_zoo.py. A disagreement listed in tests/zoo/known.py
@@ -10,7 +11,9 @@ The checks are exactly those of tests/test_zoo.py. A disagreement listed in test
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
+import pprint
 import sys
 import time
 from collections import Counter
@@ -21,10 +24,14 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from zoo.known import KNOWN_DISAGREEMENTS  # noqa: E402
-from zoo.registry import PATH_NAMES  # noqa: E402
+from zoo.registry import DEFAULT_CHAIN, PATHS  # noqa: E402
 from zoo.run import SPECIMENS, PathResult, ZooResult, check_specimen  # noqa: E402
+from zoo.unbuildable import UNBUILDABLE  # noqa: E402
 
 PAGE = ROOT / "docs" / "tested-on.md"
+PINS = ROOT / "tests" / "zoo" / "availability.py"
+CHECKED = (DEFAULT_CHAIN, *PATHS)
+PATH_NAMES = tuple(path.name for path in CHECKED)
 SHOWN_PARAMETERS = 3  # per disagreement in the details
 
 
@@ -88,6 +95,28 @@ def details(results: list[ZooResult]) -> list[str]:
     return lines
 
 
+def families(results: list[ZooResult]) -> list[str]:
+    counts = Counter(r.family for r in results)
+    return [f"- {family}: {count}" for family, count in sorted(counts.items())]
+
+
+def unbuildable() -> list[str]:
+    """The model types transformers ships that the zoo does not build, each with its reason."""
+    return ["| model type | why it is not in the zoo |", "|---|---|",
+            *(f"| {model_type} | {reason.replace('|', '/')} |" for model_type, reason in sorted(UNBUILDABLE.items()))]
+
+
+def pins(results: list[ZooResult]) -> str:
+    """tests/zoo/availability.py: every (model, capture path) whose capture failed in this run."""
+    table = {r.name: {p.path: p.why_unavailable.split(":")[0] or "no reason given"
+                      for p in r.paths.values() if not p.available and p.path != DEFAULT_CHAIN.name}
+             for r in results}
+    table = {name: paths for name, paths in sorted(table.items()) if paths}
+    return ('"""Written by `python scripts/zoo.py --pin`: the zoo\'s (model, capture path) pairs whose capture\n'
+            'fails today, with the exception it fails with. tests/zoo_matrix expects exactly these to fail."""\n\n'
+            f"UNAVAILABLE: dict[str, dict[str, str]] = {pprint.pformat(table, width=116, sort_dicts=True)}\n")
+
+
 def unavailable(results: list[ZooResult]) -> list[str]:
     """Models whose capture failed, grouped by path and exception type, with the first message."""
     reasons: dict[tuple[str, str], list[tuple[str, str]]] = {}
@@ -135,16 +164,32 @@ through views; 2: verdicts that depend on the twins; 3: multi-output modules), l
 """
 
 
+UNBUILT_INTRODUCTION = """\
+Every model type of transformers 5.x with a PyTorch model class was tried with the zoo's general
+builder (`tests/zoo/auto.py`: its default config shrunk, the inputs a user passes). These did not
+build or run there (listed in `tests/zoo/unbuildable.py`); sub-models of a type the zoo has (a
+`*_text` or `*_vision` config of a multimodal type) are not counted.
+"""
+
+
 def page(results: list[ZooResult], seconds: float) -> str:
-    parts = [INTRODUCTION, "## Summary\n", *summary(results, seconds), "", "## Agreement\n", *table(results),
+    parts = [INTRODUCTION, "## Summary\n", *summary(results, seconds), "", "### Models per family\n",
+             *families(results), "", "## Agreement\n", *table(results),
              "", "## Disagreements\n", *(details(results) or ["None."]), "",
-             "## Why a path was not available\n", *unavailable(results), ""]
+             "## Why a path was not available\n", *unavailable(results), "",
+             "## Model types not built, and why\n", UNBUILT_INTRODUCTION, *unbuildable(), ""]
     return "\n".join(parts)
+
+
+def _check(name: str) -> ZooResult:
+    return check_specimen(name, CHECKED)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", help="check only these (the page is then not written)")
+    parser.add_argument("--jobs", type=int, default=1, help="models checked at once, one process each")
+    parser.add_argument("--pin", action="store_true", help="also write tests/zoo/availability.py from this run")
     args = parser.parse_args(argv)
     unknown = [name for name in args.models if name not in SPECIMENS]
     if unknown:
@@ -152,11 +197,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     started = time.perf_counter()
     results = []
-    for name in args.models or SPECIMENS:
-        results.append(check_specimen(name))
-        print(f"{name}: " + ", ".join(f"{p.path} {p.outcome}" for p in results[-1].paths.values()),
-              file=sys.stderr, flush=True)
+    names = args.models or list(SPECIMENS)
+    with multiprocessing.get_context("spawn").Pool(args.jobs, maxtasksperchild=20) as pool:
+        for result in pool.imap(_check, names):
+            results.append(result)
+            print(f"{result.name}: " + ", ".join(f"{p.path} {p.outcome}" for p in result.paths.values()),
+                  file=sys.stderr, flush=True)
     text = page(results, time.perf_counter() - started)
+    if args.pin and not args.models:
+        PINS.write_text(pins(results))
+        print(f"wrote {PINS.relative_to(ROOT)}", file=sys.stderr)
     if args.models:
         print(text)
     else:

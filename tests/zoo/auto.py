@@ -3,8 +3,8 @@
 :func:`build` makes one model type tiny: its default config shrunk, extra config values where
 the defaults need them, the model class with a task head where transformers has one (causal LM,
 then seq2seq LM, then image classification, else the base model), and the inputs a user would
-pass. The tables of :mod:`.auto_types` say which model types are built this way, in which family,
-with what overrides, and which cannot be built here and why.
+pass. :mod:`.hf_auto_text` and :mod:`.hf_auto_media` list the model types built this way, by
+family, with their recipes; :mod:`.unbuildable` the ones that cannot be built here, and why.
 """
 from __future__ import annotations
 
@@ -60,9 +60,11 @@ def build(model_type: str, recipe: Recipe = Recipe()) -> Built:
     return model, (recipe.inputs or tiny_inputs)(model)
 
 
-def register(family: str, recipes: dict[str, Recipe | None]) -> None:
-    """One zoo specimen per model type, named as transformers names the type (``-`` as ``_``)."""
-    for model_type, recipe in recipes.items():
-        def make(model_type: str = model_type, recipe: Recipe = recipe or Recipe()) -> Built:
+def register(family: str, recipes: dict[str, Recipe] | list[str]) -> None:
+    """One zoo specimen per model type (a list: no recipe needed), named as transformers names
+    the type with ``-`` as ``_``."""
+    table = recipes if isinstance(recipes, dict) else dict.fromkeys(recipes, Recipe())
+    for model_type, recipe in table.items():
+        def make(model_type: str = model_type, recipe: Recipe = recipe) -> Built:
             return build(model_type, recipe)
         specimen(family, name=model_type.replace("-", "_"))(make)

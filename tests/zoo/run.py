@@ -17,7 +17,7 @@ import torch
 import fxflow
 from fxflow.errors import FxflowError
 
-from . import hf, hf_media, torch_nn  # noqa: F401 (importing them registers their specimens)
+from . import hf, hf_auto_media, hf_auto_text, hf_media, torch_nn  # noqa: F401 (importing them registers their specimens)
 from .registry import PATHS, SPECIMENS, Path, Specimen
 from .truth import Disagreement, Truth, disagreements, real_gradients, seed_everything
 
@@ -32,6 +32,7 @@ class PathResult:
     error: str = ""  # the check itself refused or crashed (a disagreement: nothing was verified)
     seconds: float = 0.0  # CPU time of the check (this process): steadier than wall time on a busy machine
     why_unavailable: str = ""  # the capture's note when it failed
+    method: str = ""  # the capture method that gave the graph (the default chain's first that worked)
 
     @property
     def outcome(self) -> str:
@@ -60,19 +61,22 @@ def check_path(model: torch.nn.Module, inputs: Any, truth: dict[str, Truth], pat
     """fxflow restricted to one capture path, compared with the plain backward."""
     seed_everything()
     started = time.process_time()
+    pinned = {"FXFLOW_TWINS": path.twins} if path.twins else {}  # whatever the machine's load
     try:
-        with patch.dict(os.environ, {"FXFLOW_TWINS": path.twins}):  # whatever the machine's load
-            report = fxflow.check(model, inputs, capture_methods=[path.capture])
+        with patch.dict(os.environ, pinned):
+            report = fxflow.check(model, inputs, capture_methods=[path.capture] if path.capture else None)
     except FxflowError as error:  # fxflow's own refusal: the check did not run at all
         return PathResult(path.name, True, error=f"fxflow.check raised: {error}", seconds=time.process_time() - started)
     seconds = time.process_time() - started
     if report.trace.method == "none":
         return PathResult(path.name, False, seconds=seconds, why_unavailable=_failure(report.trace.notes, path.capture))
-    assert report.trace.method == path.capture, (report.trace.method, path.capture)
-    return PathResult(path.name, True, disagreements(report, truth), seconds=seconds)
+    assert path.capture in (None, report.trace.method), (report.trace.method, path.capture)
+    return PathResult(path.name, True, disagreements(report, truth), seconds=seconds, method=report.trace.method)
 
 
-def _failure(notes: Sequence[str], capture: str) -> str:
+def _failure(notes: Sequence[str], capture: str | None) -> str:
+    if capture is None:  # the whole chain failed: every method's reason
+        return "; ".join(notes)
     prefix = f"{capture} failed: "
     return next((note.removeprefix(prefix) for note in notes if note.startswith(prefix)), "")
 

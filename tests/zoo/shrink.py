@@ -131,3 +131,19 @@ def tiny_inputs(model: torch.nn.Module) -> dict[str, torch.Tensor]:
             or getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in accepted:
         inputs["decoder_input_ids"] = ids(min(getattr(config, "vocab_size", None) or VOCAB, VOCAB))
     return inputs
+
+
+def with_image_tokens(token_id: int, count: int, **tensors: torch.Tensor) -> dict[str, torch.Tensor]:
+    """Token ids with ``count`` image placeholders (``token_id``) after the first token, plus ``tensors``:
+    what a multimodal processor gives, so the image path runs."""
+    tokens = ids(tokens=max(TOKENS, count + 2))
+    tokens[tokens == token_id] = token_id + 1
+    tokens[:, 1:1 + count] = token_id
+    return {"input_ids": tokens, **tensors}
+
+
+def two_towers(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """A CLIP-style model's text and image inputs."""
+    config = model.config
+    size = _image_size(config)
+    return {"input_ids": ids(), "pixel_values": torch.randn(BATCH, _channels(config), size, size)}
