@@ -6,6 +6,7 @@ which is not a disagreement.
 """
 from __future__ import annotations
 
+import functools
 import os
 import time
 from dataclasses import dataclass, field
@@ -91,3 +92,10 @@ def check_specimen(specimen: Specimen | str, paths: Sequence[Path] = PATHS) -> Z
     results = {path.name: check_path(model, inputs, truth, path) for path in paths}
     return ZooResult(specimen.name, specimen.family, sum(p.numel() for p in model.parameters()), truth, results,
                      build_seconds)
+
+
+@functools.lru_cache(maxsize=None)
+def built(name: str) -> tuple[torch.nn.Module, Any, dict[str, Truth]]:
+    """The model, its inputs and the plain backward's truth: once per process, shared by its paths."""
+    model, inputs = SPECIMENS[name].make()
+    return model, inputs, real_gradients(model, inputs)
