@@ -53,29 +53,35 @@ def prepare(model: nn.Module, inputs: Any, device: str | torch.device | None, in
     if isinstance(inputs, dict):
         runner = keyword_call(model, [key for key, value in inputs.items() if isinstance(value, torch.Tensor)], keywords)
     else:
-        runner = KeywordsBound(model, keywords) if keywords else model
+        runner = model
     return Prepared(model, runner, example, fake, notes)
 
 
-class KeywordCall(nn.Module):
+class SharedTables(nn.Module):
+    """A module that shares ``model``'s parameter, buffer and submodule tables, so every qualified
+    name in it is the user's own; ``model`` itself is kept unregistered under ``attribute``."""
+
+    def __init__(self, model: nn.Module, attribute: str) -> None:
+        super().__init__()
+        self._parameters = model._parameters
+        self._buffers = model._buffers
+        self._modules = model._modules
+        self.training = model.training
+        object.__setattr__(self, attribute, model)  # not registered: names stay the user's
+
+
+class KeywordCall(SharedTables):
     """``model(**inputs)``, exactly as its user calls it, for inputs given as a dict.
 
     The dict's tensors are this module's positional inputs (so every capture sees them as
     inputs, named by their keys); its other values are bound. Forward then calls the model
     itself with every input as a keyword: decorators that rename deprecated keywords or read
     ``**kwargs``, and the model's own hooks, see the user's call (symbolic tracing calls forward
-    itself, decorators included, without the root's hooks). It shares the model's
-    parameter, buffer and submodule tables, so every qualified name is the user's own.
-    Made by :func:`keyword_call`, whose subclass gives forward one named argument per tensor.
+    itself, decorators included, without the root's hooks). Made by :func:`keyword_call`, whose subclass gives forward one named argument per tensor.
     """
 
     def __init__(self, model: nn.Module, names: list[str], constants: dict[str, Any]) -> None:
-        super().__init__()
-        self._parameters = model._parameters
-        self._buffers = model._buffers
-        self._modules = model._modules
-        self.training = model.training
-        object.__setattr__(self, "_keyword_model", model)  # not registered: names stay the user's
+        super().__init__(model, "_keyword_model")
         object.__setattr__(self, "_names", names)
         object.__setattr__(self, "_constants", constants)
 
@@ -103,22 +109,15 @@ def keyword_call(model: nn.Module, names: list[str], constants: dict[str, Any]) 
     return cls(model, names, constants)
 
 
-class KeywordsBound(nn.Module):
-    """``model`` with keyword inputs that forward takes only through ``**kwargs`` bound in.
-
-    It shares the model's parameter, buffer and submodule tables, so every qualified name is the
-    user's own, and the captures see a forward of positional inputs only. The bound keywords are
+class KeywordsBound(SharedTables):
+    """``model`` with keyword inputs that forward takes only through ``**kwargs`` bound in, for a
+    watched call (:mod:`fxflow.watching`): the captures see a forward of positional inputs only. The bound keywords are
     constants of the captured graph (an attention mask, a flag): they carry no parameter's
     gradient. The model's own forward hooks on its root are not run through this wrapper.
     """
 
     def __init__(self, model: nn.Module, keywords: dict[str, Any]) -> None:
-        super().__init__()
-        self._parameters = model._parameters
-        self._buffers = model._buffers
-        self._modules = model._modules
-        self.training = model.training
-        object.__setattr__(self, "_user_module", model)  # not registered: names stay the user's
+        super().__init__(model, "_user_module")
         object.__setattr__(self, "_keywords", keywords)
 
     def forward(self, *args: Any) -> Any:

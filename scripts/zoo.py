@@ -133,16 +133,20 @@ INTRODUCTION = """\
 # Tested on
 
 fxflow's verdicts, checked against a plain forward and backward on real architectures that nobody
-here wrote. This page is written by `python scripts/zoo.py`; the same checks run in the test suite
-(`tests/test_zoo.py`, models in `tests/zoo/`).
+here wrote. This page is written by `python scripts/zoo.py --jobs 2`; the same checks run in the
+test suite (`tests/test_zoo.py`: each model on the default chain; `tests/zoo_matrix.py`: every
+model on every capture path), models in `tests/zoo/`.
 
-**How each model is checked.** Every model is built from a tiny random config (1-2 layers, width
-16-32, vocabulary 99, 2 x 8 tokens, 16x16 or 32x32 images, 400 audio samples; no downloads),
+**How each model is checked.** Every model is built from a tiny random config (2 layers, width
+32-64, vocabulary 99, 2 x 8 tokens, 16x16 or 32x32 images, 400-1600 audio samples; no downloads),
 seeded, with its usual task head, and put in `train()` mode as it is while training: dropout,
-drop-path and SpecAugment run. One plain forward and backward with fxflow's own loss (a seeded
-random projection of every floating output) gives the truth for every parameter. Then
-`fxflow.check(model, inputs, capture_methods=[path])` runs once per capture path, and every
-parameter must agree:
+drop-path and SpecAugment run. The Hugging Face models beyond the first hundred are built by one
+general builder (`tests/zoo/auto.py`): each model type's default config with every size it names
+shrunk, the inputs its user passes (`model(**inputs)`), and a recipe where the defaults need more.
+One plain forward and backward with fxflow's own loss (a seeded random projection of every
+floating output) gives the truth for every parameter. Then `fxflow.check(model, inputs)` runs
+once with no options (the *default chain*), and once per capture path with
+`capture_methods=[path]`, and every parameter must agree:
 
 | real gradient | static verdict | dynamic verdict |
 |---|---|---|
@@ -153,14 +157,16 @@ parameter must agree:
 The paths are the three capture methods on meta twin tensors (what models of real size get), and
 the run-time capture again on real twin tensors (what a small model gets); the twins are pinned
 (`FXFLOW_TWINS`), since these tiny models would otherwise only ever get real ones. *Not available*
-means that capture failed for the model and fxflow fell back to nothing (`trace.method` is
-`none`): the path was not tried, which is not a disagreement. *Parameters* counts the parameter
-tensors (each gets a verdict), *values* their elements. *Check CPU s* is the CPU time of the
-model's checks on all paths.
+means that capture failed for the model; which paths fail is pinned in
+`tests/zoo/availability.py` (`--pin` rewrites it from a run), so a path that stops or starts
+working fails the matrix. The default chain must capture every model. *Parameters* counts the
+parameter tensors (each gets a verdict), *values* their elements. *Check CPU s* is the CPU time of
+the model's checks on all five columns.
 
-A disagreement marked with a number is a known failure class of issue 10 (1: in-place writes
-through views; 2: verdicts that depend on the twins; 3: multi-output modules), listed in
-`tests/zoo/known.py` as a strict xfail; NEW marks one that is not.
+A disagreement marked with a number is a known failure class (1-3 of issue 10: in-place writes
+through views, verdicts that depend on the twins, multi-output modules; 4: custom
+autograd.Functions the twins cannot see through), listed in `tests/zoo/known.py` as a strict
+xfail; NEW marks one that is not.
 """
 
 
