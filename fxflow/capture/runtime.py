@@ -15,9 +15,10 @@ single opaque nodes (see :mod:`fxflow.capture.functions`).
 """
 from __future__ import annotations
 
+import contextlib
 import enum
 import operator
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 import torch.fx as fx
@@ -70,6 +71,25 @@ class SetItem:
     def __call__(self, tensor: torch.Tensor, index: Any, value: Any) -> torch.Tensor:
         tensor[index] = value
         return tensor
+
+
+class Vmapped:
+    """Node target: a ``torch.func.vmap`` call, the batched function run on the node's arguments.
+
+    Inside vmap, forward sees batched wrappers of its tensors, which the recording cannot tell
+    apart from new data: the call is one node, so what flows into it (a ``.detach()`` just before,
+    a stacked parameter) stays connected to what comes out.
+    """
+
+    __name__ = __qualname__ = "vmap"
+    __module__ = "fxflow.capture.runtime"
+
+    def __init__(self, vmap_impl: Callable[..., Any], options: tuple) -> None:
+        self.vmap_impl = vmap_impl
+        self.options = options  # (func, in_dims, out_dims, randomness, chunk_size)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.vmap_impl(*self.options, *args, **kwargs)
 
 
 class RunRecorder(TorchFunctionMode):
@@ -189,9 +209,12 @@ class RunRecorder(TorchFunctionMode):
         """``Function.apply``: inline reentrant checkpoints, record user Functions as one opaque node."""
         if self.paused:
             return call(*args, **kwargs)
-        if is_checkpoint(cls):
-            output = checkpointed_call(args)
-            gate = self._record(CheckpointGate(), "checkpoint", (output, *checkpoint_inputs(args)), {})
+        if is_checkpoint(cls):  # recorded inline, returned as the checkpoint returns it
+            inline = checkpointed_call(args)
+            gate = self._record(CheckpointGate(), "checkpoint", (inline, *checkpoint_inputs(args)), {})
+            # Without an input that requires grad, the real checkpoint's result has no history, so a
+            # plain backward gives the block's parameters nothing: the backward riding on this run must not.
+            output = CheckpointGate()(inline, *checkpoint_inputs(args))
             self.bind(output, gate)
             return output
         if not is_user_function(cls):
@@ -205,6 +228,31 @@ class RunRecorder(TorchFunctionMode):
         node.meta[OPAQUE_KEY] = opaque_reason(cls)
         self.bind(result, node)
         return result
+
+    @contextlib.contextmanager
+    def recording_vmap(self) -> Iterator[None]:
+        """Record each ``torch.func.vmap`` call as one :class:`Vmapped` node while inside."""
+        from torch._functorch import apis
+
+        original = apis.vmap_impl
+
+        def vmap_impl(*options_and_args: Any, **kwargs: Any) -> Any:
+            if self.paused:
+                return original(*options_and_args, **kwargs)
+            options, args = options_and_args[:5], options_and_args[5:]
+            self.paused += 1
+            try:
+                result = original(*options, *args, **kwargs)
+            finally:
+                self.paused -= 1
+            self.bind(result, self._record(Vmapped(original, options), "vmap", args, kwargs))
+            return result
+
+        apis.vmap_impl = vmap_impl
+        try:
+            yield
+        finally:
+            apis.vmap_impl = original
 
     # -- module stack -----------------------------------------------------------------------
     def hook_modules(self, model: torch.nn.Module) -> list[Any]:
@@ -276,7 +324,8 @@ def runtime_capture(model: torch.nn.Module, inputs: Sequence[Any] | None,
     snapshot = ModelSnapshot.save(model)
     handles = recorder.hook_modules(model)
     try:
-        with torch.enable_grad(), grad_modes.recording(), intercepted_apply(recorder.apply_function), recorder:
+        with torch.enable_grad(), grad_modes.recording(), intercepted_apply(recorder.apply_function), \
+                recorder.recording_vmap(), recorder:
             outputs = (run_forward or _call)(lambda: model(*inputs))
         result = tuple(recorder.node_of(t) for t in tensors_in(outputs))
         if on_outputs is not None:
