@@ -7,6 +7,8 @@ give every parameter a verdict that the real gradient confirms (tests/zoo/truth.
 tests/test_zoo.py does for the default chain. Whether the path captures the model at all is
 pinned in tests/zoo/availability.py (``python scripts/zoo.py --pin`` writes it): a path that
 stops working fails here, and so does one that starts working while still pinned as failing.
+The models tests/test_zoo.py leaves to the matrix for time (``known.MATRIX_ONLY``) are checked on
+the default chain here as well.
 """
 from __future__ import annotations
 
@@ -15,13 +17,14 @@ import pytest
 pytest.importorskip("transformers")
 
 from zoo import known  # noqa: E402
-from zoo.registry import PATHS, Path  # noqa: E402
+from zoo.registry import DEFAULT_CHAIN, PATHS, Path  # noqa: E402
 from zoo.run import SPECIMENS, built, check_path  # noqa: E402
 
 
 def _cases() -> list:
+    """Every model on every path, and on the default chain the models the suite leaves to the matrix."""
     return [pytest.param(name, path, id=f"{name}-{path.name}", marks=known.marks(name, path.name))
-            for name in SPECIMENS for path in PATHS]
+            for name in SPECIMENS for path in (PATHS if name not in known.MATRIX_ONLY else (DEFAULT_CHAIN, *PATHS))]
 
 
 @pytest.mark.parametrize("name, path", _cases())

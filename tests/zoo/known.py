@@ -44,6 +44,19 @@ KNOWN_DISAGREEMENTS: dict[tuple[str, str], str] = {
 }
 
 
+# Models whose default-chain check alone takes several CPU seconds more than the rest (the CPU
+# seconds of that check, measured): the suite's time budget leaves them to the matrix, which checks
+# them on the default chain too.
+MATRIX_ONLY: dict[str, str] = {
+    "glm5_next": "40 s",
+    "nemo_speechlm": "27 s",
+    "bailing_hybrid": "24 s",
+    "hrm_text": "14 s",
+    "vits": "8 s",
+    "textnet": "8 s",
+}
+
+
 def marks(name: str, path: str) -> list[pytest.MarkDecorator]:
     """The strict xfail of a known (model, path) disagreement, else nothing."""
     reason = KNOWN_DISAGREEMENTS.get((name, path))

@@ -94,8 +94,8 @@ def check_specimen(specimen: Specimen | str, paths: Sequence[Path] = PATHS) -> Z
                      build_seconds)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.lru_cache(maxsize=8)  # a model's paths run one after another; 300 models kept would be GBs
 def built(name: str) -> tuple[torch.nn.Module, Any, dict[str, Truth]]:
-    """The model, its inputs and the plain backward's truth: once per process, shared by its paths."""
+    """The model, its inputs and the plain backward's truth, shared by the paths that check it."""
     model, inputs = SPECIMENS[name].make()
     return model, inputs, real_gradients(model, inputs)
