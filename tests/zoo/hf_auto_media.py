@@ -2,7 +2,9 @@
 
 Each name is a transformers model type, built by :func:`.auto.build` from its default config
 shrunk (2 layers, width 32-64, vocabulary 99); a :class:`.auto.Recipe` says what a type needs
-beyond that.
+beyond that. A multimodal type without a recipe gets its main input only (token ids): its image or
+audio tower does not run, gets no gradient in the plain backward, and must be reported dry; the
+recipes below (fuyu, gemma3, the CLIP-style two-tower models) run the image path too.
 """
 from __future__ import annotations
 
@@ -24,10 +26,10 @@ register("speech", [
 
 register("multimodal", [
     "apertus1p5", "aria", "audioflamingo3", "aya_vision", "cosmos3_edge", "cosmos3_omni", "deepseek_vl",
-    "flava", "florence2", "fun_asr_nano", "git", "glm5_next", "glmasr", "got_ocr2",
+    "flava", "florence2", "fun_asr_nano", "git", "glmasr", "got_ocr2",
     "idefics2", "idefics3", "inkling2", "internvl", "janus", "kimi_k25", "kosmos-2.5", "lighton_ocr", "llava",
     "metaclip_2", "minicpm_ocr", "minicpmv4_6", "minicpmv4_7", "mistral3", "mllama", "modernvbert",
-    "moss_transcribe_diarize", "muse_glimmer", "muse_spark", "musicflamingo", "nemo_speechlm", "omniasr",
+    "moss_transcribe_diarize", "muse_glimmer", "muse_spark", "musicflamingo", "omniasr",
     "ovis2", "paligemma", "phi4_multimodal", "qianfan_ocr", "smolvlm", "tipsv2", "ultravbert", "unlimited_ocr",
     "vibevoice", "video_llama_3", "video_llava", "vipllava", "voxtral",
 ])

@@ -22,7 +22,7 @@ register("decoder (MoE)", [
 ])
 
 register("state-space", [
-    "bailing_hybrid", "jamba", "lfm2", "minimax", "recurrent_gemma",
+    "jamba", "lfm2", "minimax", "recurrent_gemma",
 ])
 
 register("encoder", [

@@ -48,9 +48,6 @@ KNOWN_DISAGREEMENTS: dict[tuple[str, str], str] = {
 # seconds of that check, measured): the suite's time budget leaves them to the matrix, which checks
 # them on the default chain too.
 MATRIX_ONLY: dict[str, str] = {
-    "glm5_next": "40 s",
-    "nemo_speechlm": "27 s",
-    "bailing_hybrid": "24 s",
     "hrm_text": "14 s",
     "vits": "8 s",
     "textnet": "8 s",
@@ -61,8 +58,3 @@ def marks(name: str, path: str) -> list[pytest.MarkDecorator]:
     """The strict xfail of a known (model, path) disagreement, else nothing."""
     reason = KNOWN_DISAGREEMENTS.get((name, path))
     return [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
-
-
-def expected_available(name: str, path: str) -> bool:
-    """Whether the capture path is pinned as working for the model."""
-    return path not in UNAVAILABLE.get(name, {})

@@ -127,8 +127,7 @@ def tiny_inputs(model: torch.nn.Module) -> dict[str, torch.Tensor]:
         inputs["input_features"] = torch.randn(BATCH, 16, bins)
     else:
         raise NotImplementedError(f"no tiny input for main input {main!r}")
-    if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in accepted and "input_ids" not in inputs \
-            or getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in accepted:
+    if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in accepted:
         inputs["decoder_input_ids"] = ids(min(getattr(config, "vocab_size", None) or VOCAB, VOCAB))
     return inputs
 
