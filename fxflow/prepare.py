@@ -77,7 +77,8 @@ class KeywordCall(SharedTables):
     inputs, named by their keys); its other values are bound. Forward then calls the model
     itself with every input as a keyword: decorators that rename deprecated keywords or read
     ``**kwargs``, and the model's own hooks, see the user's call (symbolic tracing calls forward
-    itself, decorators included, without the root's hooks). Made by :func:`keyword_call`, whose subclass gives forward one named argument per tensor.
+    itself, decorators included, without the root's hooks). Made by :func:`keyword_call`, whose
+    subclass gives forward one named argument per tensor.
     """
 
     def __init__(self, model: nn.Module, names: list[str], constants: dict[str, Any]) -> None:
@@ -88,8 +89,9 @@ class KeywordCall(SharedTables):
     def call(self, *tensors: Any) -> Any:
         """The user's call: the model with the dict's tensors and its other values, all as keywords."""
         keywords = {**dict(zip(self._names, tensors)), **self._constants}
-        if torch.fx._symbolic_trace.is_fx_symbolic_tracing():  # fx traces a module call only for registered submodules:
-            return type(self._keyword_model).forward(self._keyword_model, **keywords)  # forward alone, its decorators too
+        if torch.fx._symbolic_trace.is_fx_symbolic_tracing():
+            # fx traces a module call only into registered submodules: forward itself, decorators included
+            return type(self._keyword_model).forward(self._keyword_model, **keywords)
         return self._keyword_model(**keywords)
 
 
@@ -111,9 +113,10 @@ def keyword_call(model: nn.Module, names: list[str], constants: dict[str, Any]) 
 
 class KeywordsBound(SharedTables):
     """``model`` with keyword inputs that forward takes only through ``**kwargs`` bound in, for a
-    watched call (:mod:`fxflow.watching`): the captures see a forward of positional inputs only. The bound keywords are
-    constants of the captured graph (an attention mask, a flag): they carry no parameter's
-    gradient. The model's own forward hooks on its root are not run through this wrapper.
+    watched call (:mod:`fxflow.watching`): the captures see a forward of positional inputs only.
+    The bound keywords are constants of the captured graph (an attention mask, a flag): they carry
+    no parameter's gradient. The model's own forward hooks on its root are not run through this
+    wrapper.
     """
 
     def __init__(self, model: nn.Module, keywords: dict[str, Any]) -> None:
