@@ -25,13 +25,13 @@ register("speech", [
 ])
 
 register("multimodal", [
-    "apertus1p5", "aria", "audioflamingo3", "aya_vision", "cosmos3_edge", "cosmos3_omni", "deepseek_vl",
+    "aria", "audioflamingo3", "aya_vision", "cosmos3_edge", "cosmos3_omni", "deepseek_vl",
     "flava", "florence2", "fun_asr_nano", "git", "glmasr", "got_ocr2",
     "idefics2", "idefics3", "inkling2", "internvl", "janus", "kimi_k25", "kosmos-2.5", "lighton_ocr", "llava",
     "metaclip_2", "minicpm_ocr", "minicpmv4_6", "minicpmv4_7", "mistral3", "mllama", "modernvbert",
     "moss_transcribe_diarize", "muse_glimmer", "muse_spark", "musicflamingo", "omniasr",
     "ovis2", "paligemma", "phi4_multimodal", "qianfan_ocr", "smolvlm", "tipsv2", "ultravbert", "unlimited_ocr",
-    "vibevoice", "video_llama_3", "video_llava", "vipllava", "voxtral",
+    "video_llama_3", "video_llava", "vipllava", "voxtral",
 ])
 
 # -- types that need more than their shrunk defaults --------------------------------------------

@@ -28,7 +28,7 @@ register("state-space", [
 register("encoder", [
     "bert-generation", "camembert", "ctrl", "data2vec-text", "dpr", "esmc", "eurobert", "evolla", "flaubert",
     "gpt-sw3", "gradium_phonon_tts", "gte", "higgs_audio_v2", "ibert", "imagegpt", "jina_embeddings_v3",
-    "layoutlm", "luke", "markuplm", "megatron-bert", "modernbert", "mra", "neomme", "nomic_bert", "openai-gpt",
+    "layoutlm", "markuplm", "megatron-bert", "modernbert", "mra", "neomme", "nomic_bert", "openai-gpt",
     "openai_privacy_filter", "pocket_tts", "rembert", "roberta-prelayernorm", "roc_bert", "splinter", "tapas",
     "ultrabert", "visual_bert", "vits", "xlm", "xlm-roberta-xl", "yoso",
 ])
@@ -47,6 +47,9 @@ register("decoder", {
     "reformer": Recipe({"is_decoder": True, "axial_pos_shape": (2, 4), "axial_pos_embds_dim": (16, 16),
                         "local_attn_chunk_length": 4, "lsh_attn_chunk_length": 4, "num_buckets": 2,
                         "attn_layers": ["local", "lsh"], "max_position_embeddings": 8}),
+})
+register("encoder", {
+    "luke": Recipe({"entity_vocab_size": 16}),  # 500,000 entities by default: 128 million values
 })
 register("decoder (MoE)", {
     "deepseek_v2": Recipe({"num_experts_per_tok": 2, "n_group": 1, "topk_group": 1}),

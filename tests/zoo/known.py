@@ -37,7 +37,7 @@ KNOWN_DISAGREEMENTS: dict[tuple[str, str], str] = {
     ("reformer", "runtime"): _REFORMER,
     ("reformer", "runtime/real twins"): _REFORMER,
     ("sew_d", "default chain"): _SEW_D,
-    ("sew_d", "runtime"): _SEW_D,
+
     ("sew_d", "runtime/real twins"): _SEW_D,
     ("encodec", "default chain"): _ENCODEC,
     ("encodec", "runtime"): _ENCODEC,
@@ -53,7 +53,6 @@ MATRIX_ONLY: dict[str, str] = {
     "minicpm_ocr": "34 s (3.7)",
     "maskformer": "28 s (5.6)",
     "pp_doclayout_v3": "24 s (4.0)",
-    "vibevoice": "23 s (1.3)",
     "minicpmv4_6": "21 s (4.6)",
     "minicpmv4_7": "17 s (3.7)",
     "kosmos_2.5": "16 s (2.3)",

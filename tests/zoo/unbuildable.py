@@ -7,6 +7,7 @@ others need a recipe of their own (inputs or sizes the general builder does not 
 
 UNBUILDABLE: dict[str, str] = {
     "align": "the shrunk defaults or generic inputs do not fit it: its EfficientNet vision tower keeps a 640-wide output",
+    "apertus1p5": "the shrunk config still holds 195 million values: its convolutional vision tokenizer keeps sizes the shrinker does not know",
     "axk1": "the shrunk defaults or generic inputs do not fit it: RuntimeError: shape '[-1, 8, 0]' is invalid for input of size 64",
     "bailing_hybrid": "the shrunk config still checks slowly: 24 CPU s on the default chain alone and GBs of memory on the others (sizes the shrinker does not know)",
     "bamba": "the shrunk defaults or generic inputs do not fit it: RuntimeError: shape '[2, 8, 128, 64]' is invalid for input of size 1024",
@@ -121,6 +122,7 @@ UNBUILDABLE: dict[str, str] = {
     "tvp": "the shrunk defaults or generic inputs do not fit it: AttributeError: 'NoneType' object has no attribute 'dtype'",
     "udop": "the shrunk defaults or generic inputs do not fit it: ValueError: Bbox is required for horizontal relative position bias",
     "uvdoc": "the shrunk defaults or generic inputs do not fit it: RuntimeError: Given groups=1, weight of size [128, 768, 1, 1], expected input[2, 128, 2, 2] to have 768 channels, but got 128 channels inste",
+    "vibevoice": "the shrunk config still holds 1.0 billion values: its convolutional audio tokenizer keeps sizes the shrinker does not know",
     "videomae": "the shrunk defaults or generic inputs do not fit it: ValueError: not enough values to unpack (expected 5, got 4)",
     "videoprism": "the shrunk defaults or generic inputs do not fit it: NotImplementedError: no tiny input for main input 'pixel_values_videos'",
     "vision-text-dual-encoder": "a wrapper of two other models chosen at run time: its default config builds neither tower small",
