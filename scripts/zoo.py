@@ -20,6 +20,9 @@ from collections import Counter
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# One thread per process, as the suite's workers have (tests/conftest.py): several processes on
+# a few cores with OpenMP's spinning threads each take several times as long.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
