@@ -22,6 +22,7 @@ from typing import Any, Callable, Iterator, Sequence
 
 import torch
 import torch.fx as fx
+from torch._functorch import apis as functorch_apis
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map
 
@@ -33,6 +34,7 @@ from ..state import ModelSnapshot
 from .functions import (OPAQUE_KEY, CheckpointGate, Constant, OpaqueFunction, checkpoint_inputs, checkpointed_call,
                         intercepted_apply, is_checkpoint, is_user_function, opaque_reason)
 from .grad_mode import META_KEY as GRAD_MODE_KEY, GradModeRecorder
+from .patching import ThreadPatch
 
 _ESCAPES = {"numpy", "item", "tolist", "__array__", "__float__", "__int__", "__index__", "__complex__"}
 _CONSTRUCTORS = {"tensor", "as_tensor", "asarray", "from_numpy", "frombuffer", "new_tensor"}
@@ -231,11 +233,7 @@ class RunRecorder(TorchFunctionMode):
 
     @contextlib.contextmanager
     def recording_vmap(self) -> Iterator[None]:
-        """Record each ``torch.func.vmap`` call as one :class:`Vmapped` node while inside."""
-        from torch._functorch import apis
-
-        original = apis.vmap_impl
-
+        """Record each ``torch.func.vmap`` call of this thread as one :class:`Vmapped` node while inside."""
         def vmap_impl(*options_and_args: Any, **kwargs: Any) -> Any:
             if self.paused:
                 return original(*options_and_args, **kwargs)
@@ -248,11 +246,8 @@ class RunRecorder(TorchFunctionMode):
             self.bind(result, self._record(Vmapped(original, options), "vmap", args, kwargs))
             return result
 
-        apis.vmap_impl = vmap_impl
-        try:
+        with _VMAP.active(vmap_impl) as original:
             yield
-        finally:
-            apis.vmap_impl = original
 
     # -- module stack -----------------------------------------------------------------------
     def hook_modules(self, model: torch.nn.Module) -> list[Any]:
@@ -273,6 +268,9 @@ class RunRecorder(TorchFunctionMode):
             handles.append(module.register_forward_hook(leave, always_call=True))
         return handles
 
+
+# torch.func.vmap's wrapper looks up apis.vmap_impl at each call: replaced for the recording thread only
+_VMAP = ThreadPatch(functorch_apis, "vmap_impl")
 
 # Values fx writes into generated code as valid Python; any other object becomes a graph constant.
 _LITERALS = (type(None), bool, int, float, complex, str, bytes, slice, range, type(Ellipsis), torch.dtype,
