@@ -13,23 +13,8 @@ import torch
 from torch import nn
 from torch.utils.checkpoint import checkpoint
 
-import fxflow
-from fxflow.capture import METHODS
-from gradtruth import assert_agrees, line_of, real_dynamic, real_grads
-
-
-def _reports(model: nn.Module, x: torch.Tensor) -> list[fxflow.Report]:
-    """Every capture method's report that captured ``model``: static and dynamic verdicts as a plain backward gives."""
-    truth, dynamic = real_grads(model, (x,)), real_dynamic(model, (x,))
-    reports = []
-    for method in METHODS:
-        report = fxflow.check(model, x, capture_methods=[method])
-        if report.trace.method == "none":
-            continue
-        assert_agrees(report, truth)
-        assert {p.name: p.dynamic for p in report.parameters} == dynamic, method
-        reports.append(report)
-    return reports
+from every_path import reports_on_every_path
+from gradtruth import line_of
 
 
 class FrozenInputCheckpoint(nn.Module):
@@ -47,7 +32,7 @@ class FrozenInputCheckpoint(nn.Module):
 
 def test_a_reentrant_checkpoint_without_grad_inputs_leaves_its_block_dry_on_every_path() -> None:
     model = FrozenInputCheckpoint()
-    reports = _reports(model, torch.randn(2, 4))
+    reports = reports_on_every_path(model, torch.randn(2, 4))
     assert "runtime" in {report.trace.method for report in reports}
     line = line_of(__file__, "hidden = checkpoint(")
     for report in reports:
@@ -80,7 +65,7 @@ class Ensemble(nn.Module):
 
 def test_a_detach_before_vmap_is_the_cut_on_every_path() -> None:
     model = Ensemble()
-    reports = _reports(model, torch.randn(2, 4))
+    reports = reports_on_every_path(model, torch.randn(2, 4))
     assert "runtime" in {report.trace.method for report in reports}
     line = line_of(__file__, "frozen = self.weight.detach()")
     for report in reports:

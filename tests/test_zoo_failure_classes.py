@@ -21,20 +21,8 @@ from torch import nn
 
 import fxflow
 from fxflow.capture import METHODS
+from every_path import reports_on_every_path
 from gradtruth import assert_agrees, line_of, real_grads
-
-
-def _on_every_path(model: nn.Module, inputs: Any, keywords: bool = False) -> list[fxflow.Report]:
-    """The report of each capture method that captures the model, each agreeing with a real backward."""
-    truth = real_grads(model, (), inputs) if keywords else real_grads(model, (inputs,))
-    reports = []
-    for method in METHODS:
-        report = fxflow.check(model, inputs, capture_methods=[method])
-        if report.trace.method == "none":
-            continue
-        assert_agrees(report, truth)
-        reports.append(report)
-    return reports
 
 
 # -- 1. gemma3, reformer: non-tensor arguments of a recorded call ----------------------------------
@@ -111,7 +99,7 @@ def test_fuyu_dict_inputs_are_passed_as_the_user_passes_them() -> None:
     model = Captioner()
     inputs = {"input_ids": torch.randint(0, 10, (2, 4)), "image_patches": torch.randn(2, 4, 6)}
     assert real_grads(model, (), inputs)["vision.weight"]  # the image path runs in a plain call
-    reports = _on_every_path(model, inputs, keywords=True)
+    reports = reports_on_every_path(model, inputs)
     assert {report.trace.method for report in reports} == set(METHODS)
     for report in reports:
         assert report.parameter("vision.weight").static == "reachable", report.trace.method
@@ -134,7 +122,7 @@ class SpectralGate(nn.Module):
 
 def test_autoformer_deepseek_v2_an_exact_zero_is_localized_through_complex_gradients() -> None:
     model = SpectralGate()
-    reports = _on_every_path(model, torch.randn(2, 8))
+    reports = reports_on_every_path(model, torch.randn(2, 8))
     assert reports
     line = line_of(__file__, "dead = torch.relu(")
     for report in reports:
