@@ -59,7 +59,9 @@ class ZooResult:
 
 
 def check_path(model: torch.nn.Module, inputs: Any, truth: dict[str, Truth], path: Path) -> PathResult:
-    """fxflow restricted to one capture path, compared with the plain backward."""
+    """fxflow restricted to one capture path, compared with the plain backward; a model the check
+    does not leave as it found it (mode, parameters, buffers, gradients) is an error."""
+    before = _state(model)
     seed_everything()
     started = time.process_time()
     pinned = {"FXFLOW_TWINS": path.twins} if path.twins else {}  # whatever the machine's load
@@ -69,10 +71,30 @@ def check_path(model: torch.nn.Module, inputs: Any, truth: dict[str, Truth], pat
     except FxflowError as error:  # fxflow's own refusal: the check did not run at all
         return PathResult(path.name, True, error=f"fxflow.check raised: {error}", seconds=time.process_time() - started)
     seconds = time.process_time() - started
+    changed = _changed(model, before)
+    if changed:
+        return PathResult(path.name, True, error=f"fxflow.check left the model changed: {changed}", seconds=seconds)
     if report.trace.method == "none":
         return PathResult(path.name, False, seconds=seconds, why_unavailable=_failure(report.trace.notes, path.capture))
     assert path.capture in (None, report.trace.method), (report.trace.method, path.capture)
     return PathResult(path.name, True, disagreements(report, truth), seconds=seconds, method=report.trace.method)
+
+
+def _state(model: torch.nn.Module) -> tuple[bool, dict[str, torch.Tensor], list[str]]:
+    """What a check must leave as it found: the mode, every parameter and buffer, the gradients."""
+    with_grads = [name for name, p in model.named_parameters() if p.grad is not None]
+    return model.training, {k: v.detach().clone() for k, v in model.state_dict().items()}, with_grads
+
+
+def _changed(model: torch.nn.Module, before: tuple[bool, dict[str, torch.Tensor], list[str]]) -> str:
+    """What differs from ``before`` (empty when nothing does)."""
+    training, values, with_grads = _state(model)
+    if training != before[0]:
+        return "train/eval mode"
+    if with_grads != before[2]:
+        return "the parameters' .grad"
+    different = [k for k, v in values.items() if k not in before[1] or not torch.equal(v, before[1][k])]
+    return ", ".join(different[:3]) + (f" and {len(different) - 3} more" if len(different) > 3 else "")
 
 
 def _failure(notes: Sequence[str], capture: str | None) -> str:
