@@ -34,8 +34,7 @@ def prepare(model: nn.Module, inputs: Any, device: str | torch.device | None, in
     model, _, notes = unwrap(model)
     example, keywords = as_call_inputs(inputs, model)  # validates a dict's keys against forward
     if isinstance(inputs, dict):  # called as model(**inputs): the tensors are the capture's inputs
-        example = tuple(value for value in inputs.values() if isinstance(value, torch.Tensor))
-        keywords = {key: value for key, value in inputs.items() if not isinstance(value, torch.Tensor)}
+        names, example, keywords = split_keywords(inputs)
     on_meta = any(p.is_meta for p in model.parameters())
     fake = str(device) == "meta" or on_meta
     if on_meta and example is not None:
@@ -51,10 +50,16 @@ def prepare(model: nn.Module, inputs: Any, device: str | torch.device | None, in
     if example is None:
         notes.append(no_inputs_note(model))
     if isinstance(inputs, dict):
-        runner = keyword_call(model, [key for key, value in inputs.items() if isinstance(value, torch.Tensor)], keywords)
+        runner = keyword_call(model, names, keywords)
     else:
         runner = model
     return Prepared(model, runner, example, fake, notes)
+
+
+def split_keywords(inputs: dict[str, Any]) -> tuple[list[str], tuple[Any, ...], dict[str, Any]]:
+    """Keyword inputs as the names and values of their tensors, and the other values by name."""
+    names = [key for key, value in inputs.items() if isinstance(value, torch.Tensor)]
+    return names, tuple(inputs[key] for key in names), {k: v for k, v in inputs.items() if k not in names}
 
 
 class SharedTables(nn.Module):

@@ -256,14 +256,18 @@ class Watch:
             return None, None, ["no forward inputs observed: static analysis skipped"]
         from .capture import capture
         from .pipeline import analyze_capture
-        from .prepare import KeywordsBound
+        from .prepare import KeywordsBound, keyword_call, split_keywords
         from .signature import call_as_positional
         from .state import untouched
 
-        call = call_as_positional(self.module, self._inputs, self._kwargs)
-        if call is None:
-            return None, None, ["forward's inputs do not bind to its signature: static analysis skipped"]
-        inputs, keywords = call
+        names: list[str] | None = None  # set for model(**inputs): captured as fxflow.check captures a dict
+        if not self._inputs and self._kwargs:
+            names, inputs, keywords = split_keywords(self._kwargs)
+        else:
+            call = call_as_positional(self.module, self._inputs, self._kwargs)
+            if call is None:
+                return None, None, ["forward's inputs do not bind to its signature: static analysis skipped"]
+            inputs, keywords = call
         if not inputs:  # a forward(*args, **kwargs) wrapper (PEFT without a task type) hides the real signature
             return None, None, ["forward was called with keyword arguments fxflow cannot bind to positions: "
                                 "static analysis skipped"]
@@ -271,7 +275,10 @@ class Watch:
             if distributed.is_sharded(self.model) or any(p.is_meta for p in plain.parameters()):
                 inputs = distributed.to_meta(inputs)
                 keywords = dict(zip(keywords, distributed.to_meta(tuple(keywords.values()))))
-            runner = KeywordsBound(plain, keywords) if keywords else plain
+            if names is not None:
+                runner = keyword_call(plain, names, keywords)
+            else:
+                runner = KeywordsBound(plain, keywords) if keywords else plain
             with untouched(plain) as notes:  # tracing runs forward's Python: leave no trace
                 captured = capture(runner, inputs)
                 static, static_notes = analyze_capture(captured, runner, inputs)
