@@ -150,8 +150,9 @@ class GradientNorms:
 
 
 def _norm(grads: Iterable[torch.Tensor | None]) -> float:
-
-    return math.sqrt(sum(gradient_norm(g) ** 2 for g in grads if g is not None))
+    """The L2 norm of several gradients together; a complex one (an FFT, complex rotary
+    embeddings) counts by the magnitude of its values, which has the same norm."""
+    return math.sqrt(sum(gradient_norm(g.abs() if g.is_complex() else g) ** 2 for g in grads if g is not None))
 
 
 class AutogradGraph:

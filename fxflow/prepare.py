@@ -32,7 +32,9 @@ class Prepared:
 def prepare(model: nn.Module, inputs: Any, device: str | torch.device | None, infer: bool) -> Prepared:
     """The module to check (unwrapped, on its device), its example inputs, and whether the run is fake."""
     model, _, notes = unwrap(model)
-    example, keywords = as_call_inputs(inputs, model)
+    example, keywords = as_call_inputs(inputs, model)  # validates a dict's keys against forward
+    if isinstance(inputs, dict):  # called as model(**inputs): the tensors are the capture's inputs
+        names, example, keywords = split_keywords(inputs)
     on_meta = any(p.is_meta for p in model.parameters())
     fake = str(device) == "meta" or on_meta
     if on_meta and example is not None:
@@ -47,26 +49,83 @@ def prepare(model: nn.Module, inputs: Any, device: str | torch.device | None, in
             notes.append(f"inputs inferred from the first layer: one tensor of shape ({shape})")
     if example is None:
         notes.append(no_inputs_note(model))
-    runner = KeywordsBound(model, keywords) if keywords else model
+    if isinstance(inputs, dict):
+        runner = keyword_call(model, names, keywords)
+    else:
+        runner = model
     return Prepared(model, runner, example, fake, notes)
 
 
-class KeywordsBound(nn.Module):
-    """``model`` with keyword inputs that forward takes only through ``**kwargs`` bound in.
+def split_keywords(inputs: dict[str, Any]) -> tuple[list[str], tuple[Any, ...], dict[str, Any]]:
+    """Keyword inputs as the names and values of their tensors, and the other values by name."""
+    names = [key for key, value in inputs.items() if isinstance(value, torch.Tensor)]
+    return names, tuple(inputs[key] for key in names), {k: v for k, v in inputs.items() if k not in names}
 
-    It shares the model's parameter, buffer and submodule tables, so every qualified name is the
-    user's own, and the captures see a forward of positional inputs only. The bound keywords are
-    constants of the captured graph (an attention mask, a flag): they carry no parameter's
-    gradient. The model's own forward hooks on its root are not run through this wrapper.
-    """
 
-    def __init__(self, model: nn.Module, keywords: dict[str, Any]) -> None:
+class SharedTables(nn.Module):
+    """A module that shares ``model``'s parameter, buffer and submodule tables, so every qualified
+    name in it is the user's own; ``model`` itself is kept unregistered under ``attribute``."""
+
+    def __init__(self, model: nn.Module, attribute: str) -> None:
         super().__init__()
         self._parameters = model._parameters
         self._buffers = model._buffers
         self._modules = model._modules
         self.training = model.training
-        object.__setattr__(self, "_user_module", model)  # not registered: names stay the user's
+        object.__setattr__(self, attribute, model)  # not registered: names stay the user's
+
+
+class KeywordCall(SharedTables):
+    """``model(**inputs)``, exactly as its user calls it, for inputs given as a dict.
+
+    The dict's tensors are this module's positional inputs (so every capture sees them as
+    inputs, named by their keys); its other values are bound. Forward then calls the model
+    itself with every input as a keyword: decorators that rename deprecated keywords or read
+    ``**kwargs``, and the model's own hooks, see the user's call (symbolic tracing calls forward
+    itself, decorators included, without the root's hooks). Made by :func:`keyword_call`, whose
+    subclass gives forward one named argument per tensor.
+    """
+
+    def __init__(self, model: nn.Module, names: list[str], constants: dict[str, Any]) -> None:
+        super().__init__(model, "_keyword_model")
+        object.__setattr__(self, "_names", names)
+        object.__setattr__(self, "_constants", constants)
+
+    def call(self, *tensors: Any) -> Any:
+        """The user's call: the model with the dict's tensors and its other values, all as keywords."""
+        keywords = {**dict(zip(self._names, tensors)), **self._constants}
+        if torch.fx._symbolic_trace.is_fx_symbolic_tracing():
+            # fx traces a module call only into registered submodules: forward itself, decorators included
+            return type(self._keyword_model).forward(self._keyword_model, **keywords)
+        return self._keyword_model(**keywords)
+
+
+def keyword_call(model: nn.Module, names: list[str], constants: dict[str, Any]) -> KeywordCall:
+    """A :class:`KeywordCall` whose forward takes ``names`` as named arguments.
+
+    Captures read forward's own signature (fx makes one placeholder per argument, and cannot
+    take ``*args``), so the subclass gets a forward written for these names.
+    """
+    if not all(name.isidentifier() for name in names):
+        raise ValueError(f"input names must be Python identifiers to be passed as keywords: {names}")
+    arguments = ", ".join(names)
+    namespace: dict[str, Any] = {}
+    exec(f"def forward(self, {arguments}):\n    return self.call({arguments})\n", namespace)  # noqa: S102
+    namespace["forward"].__doc__ = "The user's ``model(**inputs)`` (see :meth:`KeywordCall.call`)."
+    cls = type(KeywordCall.__name__, (KeywordCall,), {"forward": namespace["forward"], "__module__": __name__})
+    return cls(model, names, constants)
+
+
+class KeywordsBound(SharedTables):
+    """``model`` with keyword inputs that forward takes only through ``**kwargs`` bound in, for a
+    watched call (:mod:`fxflow.watching`): the captures see a forward of positional inputs only.
+    The bound keywords are constants of the captured graph (an attention mask, a flag): they carry
+    no parameter's gradient. The model's own forward hooks on its root are not run through this
+    wrapper.
+    """
+
+    def __init__(self, model: nn.Module, keywords: dict[str, Any]) -> None:
+        super().__init__(model, "_user_module")
         object.__setattr__(self, "_keywords", keywords)
 
     def forward(self, *args: Any) -> Any:

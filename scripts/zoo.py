@@ -1,7 +1,8 @@
 """Run the zoo (tests/zoo) and write docs/tested-on.md: which real architectures fxflow's verdicts
 were checked on, per capture path, against a plain forward/backward.
 
-    python scripts/zoo.py                 # from the repository root; rewrites docs/tested-on.md
+    python scripts/zoo.py --jobs 2        # from the repository root; rewrites docs/tested-on.md
+    python scripts/zoo.py --pin           # also rewrites tests/zoo/availability.py from this run
     python scripts/zoo.py bert nn_lstm    # some models only, table printed, page left alone
 
 The checks are exactly those of tests/test_zoo.py. A disagreement listed in tests/zoo/known.py
@@ -10,21 +11,30 @@ The checks are exactly those of tests/test_zoo.py. A disagreement listed in test
 from __future__ import annotations
 
 import argparse
+import multiprocessing
 import os
+import pprint
 import sys
 import time
 from collections import Counter
 from pathlib import Path
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# One thread per process, as the suite's workers have (tests/conftest.py): several processes on
+# a few cores with OpenMP's spinning threads each take several times as long.
+os.environ.setdefault("OMP_NUM_THREADS", "1")
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from zoo.known import KNOWN_DISAGREEMENTS  # noqa: E402
-from zoo.registry import PATH_NAMES  # noqa: E402
+from zoo.registry import DEFAULT_CHAIN, PATHS  # noqa: E402
 from zoo.run import SPECIMENS, PathResult, ZooResult, check_specimen  # noqa: E402
+from zoo.unbuildable import UNBUILDABLE  # noqa: E402
 
 PAGE = ROOT / "docs" / "tested-on.md"
+PINS = ROOT / "tests" / "zoo" / "availability.py"
+CHECKED = (DEFAULT_CHAIN, *PATHS)
+PATH_NAMES = tuple(path.name for path in CHECKED)
 SHOWN_PARAMETERS = 3  # per disagreement in the details
 
 
@@ -88,6 +98,28 @@ def details(results: list[ZooResult]) -> list[str]:
     return lines
 
 
+def families(results: list[ZooResult]) -> list[str]:
+    counts = Counter(r.family for r in results)
+    return [f"- {family}: {count}" for family, count in sorted(counts.items())]
+
+
+def unbuildable() -> list[str]:
+    """The model types transformers ships that the zoo does not build, each with its reason."""
+    return ["| model type | why it is not in the zoo |", "|---|---|",
+            *(f"| {model_type} | {reason.replace('|', '/')} |" for model_type, reason in sorted(UNBUILDABLE.items()))]
+
+
+def pins(results: list[ZooResult]) -> str:
+    """tests/zoo/availability.py: every (model, capture path) whose capture failed in this run."""
+    table = {r.name: {p.path: p.why_unavailable.split(":")[0] or "no reason given"
+                      for p in r.paths.values() if not p.available and p.path != DEFAULT_CHAIN.name}
+             for r in results}
+    table = {name: paths for name, paths in sorted(table.items()) if paths}
+    return ('"""Written by `python scripts/zoo.py --pin`: the zoo\'s (model, capture path) pairs whose capture\n'
+            'fails today, with the exception it fails with. tests/zoo_matrix expects exactly these to fail."""\n\n'
+            f"UNAVAILABLE: dict[str, dict[str, str]] = {pprint.pformat(table, width=116, sort_dicts=True)}\n")
+
+
 def unavailable(results: list[ZooResult]) -> list[str]:
     """Models whose capture failed, grouped by path and exception type, with the first message."""
     reasons: dict[tuple[str, str], list[tuple[str, str]]] = {}
@@ -104,16 +136,20 @@ INTRODUCTION = """\
 # Tested on
 
 fxflow's verdicts, checked against a plain forward and backward on real architectures that nobody
-here wrote. This page is written by `python scripts/zoo.py`; the same checks run in the test suite
-(`tests/test_zoo.py`, models in `tests/zoo/`).
+here wrote. This page is written by `python scripts/zoo.py --jobs 2`; the same checks run in the
+test suite (`tests/test_zoo.py`: each model on the default chain; `tests/zoo_matrix.py`: every
+model on every capture path), models in `tests/zoo/`.
 
-**How each model is checked.** Every model is built from a tiny random config (1-2 layers, width
-16-32, vocabulary 99, 2 x 8 tokens, 16x16 or 32x32 images, 400 audio samples; no downloads),
+**How each model is checked.** Every model is built from a tiny random config (2 layers, width
+32-64, vocabulary 99, 2 x 8 tokens, 16x16 or 32x32 images, 400-1600 audio samples; no downloads),
 seeded, with its usual task head, and put in `train()` mode as it is while training: dropout,
-drop-path and SpecAugment run. One plain forward and backward with fxflow's own loss (a seeded
-random projection of every floating output) gives the truth for every parameter. Then
-`fxflow.check(model, inputs, capture_methods=[path])` runs once per capture path, and every
-parameter must agree:
+drop-path and SpecAugment run. The Hugging Face models beyond the first hundred are built by one
+general builder (`tests/zoo/auto.py`): each model type's default config with every size it names
+shrunk, the inputs its user passes (`model(**inputs)`), and a recipe where the defaults need more.
+One plain forward and backward with fxflow's own loss (a seeded random projection of every
+floating output) gives the truth for every parameter. Then `fxflow.check(model, inputs)` runs
+once with no options (the *default chain*), and once per capture path with
+`capture_methods=[path]`, and every parameter must agree:
 
 | real gradient | static verdict | dynamic verdict |
 |---|---|---|
@@ -124,27 +160,45 @@ parameter must agree:
 The paths are the three capture methods on meta twin tensors (what models of real size get), and
 the run-time capture again on real twin tensors (what a small model gets); the twins are pinned
 (`FXFLOW_TWINS`), since these tiny models would otherwise only ever get real ones. *Not available*
-means that capture failed for the model and fxflow fell back to nothing (`trace.method` is
-`none`): the path was not tried, which is not a disagreement. *Parameters* counts the parameter
-tensors (each gets a verdict), *values* their elements. *Check CPU s* is the CPU time of the
-model's checks on all paths.
+means that capture failed for the model; which paths fail is pinned in
+`tests/zoo/availability.py` (`--pin` rewrites it from a run), so a path that stops or starts
+working fails the matrix. The default chain must capture every model. *Parameters* counts the
+parameter tensors (each gets a verdict), *values* their elements. *Check CPU s* is the CPU time of
+the model's checks on all five columns.
 
-A disagreement marked with a number is a known failure class of issue 10 (1: in-place writes
-through views; 2: verdicts that depend on the twins; 3: multi-output modules), listed in
-`tests/zoo/known.py` as a strict xfail; NEW marks one that is not.
+A disagreement marked with a number is a known failure class (1-3 of issue 10: in-place writes
+through views, verdicts that depend on the twins, multi-output modules; 4: custom
+autograd.Functions the twins cannot see through), listed in `tests/zoo/known.py` as a strict
+xfail; NEW marks one that is not.
+"""
+
+
+UNBUILT_INTRODUCTION = """\
+Every model type of transformers 5.x with a PyTorch model class was tried with the zoo's general
+builder (`tests/zoo/auto.py`: its default config shrunk, the inputs a user passes). These did not
+build or run there (listed in `tests/zoo/unbuildable.py`); sub-models of a type the zoo has (a
+`*_text` or `*_vision` config of a multimodal type) are not counted.
 """
 
 
 def page(results: list[ZooResult], seconds: float) -> str:
-    parts = [INTRODUCTION, "## Summary\n", *summary(results, seconds), "", "## Agreement\n", *table(results),
+    parts = [INTRODUCTION, "## Summary\n", *summary(results, seconds), "", "### Models per family\n",
+             *families(results), "", "## Agreement\n", *table(results),
              "", "## Disagreements\n", *(details(results) or ["None."]), "",
-             "## Why a path was not available\n", *unavailable(results), ""]
+             "## Why a path was not available\n", *unavailable(results), "",
+             "## Model types not built, and why\n", UNBUILT_INTRODUCTION, *unbuildable(), ""]
     return "\n".join(parts)
+
+
+def _check(name: str) -> ZooResult:
+    return check_specimen(name, CHECKED)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", help="check only these (the page is then not written)")
+    parser.add_argument("--jobs", type=int, default=1, help="models checked at once, one process each")
+    parser.add_argument("--pin", action="store_true", help="also write tests/zoo/availability.py from this run")
     args = parser.parse_args(argv)
     unknown = [name for name in args.models if name not in SPECIMENS]
     if unknown:
@@ -152,11 +206,16 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     started = time.perf_counter()
     results = []
-    for name in args.models or SPECIMENS:
-        results.append(check_specimen(name))
-        print(f"{name}: " + ", ".join(f"{p.path} {p.outcome}" for p in results[-1].paths.values()),
-              file=sys.stderr, flush=True)
+    names = args.models or list(SPECIMENS)
+    with multiprocessing.get_context("spawn").Pool(args.jobs, maxtasksperchild=20) as pool:
+        for result in pool.imap(_check, names):
+            results.append(result)
+            print(f"{result.name}: " + ", ".join(f"{p.path} {p.outcome}" for p in result.paths.values()),
+                  file=sys.stderr, flush=True)
     text = page(results, time.perf_counter() - started)
+    if args.pin and not args.models:
+        PINS.write_text(pins(results))
+        print(f"wrote {PINS.relative_to(ROOT)}", file=sys.stderr)
     if args.models:
         print(text)
     else:

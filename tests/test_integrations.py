@@ -52,8 +52,9 @@ def test_doc_example_runs_and_prints_a_healthy_report(name, library, tmp_path, m
     assert re.search(r"^ok: all \d+ trainable parameters get a gradient", out, flags=re.M), out
 
 
-def test_a_kwargs_only_wrapper_skips_the_static_half_and_says_why():
-    """PeftModel.forward(*args, **kwargs), called with keywords as a Trainer does: nothing binds to positions."""
+def test_a_kwargs_only_wrapper_is_captured_as_it_was_called():
+    """PeftModel.forward(*args, **kwargs), called with keywords as a Trainer does: nothing binds to
+    positions, and the static half captures the call as it was made, ``model(**inputs)``."""
     import torch
     import torch.nn as nn
 
@@ -74,8 +75,9 @@ def test_a_kwargs_only_wrapper_skips_the_static_half_and_says_why():
     with fxflow.watch(model) as watch:
         model(x=torch.randn(3, 4)).sum().backward()
     report = watch.report
-    assert "forward was called with keyword arguments fxflow cannot bind to positions: static analysis skipped" \
-        in report.notes
+    assert report.trace.method != "none", report.notes
+    assert {p.name: p.static for p in report.parameters if p.static != "frozen"} == {
+        "base_model.model.first.lora_A.default.weight": "reachable", "base_model.model.first.lora_B.default.weight": "reachable"}
     trainable = {name for name, p in model.named_parameters() if p.requires_grad}
     assert {p.name for p in report.parameters if p.static != "frozen"} == trainable
     assert {p.name: p.dynamic for p in report.problems} == {"base_model.model.first.lora_A.default.weight": "zero"}

@@ -15,11 +15,14 @@ single opaque nodes (see :mod:`fxflow.capture.functions`).
 """
 from __future__ import annotations
 
+import contextlib
+import enum
 import operator
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Sequence
 
 import torch
 import torch.fx as fx
+from torch._functorch import apis as functorch_apis
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map
 
@@ -31,6 +34,7 @@ from ..state import ModelSnapshot
 from .functions import (OPAQUE_KEY, CheckpointGate, Constant, OpaqueFunction, checkpoint_inputs, checkpointed_call,
                         intercepted_apply, is_checkpoint, is_user_function, opaque_reason)
 from .grad_mode import META_KEY as GRAD_MODE_KEY, GradModeRecorder
+from .patching import ThreadPatch
 
 _ESCAPES = {"numpy", "item", "tolist", "__array__", "__float__", "__int__", "__index__", "__complex__"}
 _CONSTRUCTORS = {"tensor", "as_tensor", "asarray", "from_numpy", "frombuffer", "new_tensor"}
@@ -69,6 +73,25 @@ class SetItem:
     def __call__(self, tensor: torch.Tensor, index: Any, value: Any) -> torch.Tensor:
         tensor[index] = value
         return tensor
+
+
+class Vmapped:
+    """Node target: a ``torch.func.vmap`` call, the batched function run on the node's arguments.
+
+    Inside vmap, forward sees batched wrappers of its tensors, which the recording cannot tell
+    apart from new data: the call is one node, so what flows into it (a ``.detach()`` just before,
+    a stacked parameter) stays connected to what comes out.
+    """
+
+    __name__ = __qualname__ = "vmap"
+    __module__ = "fxflow.capture.runtime"
+
+    def __init__(self, vmap_impl: Callable[..., Any], options: tuple) -> None:
+        self.vmap_impl = vmap_impl
+        self.options = options  # (func, in_dims, out_dims, randomness, chunk_size)
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self.vmap_impl(*self.options, *args, **kwargs)
 
 
 class RunRecorder(TorchFunctionMode):
@@ -142,6 +165,8 @@ class RunRecorder(TorchFunctionMode):
         escaped = self.scalars.get(id(value)) if isinstance(value, (float, complex)) else None
         if escaped is not None and escaped[1] is value:
             return self.add("call_function", Reentry("scalar", value), (escaped[0],), {})
+        if not _is_literal(value):  # an nn.ModuleList, a class: fx would write its repr into the code
+            return self.add("call_function", Constant(value), (), {})
         return value
 
     # -- interception -----------------------------------------------------------------------
@@ -186,9 +211,12 @@ class RunRecorder(TorchFunctionMode):
         """``Function.apply``: inline reentrant checkpoints, record user Functions as one opaque node."""
         if self.paused:
             return call(*args, **kwargs)
-        if is_checkpoint(cls):
-            output = checkpointed_call(args)
-            gate = self._record(CheckpointGate(), "checkpoint", (output, *checkpoint_inputs(args)), {})
+        if is_checkpoint(cls):  # recorded inline, returned as the checkpoint returns it
+            inline = checkpointed_call(args)
+            gate = self._record(CheckpointGate(), "checkpoint", (inline, *checkpoint_inputs(args)), {})
+            # Without an input that requires grad, the real checkpoint's result has no history, so a
+            # plain backward gives the block's parameters nothing: the backward riding on this run must not.
+            output = CheckpointGate()(inline, *checkpoint_inputs(args))
             self.bind(output, gate)
             return output
         if not is_user_function(cls):
@@ -202,6 +230,24 @@ class RunRecorder(TorchFunctionMode):
         node.meta[OPAQUE_KEY] = opaque_reason(cls)
         self.bind(result, node)
         return result
+
+    @contextlib.contextmanager
+    def recording_vmap(self) -> Iterator[None]:
+        """Record each ``torch.func.vmap`` call of this thread as one :class:`Vmapped` node while inside."""
+        def vmap_impl(*options_and_args: Any, **kwargs: Any) -> Any:
+            if self.paused:
+                return original(*options_and_args, **kwargs)
+            options, args = options_and_args[:5], options_and_args[5:]
+            self.paused += 1
+            try:
+                result = original(*options, *args, **kwargs)
+            finally:
+                self.paused -= 1
+            self.bind(result, self._record(Vmapped(original, options), "vmap", args, kwargs))
+            return result
+
+        with _VMAP.active(vmap_impl) as original:
+            yield
 
     # -- module stack -----------------------------------------------------------------------
     def hook_modules(self, model: torch.nn.Module) -> list[Any]:
@@ -221,6 +267,20 @@ class RunRecorder(TorchFunctionMode):
             handles.append(module.register_forward_pre_hook(enter))
             handles.append(module.register_forward_hook(leave, always_call=True))
         return handles
+
+
+# torch.func.vmap's wrapper looks up apis.vmap_impl at each call: replaced for the recording thread only
+_VMAP = ThreadPatch(functorch_apis, "vmap_impl")
+
+# Values fx writes into generated code as valid Python; any other object becomes a graph constant.
+_LITERALS = (type(None), bool, int, float, complex, str, bytes, slice, range, type(Ellipsis), torch.dtype,
+             torch.device, torch.layout, torch.memory_format, torch.Size, enum.Enum)
+
+
+def _is_literal(value: Any) -> bool:
+    if isinstance(value, slice):
+        return all(_is_literal(part) for part in (value.start, value.stop, value.step))
+    return isinstance(value, _LITERALS)
 
 
 def _has_tensor(value: Any) -> bool:
@@ -262,7 +322,8 @@ def runtime_capture(model: torch.nn.Module, inputs: Sequence[Any] | None,
     snapshot = ModelSnapshot.save(model)
     handles = recorder.hook_modules(model)
     try:
-        with torch.enable_grad(), grad_modes.recording(), intercepted_apply(recorder.apply_function), recorder:
+        with torch.enable_grad(), grad_modes.recording(), intercepted_apply(recorder.apply_function), \
+                recorder.recording_vmap(), recorder:
             outputs = (run_forward or _call)(lambda: model(*inputs))
         result = tuple(recorder.node_of(t) for t in tensors_in(outputs))
         if on_outputs is not None:

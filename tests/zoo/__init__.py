@@ -1,7 +1,10 @@
-"""The zoo: real architectures built from tiny random configs, checked on every capture path.
+"""The zoo: real architectures built from tiny random configs, checked against a plain backward.
 
-``hf`` and ``torch_nn`` build the models, ``truth`` runs the plain forward/backward and compares
-fxflow's verdicts with it, ``known`` is the one table of (model, path) disagreements that are
-known today, and ``run`` checks one model on every path (shared by tests/test_zoo.py and
-scripts/zoo.py).
+``hf``, ``hf_media`` and ``torch_nn`` build the first hundred models by hand; ``auto`` (with
+``shrink``) builds every other transformers model type from its shrunk default config, listed by
+family in ``hf_auto_text`` and ``hf_auto_media``, and ``unbuildable`` says which types it cannot
+build and why. ``truth`` runs the plain forward/backward and compares fxflow's verdicts with it,
+``known`` holds the tables of what is known today (disagreements, which capture paths fail, the
+models left to the matrix), and ``run`` checks one model on a path (shared by tests/test_zoo.py,
+tests/zoo_matrix.py and scripts/zoo.py).
 """

@@ -23,10 +23,13 @@ class Path:
     ever be checked on real twins."""
 
     name: str
-    capture: str
-    twins: str
+    capture: str | None  # None: the whole chain, as a user gets it
+    twins: str | None  # None: the twins fxflow picks for the model's size
 
 
+# What `fxflow.check(model, inputs)` does with no options: the suite checks every model this way.
+DEFAULT_CHAIN = Path("default chain", None, None)
+# Each capture method alone: the matrix (tests/zoo_matrix) checks every model on every one.
 PATHS = (
     Path("symbolic_trace", "symbolic_trace", "meta"),
     Path("torch.export", "torch.export", "meta"),

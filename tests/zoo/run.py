@@ -6,6 +6,7 @@ which is not a disagreement.
 """
 from __future__ import annotations
 
+import functools
 import os
 import time
 from dataclasses import dataclass, field
@@ -17,7 +18,7 @@ import torch
 import fxflow
 from fxflow.errors import FxflowError
 
-from . import hf, hf_media, torch_nn  # noqa: F401 (importing them registers their specimens)
+from . import hf, hf_auto_media, hf_auto_text, hf_media, torch_nn  # noqa: F401 (importing them registers their specimens)
 from .registry import PATHS, SPECIMENS, Path, Specimen
 from .truth import Disagreement, Truth, disagreements, real_gradients, seed_everything
 
@@ -32,6 +33,7 @@ class PathResult:
     error: str = ""  # the check itself refused or crashed (a disagreement: nothing was verified)
     seconds: float = 0.0  # CPU time of the check (this process): steadier than wall time on a busy machine
     why_unavailable: str = ""  # the capture's note when it failed
+    method: str = ""  # the capture method that gave the graph (the default chain's first that worked)
 
     @property
     def outcome(self) -> str:
@@ -57,22 +59,47 @@ class ZooResult:
 
 
 def check_path(model: torch.nn.Module, inputs: Any, truth: dict[str, Truth], path: Path) -> PathResult:
-    """fxflow restricted to one capture path, compared with the plain backward."""
+    """fxflow restricted to one capture path, compared with the plain backward; a model the check
+    does not leave as it found it (mode, parameters, buffers, gradients) is an error."""
+    before = _state(model)
     seed_everything()
     started = time.process_time()
+    pinned = {"FXFLOW_TWINS": path.twins} if path.twins else {}  # whatever the machine's load
     try:
-        with patch.dict(os.environ, {"FXFLOW_TWINS": path.twins}):  # whatever the machine's load
-            report = fxflow.check(model, inputs, capture_methods=[path.capture])
+        with patch.dict(os.environ, pinned):
+            report = fxflow.check(model, inputs, capture_methods=[path.capture] if path.capture else None)
     except FxflowError as error:  # fxflow's own refusal: the check did not run at all
         return PathResult(path.name, True, error=f"fxflow.check raised: {error}", seconds=time.process_time() - started)
     seconds = time.process_time() - started
+    changed = _changed(model, before)
+    if changed:
+        return PathResult(path.name, True, error=f"fxflow.check left the model changed: {changed}", seconds=seconds)
     if report.trace.method == "none":
         return PathResult(path.name, False, seconds=seconds, why_unavailable=_failure(report.trace.notes, path.capture))
-    assert report.trace.method == path.capture, (report.trace.method, path.capture)
-    return PathResult(path.name, True, disagreements(report, truth), seconds=seconds)
+    assert path.capture in (None, report.trace.method), (report.trace.method, path.capture)
+    return PathResult(path.name, True, disagreements(report, truth), seconds=seconds, method=report.trace.method)
 
 
-def _failure(notes: Sequence[str], capture: str) -> str:
+def _state(model: torch.nn.Module) -> tuple[bool, dict[str, torch.Tensor], list[str]]:
+    """What a check must leave as it found: the mode, every parameter and buffer, the gradients."""
+    with_grads = [name for name, p in model.named_parameters() if p.grad is not None]
+    return model.training, {k: v.detach().clone() for k, v in model.state_dict().items()}, with_grads
+
+
+def _changed(model: torch.nn.Module, before: tuple[bool, dict[str, torch.Tensor], list[str]]) -> str:
+    """What differs from ``before`` (empty when nothing does)."""
+    training, values, with_grads = _state(model)
+    if training != before[0]:
+        return "train/eval mode"
+    if with_grads != before[2]:
+        return "the parameters' .grad"
+    different = [k for k, v in values.items() if k not in before[1] or not torch.equal(v, before[1][k])]
+    return ", ".join(different[:3]) + (f" and {len(different) - 3} more" if len(different) > 3 else "")
+
+
+def _failure(notes: Sequence[str], capture: str | None) -> str:
+    if capture is None:  # the whole chain failed: every method's reason
+        return "; ".join(notes)
     prefix = f"{capture} failed: "
     return next((note.removeprefix(prefix) for note in notes if note.startswith(prefix)), "")
 
@@ -87,3 +114,10 @@ def check_specimen(specimen: Specimen | str, paths: Sequence[Path] = PATHS) -> Z
     results = {path.name: check_path(model, inputs, truth, path) for path in paths}
     return ZooResult(specimen.name, specimen.family, sum(p.numel() for p in model.parameters()), truth, results,
                      build_seconds)
+
+
+@functools.lru_cache(maxsize=8)  # a model's paths run one after another; 300 models kept would be GBs
+def built(name: str) -> tuple[torch.nn.Module, Any, dict[str, Truth]]:
+    """The model, its inputs and the plain backward's truth, shared by the paths that check it."""
+    model, inputs = SPECIMENS[name].make()
+    return model, inputs, real_gradients(model, inputs)

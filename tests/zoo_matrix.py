@@ -1,0 +1,41 @@
+"""The zoo's full matrix: every model on every capture path, each path's availability pinned.
+
+    python -m pytest -q -n auto tests/zoo_matrix.py     # not part of the default run (see README)
+
+For each (model, path): fxflow restricted to that capture method, its twin tensors pinned, must
+give every parameter a verdict that the real gradient confirms (tests/zoo/truth.py), exactly as
+tests/test_zoo.py does for the default chain. Whether the path captures the model at all is
+pinned in tests/zoo/availability.py (``python scripts/zoo.py --pin`` writes it): a path that
+stops working fails here, and so does one that starts working while still pinned as failing.
+The models tests/test_zoo.py leaves to the matrix for time (``known.MATRIX_ONLY``) are checked on
+the default chain here as well.
+"""
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("transformers")
+
+from zoo import known  # noqa: E402
+from zoo.registry import DEFAULT_CHAIN, PATHS, Path  # noqa: E402
+from zoo.run import SPECIMENS, built, check_path  # noqa: E402
+
+
+def _cases() -> list:
+    """Every model on every path, and on the default chain the models the suite leaves to the matrix."""
+    return [pytest.param(name, path, id=f"{name}-{path.name}", marks=known.marks(name, path.name))
+            for name in SPECIMENS for path in (PATHS if name not in known.MATRIX_ONLY else (DEFAULT_CHAIN, *PATHS))]
+
+
+@pytest.mark.parametrize("name, path", _cases())
+def test_every_path_captures_as_pinned_and_agrees(name: str, path: Path) -> None:
+    model, inputs, truth = built(name)
+    result = check_path(model, inputs, truth, path)
+    pinned = known.UNAVAILABLE.get(name, {}).get(path.name)
+    if pinned is not None:  # pinned as failing: it must still fail, with the same exception
+        assert not result.available, f"{path.name} now captures {name}: drop its pin in tests/zoo/availability.py"
+        assert result.why_unavailable.split(":")[0] == pinned, result.why_unavailable
+        return
+    assert result.available, f"{path.name} no longer captures {name}: {result.why_unavailable}"
+    assert not result.error, result.error
+    assert [str(d) for d in result.disagreements] == []
