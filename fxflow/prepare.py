@@ -116,22 +116,6 @@ def keyword_call(model: nn.Module, names: list[str], constants: dict[str, Any]) 
     return cls(model, names, constants)
 
 
-class KeywordsBound(SharedTables):
-    """``model`` with keyword inputs that forward takes only through ``**kwargs`` bound in, for a
-    watched call (:mod:`fxflow.watching`): the captures see a forward of positional inputs only.
-    The bound keywords are constants of the captured graph (an attention mask, a flag): they carry
-    no parameter's gradient. The model's own forward hooks on its root are not run through this
-    wrapper.
-    """
-
-    def __init__(self, model: nn.Module, keywords: dict[str, Any]) -> None:
-        super().__init__(model, "_user_module")
-        object.__setattr__(self, "_keywords", keywords)
-
-    def forward(self, *args: Any) -> Any:
-        return type(self._user_module).forward(self._user_module, *args, **self._keywords)
-
-
 def _on_device(model: nn.Module, example: tuple[Any, ...] | None, keywords: dict[str, Any], device: torch.device,
                notes: list[str]) -> tuple[nn.Module, tuple[Any, ...] | None, dict[str, Any]]:
     """A copy of the model (and the inputs) on ``device``; the user's model stays where it is."""

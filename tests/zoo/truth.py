@@ -19,7 +19,7 @@ from typing import Any
 
 import torch
 
-from fxflow.probe import projection_loss
+from fxflow.probe import labels_in, training_loss
 from fxflow.state import ModelSnapshot
 from fxflow.verdicts import DynamicVerdict, StaticVerdict
 
@@ -68,7 +68,8 @@ def real_gradients(model: torch.nn.Module, inputs: Any, seed: int = 0) -> dict[s
             parameter.grad = None
         seed_everything(seed)
         with torch.enable_grad():
-            loss = projection_loss(call(model, inputs), 0)
+            # the loss the check differentiates: the model's own when it returns one, else the projection
+            loss = training_loss(call(model, inputs), labels_given=labels_in(inputs)).tensor
             if loss is not None and loss.requires_grad:
                 loss.backward()
         return {name: _truth(p.grad) for name, p in model.named_parameters()}
