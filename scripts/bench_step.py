@@ -2,11 +2,11 @@
 
     python scripts/bench_step.py                 # every model, prints the table
     python scripts/bench_step.py --models tiny   # a subset
-    python scripts/bench_step.py --write         # also replace the table in docs/performance.md
 
 In process, with one torch thread: the median of a plain ``model(**inputs).loss.backward()``
 step against the median of ``fxflow.check(model, inputs)`` on the same Hugging Face GPT-2, after
-a warm-up of each. Whole process: ``fxflow check`` of a model file against a floor that builds
+a warm-up of each, and the peers' own capture of the same model (torchview's graph, TorchLens's
+trace), where installed. Whole process: ``fxflow check`` of a model file against a floor that builds
 the same model and runs one forward and backward with no capture at all. The 7B LLaMA config runs
 on the meta device (fake tensors): ``fxflow check --device meta`` against a meta floor.
 """
@@ -111,8 +111,33 @@ def in_process(name: str) -> dict[str, float]:
     repeats = REPEATS[name]
     step, checked = median(plain, repeats), median(check, repeats)
     report = check()
+    peers = {}
+    for peer, run in _peers(model, inputs).items():
+        try:
+            peers[peer] = median(run, max(repeats // 2, 1))
+        except Exception as error:  # noqa: BLE001 - a peer that cannot run this model is reported as such
+            peers[peer] = f"{type(error).__name__}"
     return {"step": step, "check": checked, "ratio": checked / step, "capture": report.trace.method,
-            **{f"phase {k}": v for k, v in report.timings.items()}}
+            "peers": peers, **{f"phase {k}": v for k, v in report.timings.items()}}
+
+
+def _peers(model: Any, inputs: dict[str, Any]) -> dict[str, Any]:
+    """The peers' own capture of the same model, where installed: torchview's graph (built, not
+    drawn) and TorchLens's trace of the forward."""
+    runs = {}
+    try:
+        from torchview import draw_graph
+
+        runs["torchview"] = lambda: draw_graph(model, input_data=dict(inputs), depth=3)
+    except ImportError:
+        pass
+    try:
+        import torchlens
+
+        runs["torchlens"] = lambda: torchlens.trace(model, input_kwargs=dict(inputs))
+    except ImportError:
+        pass
+    return runs
 
 
 def whole_process(name: str, device: str | None) -> dict[str, float]:
@@ -162,12 +187,15 @@ def main() -> int:
 
 
 def table(rows: list, meta: dict | None) -> str:
-    lines = ["| model | plain step s | fxflow.check s | ratio | capture | whole process: floor s / check s (ratio) |",
-             "|---|---:|---:|---:|---|---|"]
+    lines = ["| model | plain step s | fxflow.check s | ratio | capture | torchview s | TorchLens s | "
+             "whole process: floor s / check s (ratio) |",
+             "|---|---:|---:|---:|---|---:|---:|---|"]
     for name, inside, outside in rows:
         whole = (f"{outside['floor']:.2f} / {outside['check']:.2f} ({outside['ratio']:.2f}x)" if outside else "")
+        peers = [inside["peers"].get(peer, "-") for peer in ("torchview", "torchlens")]
+        peers = [f"{p:.4f}" if isinstance(p, float) else p for p in peers]
         lines.append(f"| {name} | {inside['step']:.4f} | {inside['check']:.4f} | {inside['ratio']:.2f}x | "
-                     f"{inside['capture']} | {whole} |")
+                     f"{inside['capture']} | {peers[0]} | {peers[1]} | {whole} |")
     if meta:
         lines.append(f"| LLaMA-7B config, --device meta | | | | | {meta['floor']:.2f} / {meta['check']:.2f} "
                      f"({meta['ratio']:.2f}x), {meta['check MiB']:.0f} MiB (floor {meta['floor MiB']:.0f} MiB) |")
