@@ -15,7 +15,7 @@ from typing import Any
 import torch
 
 from .distributed import is_dtensor, all_gather
-from .flow import stored_values
+from .flow import l2_norm, stored_values
 
 
 @dataclass
@@ -55,9 +55,11 @@ def local_grad(grad: torch.Tensor | None) -> LocalGrad:
     if grad.layout != torch.strided:  # sparse (Embedding(sparse=True)): over the rows it holds
         grad = stored_values(grad.detach())
         numel = grad.numel()
-    values = grad.detach().double()
-    return LocalGrad(True, float((values * values).sum()), numel, bool(torch.isfinite(values).all()),
-                     bool((values == 0).all()), sharded)
+    # One reduction answers everything: NaN and inf propagate into the norm, and a norm of exactly
+    # zero means every entry is zero (no copy of the gradient; float64 where float32 could underflow).
+    norm = l2_norm(grad.detach())
+    finite = math.isfinite(norm)
+    return LocalGrad(True, norm * norm if finite else math.inf, numel, finite, norm == 0.0, sharded)
 
 
 def combine(per_rank: list[LocalGrad]) -> GradInfo:

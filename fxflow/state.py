@@ -182,12 +182,15 @@ class ModelSnapshot:
     buffers: dict[tuple[torch.nn.Module, str], tuple[torch.Tensor, int, torch.Tensor]] = field(default_factory=dict)
     training: dict[torch.nn.Module, bool] = field(default_factory=dict)
     random_state: RandomState | None = None
+    copied: bool = True  # parameter values were meant to be copied (see save)
 
     @classmethod
-    def save(cls, model: torch.nn.Module) -> "ModelSnapshot":
-        snapshot = cls(model, random_state=RandomState.save())
+    def save(cls, model: torch.nn.Module, copy_parameters: bool = True) -> "ModelSnapshot":
+        """``copy_parameters=False``: parameter values are left to an outer snapshot (the check's own),
+        which copies them once; this one still puts back grads, flags, buffers and the random state."""
+        snapshot = cls(model, random_state=RandomState.save(), copied=copy_parameters)
         parameters = list(dict.fromkeys(model.parameters()))
-        copy = sum(p.numel() * p.element_size() for p in parameters) <= _PARAMETER_COPY_LIMIT_BYTES
+        copy = copy_parameters and sum(p.numel() * p.element_size() for p in parameters) <= _PARAMETER_COPY_LIMIT_BYTES
         for parameter in parameters:
             snapshot.grads[parameter] = parameter.grad
             snapshot.requires_grad[parameter] = parameter.requires_grad
@@ -211,7 +214,7 @@ class ModelSnapshot:
                 if parameter in self.parameter_copies:
                     if _changed(parameter, self.versions[parameter], self.parameter_copies[parameter]):
                         parameter.copy_(self.parameter_copies[parameter])
-                elif parameter._version != self.versions[parameter]:
+                elif parameter._version != self.versions[parameter] and self.copied:
                     notes.append("forward changed a parameter in place; it was too large to keep a copy")
             for (module, name), (original, version, value) in self.buffers.items():
                 if not original.is_meta and _changed(original, version, value):  # running stats, counters

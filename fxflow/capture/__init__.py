@@ -16,10 +16,11 @@ one succeeded:
 Capturing never changes the user's model: attributes that forward assigns while tracing are
 put back afterwards.
 
-The chain (:func:`_methods`): ``symbolic_trace`` (fast, no inputs needed), then
-``torch.export`` non-strict (:mod:`.export`: shape-dependent code, most Hugging Face models),
-then a capture of the actual run on the example inputs (:mod:`.runtime`: data-dependent
-branches, NumPy round trips, inference_mode, custom autograd.Functions). Wrappers
+The chain (:func:`_methods`): ``symbolic_trace`` (fast, no inputs needed), then a capture of the
+actual run on the example inputs (:mod:`.runtime`: shape- and data-dependent code, most Hugging
+Face models, NumPy round trips, inference_mode, custom autograd.Functions; the check's one real
+forward and backward run inside it), then ``torch.export`` non-strict (:mod:`.export`:
+``torch.cond``, which the recording cannot follow). Wrappers
 (``torch.compile``, DataParallel, DDP) are seen through first (:mod:`fxflow.unwrap`).
 """
 from __future__ import annotations
@@ -97,11 +98,14 @@ class Capture:
 
 
 def _methods() -> list[tuple[str, CaptureMethod]]:
-    """The capture methods, in the order they are tried."""
-    return [("symbolic_trace", _symbolic), ("torch.export", _export), ("runtime", _runtime)]
+    """The capture methods, in the order they are tried: the cheap static trace first; then the
+    recording of the real run, which the check needs anyway (its backward rides along); then
+    torch.export, which traces the whole model again and is left for what the recording cannot
+    follow (``torch.cond``)."""
+    return [("symbolic_trace", _symbolic), ("runtime", _runtime), ("torch.export", _export)]
 
 
-METHODS = ("symbolic_trace", "torch.export", "runtime")
+METHODS = ("symbolic_trace", "runtime", "torch.export")
 
 
 def capture(model: torch.nn.Module, inputs: Sequence[object] | None = None, *,

@@ -319,7 +319,10 @@ def runtime_capture(model: torch.nn.Module, inputs: Sequence[Any] | None,
         node = recorder.graph.placeholder(name)
         if isinstance(value, torch.Tensor):
             recorder.bind(value, node)
-    snapshot = ModelSnapshot.save(model)
+    # The run changes buffers (running statistics) and may change parameters in place: put back
+    # before the graph is analysed. Parameter values are copied once, by the caller's own snapshot
+    # when there is one (fxflow.check), else here.
+    snapshot = ModelSnapshot.save(model, copy_parameters=on_outputs is None)
     handles = recorder.hook_modules(model)
     try:
         with torch.enable_grad(), grad_modes.recording(), intercepted_apply(recorder.apply_function), \
