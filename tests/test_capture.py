@@ -121,8 +121,8 @@ def test_every_capture_agrees_with_the_real_backward(case: type, method: str) ->
 
 @pytest.mark.parametrize("case, method, failed", [
     (DataclassOut, "symbolic_trace", []),
-    (KeywordArgs, "torch.export", ["symbolic_trace"]),
-    (Branchy, "runtime", ["symbolic_trace", "torch.export"]),
+    (KeywordArgs, "runtime", ["symbolic_trace"]),  # the recording comes before export (issue 18)
+    (Branchy, "runtime", ["symbolic_trace"]),
 ])
 def test_chain_names_the_method_and_why_earlier_ones_failed(case: type, method: str, failed: list[str]) -> None:
     torch.manual_seed(0)
@@ -152,7 +152,7 @@ def test_escape_is_the_cut_not_unused() -> None:
 def test_nothing_captures_then_each_failure_is_named() -> None:
     captured = capture(Branchy(), None)  # no inputs: export and the run-time capture cannot run
     assert captured.method == "none" and captured.graph_module is None
-    assert [n.split(" failed")[0] for n in captured.notes[:3]] == ["symbolic_trace", "torch.export", "runtime"]
+    assert [n.split(" failed")[0] for n in captured.notes[:3]] == ["symbolic_trace", "runtime", "torch.export"]
     assert captured.notes[-1] == "no capture worked"  # whether a backward ran is the pipeline's to say
 
 

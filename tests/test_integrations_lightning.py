@@ -192,3 +192,26 @@ def test_steps_counts_each_parameters_steps_with_a_gradient(loader, tmp_path):
     assert {p.name: p.steps_with_gradient for p in report.parameters} == counts == {
         "first.weight": 2, "first.bias": 2, "last.weight": 2, "last.bias": 2, "aux.weight": 1, "aux.bias": 1}
     assert report.parameter("aux.weight").dynamic == "intermittent" and report.ok
+
+
+def test_steps_log_the_per_layer_norms_to_the_trainers_logger(loader, tmp_path):
+    """With a logger configured, the watched steps' per-layer gradient norms land in it."""
+    import csv
+
+    from pytorch_lightning.loggers import CSVLogger
+
+    torch.manual_seed(0)
+    module = AuxFromSecondBatch()
+    callback = GradientFlowCheck(steps=2, show=False)
+    logger = CSVLogger(str(tmp_path), name="fxflow")
+    trainer = pl.Trainer(max_steps=2, accelerator="cpu", logger=logger, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path,
+                         callbacks=[callback])
+    trainer.fit(module, loader)
+    logger.save()
+    rows = list(csv.DictReader(open(f"{logger.log_dir}/metrics.csv")))
+    logged = [row for row in rows if row.get("fxflow/grad_mean/first")]
+    assert [int(row["step"]) for row in logged] == [0, 1]
+    history = callback.report.gradient_history["first"]
+    assert [float(row["fxflow/grad_mean/first"]) for row in logged] == pytest.approx([r.mean for r in history])
+    assert float(logged[1]["fxflow/grad_max/aux"]) > 0 and not logged[0].get("fxflow/grad_max/aux")

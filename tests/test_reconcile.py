@@ -49,7 +49,8 @@ def test_dynamic_verdicts_follow_the_real_gradients():
     assert not torch.isfinite(real["nan"].grad).all() and verdicts["nan"] == "nonfinite"
     assert real["tiny"].grad.norm() < 1e-6 * real["ok"].grad.norm() and verdicts["tiny"] == "vanishing"
     assert verdicts["ok"] == "ok"
-    assert math.isclose(result.grads["ok"].norm, float(real["ok"].grad.double().norm()), rel_tol=1e-9)
+    # read in one float32 pass (float64 only where float32 could underflow): float32's precision
+    assert math.isclose(result.grads["ok"].norm, float(real["ok"].grad.double().norm()), rel_tol=1e-6)
 
 
 class SwitchesBranch(nn.Module):

@@ -35,10 +35,29 @@ class GradientFlowCheck(FirstStepCallback, pl.Callback):
 
     def on_before_optimizer_step(self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: Any) -> None:
         # Lightning calls this after the backward (and AMP unscaling), before it clips: the grads are raw.
-        self.check.end()
+        self._log(trainer, self.check.end())
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self.check.finish()
+        self._log(trainer, self.check.finish())
+
+    @staticmethod
+    def _log(trainer: pl.Trainer, report: Any) -> None:
+        """The per-layer gradient norms of the watched steps, to the trainer's own logger when it
+        has one (TensorBoard, W&B, CSV...): ``fxflow/grad_mean/<layer>`` and ``fxflow/grad_max/<layer>``
+        (and ``fxflow/update_ratio/<layer>``) at each watched step."""
+        if report is None or not report.gradient_history or not trainer.loggers:
+            return
+        for step in sorted({r.step for records in report.gradient_history.values() for r in records}):
+            metrics = {}
+            for layer, records in report.gradient_history.items():
+                for record in (r for r in records if r.step == step):
+                    metrics[f"fxflow/grad_mean/{layer}"] = record.mean
+                    metrics[f"fxflow/grad_max/{layer}"] = record.max
+                    if record.update_ratio is not None:
+                        metrics[f"fxflow/update_ratio/{layer}"] = record.update_ratio
+            for logger in trainer.loggers:
+                logger.log_metrics(metrics, step=step - 1)
+
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         self.check.abandon()
