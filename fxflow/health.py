@@ -58,29 +58,34 @@ class HealthRecorder:
     updates: dict[tuple[int, str], list[float]] = field(default_factory=dict)  # (step, layer) -> [Σ|Δw|², Σ|w|²]
     order: list[str] = field(default_factory=list)  # the layers in the model's order (history lists them so)
 
-    def record(self, step: int, name: str, parameter: torch.Tensor, grad: torch.Tensor) -> None:
-        """One parameter's gradient in ``step``; also closes the update of its previous step."""
+    def record(self, step: int, name: str, parameter: torch.Tensor, grad: torch.Tensor) -> float:
+        """One parameter's gradient in ``step``; also closes the update of its previous step.
+        Returns the gradient's sum of ``|grad|`` (0: exactly zero; not finite: NaN or inf in it)."""
         self.settle(name, parameter)
-        values = grad.detach().abs()
+        values = grad.detach()
         if values.is_sparse:
             values = values.coalesce().values()
+        # two reductions, no copy: the sum of |g| (exact about zero: no squares to underflow) and the largest
+        total = float(torch.linalg.vector_norm(values, 1)) if values.numel() else 0.0
+        largest = float(torch.linalg.vector_norm(values, math.inf)) if values.numel() else 0.0
         entry = self.sums.setdefault((step, layer_of(name)), [0.0, 0, 0.0])
-        entry[0] += float(values.double().sum())
+        entry[0] += total
         entry[1] += values.numel()
-        entry[2] = max(entry[2], float(values.max())) if values.numel() else entry[2]
+        entry[2] = max(entry[2], largest)
         self.before[name] = (step, parameter.detach().clone())
+        return total
 
     def settle(self, name: str, parameter: torch.Tensor) -> None:
         """What the optimizer did to ``name`` since its last recorded step (nothing: no entry)."""
         if name not in self.before:
             return
         step, old = self.before.pop(name)
-        change = float((parameter.detach().double() - old.double()).pow(2).sum())
+        change = float(torch.dist(parameter.detach(), old)) ** 2
         if change == 0.0:
             return  # no optimizer step between: no update to speak of
         entry = self.updates.setdefault((step, layer_of(name)), [0.0, 0.0])
         entry[0] += change
-        entry[1] += float(old.double().pow(2).sum())
+        entry[1] += float(torch.linalg.vector_norm(old)) ** 2
 
     def history(self) -> dict[str, list[LayerStep]]:
         """Per layer, its steps in order."""

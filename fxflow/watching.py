@@ -23,6 +23,7 @@ prints on rank 0 only. For DDP the report says whether ``find_unused_parameters=
 """
 from __future__ import annotations
 
+import math
 import sys
 from typing import Any, Iterable, TextIO
 
@@ -167,8 +168,8 @@ class Watch:
             step = self._current_step()
             if step is None:
                 return
-            self._health.record(step, name, parameter, grad)
-            if bool(grad.detach().ne(0).any()) and bool(torch.isfinite(grad).all()):
+            total = self._health.record(step, name, parameter, grad)
+            if total > 0 and math.isfinite(total):  # a non-zero, finite gradient in this step
                 steps = self._received.setdefault(name, [])
                 if step not in steps:
                     steps.append(step)
