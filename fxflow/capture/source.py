@@ -71,17 +71,24 @@ def source_of_stack_trace(stack_trace: str | None) -> str | None:
 
 @functools.lru_cache(maxsize=65536)
 def user_frames(stack_trace: str | None) -> tuple[str, ...]:
-    """The user's own frames in a ``node.meta["stack_trace"]``, outermost first, as
+    """The user's own frames in a ``node.meta["stack_trace"]`` (not torch's, fxflow's or an installed
+    package's), outermost first, as
     ``function @ file:line`` (``forward @ model.py:40``, ``squash @ utils.py:12``); empty when
     the node was created in one frame of the user's, where its line says it all."""
     if not stack_trace:
         return ()
     frames = [(m["function"] or "?", f"{display_path(m['file'])}:{m['line']}")
-              for m in _FRAME.finditer(stack_trace) if not is_library_file(m["file"])]
+              for m in _FRAME.finditer(stack_trace) if not is_library_file(m["file"]) and not _installed(m["file"])]
     # from the outermost forward down: the frames above it (a test, a script) only called fxflow
     start = next((i for i, (function, _) in enumerate(frames) if function == "forward"), 0)
     chain = tuple(f"{function} @ {where}" for function, where in frames[start:])
     return chain if len(chain) > 1 else ()
+
+
+def _installed(path: str) -> bool:
+    """A file of an installed package (transformers, say): its line can be where a cut is, but
+    its frames are not the user's way there."""
+    return "site-packages" in path or "dist-packages" in path
 
 
 def current_user_source() -> str | None:
