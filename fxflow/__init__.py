@@ -9,17 +9,19 @@ Public API (torch is imported lazily, so ``fxflow --help`` stays instant)::
 The pipeline (:mod:`fxflow.pipeline` wires it; each stage is one module, visited once, in order)::
 
     check(model, inputs)
-      prepare.prepare          unwrap DDP/compile, bind inputs (keywords too), copy to --device
-      capture.capture          fx GraphModule: symbolic_trace -> torch.export -> run-time recording
-      probe.GradientProbe      one real forward + backward of the user's module: per-parameter grads
+      prepare.prepare          unwrap DDP/compile, inputs as model(**inputs) takes them, copy to --device
+      capture.capture          fx GraphModule: symbolic_trace -> run-time recording -> torch.export
+      probe.GradientProbe      one real forward + backward of the user's module, on the training loss
+      diagnose.diagnose        where a zero, vanishing or NaN gradient died, faded or was born (a replay)
       pipeline.analyze_capture the static part, shared with watch:
         annotate.annotate        node.meta["fxflow"]: how gradient crosses each node (twin tensors)
         analyze.analyze          one backward walk: static verdicts, cut sites, node states
-      reconcile.parameter_reports  dynamic verdicts, static vs dynamic, agreement, diagnosis
+      assemble.assemble_report   reconcile (dynamic verdicts, agreement, diagnosis), steps, health
       -> report.Report         the one data model
     present.text / present.terminal / render   table, JSON, DOT/SVG/PNG/HTML, notebook
 
-    watch(model): the user's own step replaces probe; capture -> analyze_capture -> reconcile as above.
+    watch(model): the user's own step replaces probe; prepare -> capture -> analyze_capture ->
+    assemble_report as above, so the same step gives the same Report.
 
 Shared vocabulary (verdicts, edge kinds, node states, keys): :mod:`fxflow.verdicts`, a leaf module.
 """
