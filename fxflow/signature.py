@@ -103,13 +103,10 @@ def call_as_positional(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tu
     """
     if not kwargs:
         return args, {}
-    parameters = forward_parameters(module)
-    if parameters is None:
+    binding = _bind(module, args, kwargs)
+    if binding is None:
         return None
-    try:
-        bound = inspect.Signature(parameters).bind(*args, **kwargs)
-    except TypeError:
-        return None
+    parameters, bound = binding
     positional = _positional(parameters)
     values = [bound.arguments.get(p.name, p.default if p.default is not p.empty else None) for p in positional]
     given = {p.name for p in positional if p.name in bound.arguments}
@@ -123,13 +120,10 @@ def as_call_dict(module: nn.Module, args: tuple, kwargs: dict) -> dict[str, Any]
     """A call's positional and keyword arguments as one dict of keyword arguments, as
     ``model(**inputs)`` would take them; None when the call does not bind to forward's signature
     or passes ``*args`` that have no names."""
-    parameters = forward_parameters(module)
-    if parameters is None:
+    binding = _bind(module, args, kwargs)
+    if binding is None:
         return None
-    try:
-        bound = inspect.Signature(parameters).bind(*args, **kwargs)
-    except TypeError:
-        return None
+    parameters, bound = binding
     inputs: dict[str, Any] = {}
     for parameter in parameters:
         if parameter.name not in bound.arguments:
@@ -143,3 +137,14 @@ def as_call_dict(module: nn.Module, args: tuple, kwargs: dict) -> dict[str, Any]
         else:
             inputs[parameter.name] = value
     return inputs
+
+
+def _bind(module: nn.Module, args: tuple, kwargs: dict) -> tuple[list[inspect.Parameter], inspect.BoundArguments] | None:
+    """forward's parameters and a call bound to them; None when the call does not bind."""
+    parameters = forward_parameters(module)
+    if parameters is None:
+        return None
+    try:
+        return parameters, inspect.Signature(parameters).bind(*args, **kwargs)
+    except TypeError:
+        return None
