@@ -115,6 +115,9 @@ def _origins(split: dict[str, dict], source: str, consumer: fx.Node) -> list[str
         key = consumer.args[1]
     if isinstance(key, (int, str)) and key in parts:
         return [_part(source, key)]
+    names = list(parts)
+    if isinstance(key, int) and 0 <= key < len(names) and all(isinstance(k, str) for k in names):
+        return [_part(source, names[key])]  # x[1] of a named tuple whose elements go by name
     return [_part(source, k) for k in parts]
 
 
@@ -223,6 +226,10 @@ def analyze(graph_module: fx.GraphModule, model: torch.nn.Module) -> StaticAnaly
     cut_sites, zero_sites = _whole_sites(graph, cut_sites), _whole_sites(graph, zero_sites)
     nodes = {node.name: node for node in graph_module.graph.nodes}
 
+    parts: dict[str, list[str]] = {}  # node -> its element nodes (build_graph)
+    for name, data in graph.nodes(data=True):
+        if "part_of" in data:
+            parts.setdefault(data["part_of"], []).append(name)
     verdicts: dict[str, ParameterFinding] = {}
     goal = "the model's loss" if graph_module.meta.get(LOSS_OUTPUT_KEY) else "an output"
     for name, parameter in model.named_parameters():
@@ -245,7 +252,7 @@ def analyze(graph_module: fx.GraphModule, model: torch.nn.Module) -> StaticAnaly
         elif key in wet_any:
             verdict = ParameterFinding(Static.ZERO, [_site(describe_zero, nodes[s]) for s in sorted(zero_sites[key], key=_order(graph))])
         else:
-            sites = _outermost(graph, cut_sites[key])
+            sites = _outermost(graph, cut_sites[key], parts)
             verdict = ParameterFinding(Static.CUT, [_site(describe_cut, nodes[s]) for s in sorted(sites, key=_order(graph))])
         verdicts[name] = verdict
 
@@ -259,10 +266,13 @@ def analyze(graph_module: fx.GraphModule, model: torch.nn.Module) -> StaticAnaly
     return StaticAnalysis(graph, verdicts, uncertain, raises)
 
 
-def _outermost(graph: nx.DiGraph, sites: frozenset[str]) -> frozenset[str]:
+def _outermost(graph: nx.DiGraph, sites: frozenset[str], parts: dict[str, list[str]]) -> frozenset[str]:
     """The cut sites without those that only feed another one: ``torch.ones_like(score)`` passed
     to ``torch.autograd.grad(score, ...)`` is cut there, but so is everything else ``grad`` takes."""
-    kept = frozenset(s for s in sites if not any(t in sites for t in graph.successors(s)))
+    def feeds(site: str) -> set[str]:  # what the site's result, or one element of it, goes to
+        return {t for n in [site, *parts.get(site, [])] for t in graph.successors(n)}
+
+    kept = frozenset(s for s in sites if not feeds(s) & sites)
     return kept or sites
 
 

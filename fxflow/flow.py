@@ -92,8 +92,11 @@ def call_tensors(value: Any) -> list[torch.Tensor]:
 
 
 def result_elements(result: Any) -> dict[Any, list[torch.Tensor]]:
-    """The tensors of each element of a tuple, list or dict result holding more than one such element."""
-    if isinstance(result, (tuple, list)):
+    """The tensors of each element of a tuple, list or dict result holding more than one such element;
+    a named tuple's elements (``max``'s ``values`` and ``indices``) go by their names."""
+    if isinstance(result, tuple) and hasattr(result, "_fields"):
+        items = zip(result._fields, result)
+    elif isinstance(result, (tuple, list)):
         items = enumerate(result)
     elif isinstance(result, dict):
         items = result.items()

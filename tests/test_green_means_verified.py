@@ -372,6 +372,8 @@ class RouteByArgmaxIndex(nn.Module):
         scores = self.scorer(x)
         if self.how == "max":
             _, index = torch.max(scores, -1)  # only the indices are used
+        elif self.how == "max.indices":
+            index = scores.max(-1).indices  # the named field of max's result
         elif self.how == "topk":
             _, index = torch.topk(scores, 2)
         else:
@@ -379,7 +381,7 @@ class RouteByArgmaxIndex(nn.Module):
         return self.table(index)
 
 
-@pytest.mark.parametrize("how", ["max", "topk", "sort"])
+@pytest.mark.parametrize("how", ["max", "max.indices", "topk", "sort"])
 @pytest.mark.parametrize("path", PATHS)
 def test_the_index_output_cuts_at_its_line(path, how):
     model, x = RouteByArgmaxIndex(how), torch.randn(4, 10)
@@ -387,7 +389,8 @@ def test_the_index_output_cuts_at_its_line(path, how):
     assert truth == {"scorer.weight": False, "scorer.bias": False, "table.weight": True}
     report = check(model, x, path)
     assert_agrees(report, truth)
-    line = f"{_here()}:{line_of(HERE, 'only the indices' if how == 'max' else f'torch.{how}(scores')}"
+    marker = {"max": "only the indices", "max.indices": "the named field of max"}.get(how, f"torch.{how}(scores")
+    line = f"{_here()}:{line_of(HERE, marker)}"
     for name in ("scorer.weight", "scorer.bias"):
         parameter = report.parameter(name)
         assert parameter.static == "cut", (name, parameter.static, parameter.diagnosis)
