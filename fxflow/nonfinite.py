@@ -189,12 +189,3 @@ def _backward_births(loss: torch.Tensor, recorder: BirthRecorder) -> list[Nonfin
         for handle in handles:
             handle.remove()
     return list(dict.fromkeys(births))[:_MAX_SITES]
-
-
-def describe(site: NonfiniteSite) -> str:
-    """One sentence for the report."""
-    where = f" @ {site.source}" if site.source else ""
-    module = f" in {site.module}" if site.module else ""
-    made = "in the forward" if site.phase == "forward" else "in the backward"
-    return f"a non-finite value is born {made} at {site.op}{where}{module}: {site.reason}"
-

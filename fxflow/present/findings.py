@@ -14,10 +14,9 @@ import sys
 from dataclasses import dataclass, field
 from typing import Iterable
 
-from ..nonfinite import describe as describe_nonfinite
 from ..report import ParameterReport, Report
 from ..verdicts import CutSite, DynamicVerdict, StaticVerdict
-from .text import allowed_problems, format_norm, verdict_of
+from .text import allowed_problems, format_norm, nonfinite_sentence, verdict_of
 
 ERROR, WARNING, NOTE = "error", "warning", "note"  # SARIF's level words; GitHub says "notice" for note
 
@@ -157,7 +156,7 @@ def findings(report: Report, known: Iterable[str] = ()) -> list[Finding]:
         result.append(_leveled(finding, failing, allowed, known))
     for birth in report.nonfinite:  # the parameters it reached are a finding of their own (nonfinite)
         path, line = split_source(birth.source) if birth.source else (target_path, target_line)
-        result.append(Finding("nonfinite-origin", ERROR, describe_nonfinite(birth), path, line))
+        result.append(Finding("nonfinite-origin", ERROR, nonfinite_sentence(birth), path, line))
     vanishing = [p for p in report.parameters if p.dynamic == DynamicVerdict.VANISHING]
     if vanishing:
         path, line = target_path, target_line

@@ -12,10 +12,10 @@ import textwrap
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..nonfinite import describe as describe_nonfinite
 from ..verdicts import DynamicVerdict, StaticVerdict
 
 if TYPE_CHECKING:  # pragma: no cover - the report imports this module to present itself
+    from ..nonfinite import NonfiniteSite
     from ..report import ParameterReport, Report
 
 COLUMNS = ("parameter", "shape", "static", "dynamic", "grad norm", "cut by")  # the table, in any presenter
@@ -88,7 +88,7 @@ def cut_paragraphs(report: Report) -> list[str]:
     """One plain-words paragraph per cutting (or zeroing) node, then per unused module and disagreement."""
     # where the real backward raises (one with no line of its own is a note already)
     paragraphs = [f"At {site.source}: {site.reason}." for site in report.backward_raises if site.source]
-    paragraphs += [f"{describe_nonfinite(site)[0].upper()}{describe_nonfinite(site)[1:]}." for site in report.nonfinite]
+    paragraphs += [f"A{nonfinite_sentence(site)[1:]}." for site in report.nonfinite]
     paragraphs += [f"The gradient of {flag.layer} is {flag.kind} next to the rest of the model since step {flag.since}: "
                    f"its mean |grad| is {format_norm(flag.ratio)}x the median layer's at the last step."
                    for flag in report.gradient_flags]
@@ -133,6 +133,14 @@ def cut_paragraphs(report: Report) -> list[str]:
 # Verdicts whose parameters share one paragraph per reason: how the paragraph calls them.
 _GROUPED = {StaticVerdict.UNUSED: "unused", StaticVerdict.UNKNOWN: "unknown",
             StaticVerdict.UNREGISTERED: "trained by no optimizer"}
+
+
+def nonfinite_sentence(site: "NonfiniteSite") -> str:
+    """Where a NaN or inf was born, in one sentence (the text report and the CI findings say it alike)."""
+    where = f" @ {site.source}" if site.source else ""
+    module = f" in {site.module}" if site.module else ""
+    made = "in the forward" if site.phase == "forward" else "in the backward"
+    return f"a non-finite value is born {made} at {site.op}{where}{module}: {site.reason}"
 
 
 def _names(names: list[str], limit: int = 6) -> str:
