@@ -11,17 +11,17 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 import torch
 
-from .health import LayerStep, flags as health_flags
-from .norms import call_norms
+from .dynamic.health import LayerStep, flags as health_flags
+from .reconcile.norms import call_norms
 from .reconcile import backward_raises, parameter_reports, uncertainty, uncertainty_notes, unregistered_reports
 from .report import Report, TraceInfo
-from .steps import StepTally, apply_steps, ddp_advice
+from .dynamic.steps import StepTally, apply_steps, ddp_advice
 from .verdicts import CutSite, DynamicVerdict as Dynamic
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .analyze import StaticAnalysis
+    from .static.analyze import StaticAnalysis
     from .capture import Capture
-    from .probe import ProbeResult
+    from .dynamic.probe import ProbeResult
 
 # symbolic_trace's own words for a module held in a plain list: the unregistered rows say it better.
 _UNREGISTERED_MODULE = "symbolic_trace failed: forward calls a module that is not registered (see the unregistered rows)"
@@ -38,8 +38,8 @@ def assemble_report(model: torch.nn.Module, *, target: str, captured: "Capture |
 
     ``notes`` come first (how the model and inputs were prepared), then what the backward noted,
     then ``static_notes`` (the capture and the analysis), then what the verdicts leave unsure.
-    ``steps``: the gradients of more steps than the first (:mod:`fxflow.steps`); ``history``: per
-    layer and step, the gradient statistics of a watched training loop (:mod:`fxflow.health`).
+    ``steps``: the gradients of more steps than the first (:mod:`fxflow.dynamic.steps`); ``history``: per
+    layer and step, the gradient statistics of a watched training loop (:mod:`fxflow.dynamic.health`).
     """
     notes = list(notes)
     if failure is not None:

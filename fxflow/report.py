@@ -9,8 +9,8 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .health import HealthFlag, LayerStep
-from .nonfinite import NonfiniteSite
+from .dynamic.health import HealthFlag, LayerStep
+from .diagnose.nonfinite import NonfiniteSite
 from .verdicts import CutSite, DynamicVerdict, StaticVerdict
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -82,7 +82,7 @@ class Report:
     # Gradient norm that flowed out of each module call in the real backward, by qualified name,
     # one entry per call in call order (call_module nodes of the same target, in graph order).
     module_grad_norms: dict[str, list[float | None]] = field(default_factory=dict, repr=False, compare=False)
-    # The same norms matched to the graph nodes that end each call (fxflow.norms): what edge widths show.
+    # The same norms matched to the graph nodes that end each call (fxflow.reconcile.norms): what edge widths show.
     node_grad_norms: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
     timings: dict[str, float] = field(default_factory=dict, repr=False, compare=False)  # seconds per phase
     module_classes: dict[str, str] = field(default_factory=dict, repr=False, compare=False)  # qualname -> class
@@ -92,7 +92,7 @@ class Report:
     # Where the real loss.backward() raises (an op with no derivative that the gradient reaches):
     # training stops there, whatever the parameters' verdicts. fxflow's own backward stopped there.
     backward_raises: list[CutSite] = field(default_factory=list)
-    # Where a NaN or an inf was born: the first ops that made one from finite values (fxflow.nonfinite).
+    # Where a NaN or an inf was born: the first ops that made one from finite values (fxflow.diagnose.nonfinite).
     nonfinite: list[NonfiniteSite] = field(default_factory=list)
     # What the backward differentiated: the model's own loss output, the user's loss function, or a
     # random projection of every output (None when no backward ran).
@@ -101,7 +101,7 @@ class Report:
     static_only: bool = False
     steps: int = 1  # forward/backward steps the dynamic verdicts come from (check --steps, watch(steps=N))
     # Watched training loops (watch(steps=N), the callbacks): per layer, per step, |grad| and updates;
-    # and the layers whose gradient vanishes or explodes next to the rest (fxflow.health).
+    # and the layers whose gradient vanishes or explodes next to the rest (fxflow.dynamic.health).
     gradient_history: dict[str, list[LayerStep]] = field(default_factory=dict, repr=False)
     gradient_flags: list[HealthFlag] = field(default_factory=list)
 

@@ -33,7 +33,7 @@ class DynamicVerdict(StrEnum):
     NONFINITE = "nonfinite"  # NaN or inf
     OK = "ok"
     PRESENT = "present"  # a meta/fake backward saw a gradient but cannot measure it
-    INTERMITTENT = "intermittent"  # over many steps: a gradient on some, none on others (fxflow.steps)
+    INTERMITTENT = "intermittent"  # over many steps: a gradient on some, none on others (fxflow.dynamic.steps)
 
 
 class EdgeKind(StrEnum):

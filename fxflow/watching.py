@@ -31,14 +31,14 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_map
 
-from . import distributed
-from .unwrap import unwrap
+from .integrations import distributed
+from .prepare.unwrap import unwrap
 from .errors import FxflowError
-from .gradients import read_gradients
-from .probe import Stashed
-from .health import HealthRecorder, layer_of
-from .steps import StepTally
-from .unregistered import unregistered_tensors
+from .dynamic.gradients import read_gradients
+from .dynamic.probe import Stashed
+from .dynamic.health import HealthRecorder, layer_of
+from .dynamic.steps import StepTally
+from .dynamic.unregistered import unregistered_tensors
 
 WATCHED_LOSS = "the loss of the watched training step"
 from .report import Report
@@ -81,7 +81,7 @@ class Watch:
 
     # -- the context manager ----------------------------------------------------------------
     def __enter__(self) -> "Watch":
-        from .probe import ModuleGradRecorder
+        from .dynamic.probe import ModuleGradRecorder
 
         if self._active:
             raise FxflowError("this fxflow.watch is already active; use a new one per step")
@@ -140,7 +140,7 @@ class Watch:
             self._kwargs = {k: _detached(v, memo) for k, v in kwargs.items()}
 
     def _post_forward(self, module: nn.Module, args: tuple, output: Any) -> None:
-        from .probe import floating_outputs
+        from .dynamic.probe import floating_outputs
 
         for tensor in floating_outputs(output):
             if tensor.requires_grad:
@@ -215,7 +215,7 @@ class Watch:
     def _collect(self) -> None:
         """Read this step's grads (gathered over ranks) and build the Report as fxflow.check does."""
         from .assemble import assemble_report
-        from .probe import ProbeResult
+        from .dynamic.probe import ProbeResult
 
         named = {name: p.grad for name, p in self.module.named_parameters()}
         any_grad = any(g is not None for g in named.values())
@@ -258,8 +258,8 @@ class Watch:
         from .capture import capture
         from .pipeline import analyze_capture
         from .prepare import prepare
-        from .signature import as_call_dict
-        from .state import untouched
+        from .prepare.signature import as_call_dict
+        from .prepare.state import untouched
 
         observed = as_call_dict(self.module, self._inputs, self._kwargs) if self._kwargs else self._inputs
         if observed is None:
@@ -295,7 +295,7 @@ def watch(model: nn.Module, *, allow: Iterable[str] = (), vanishing: float = 1e-
 
     ``steps=N``: put the block around a training loop; the first N backward calls are N steps,
     and each parameter's count of steps with a non-zero gradient comes with the report
-    (``intermittent`` for some, a failure for none; :mod:`fxflow.steps`).
+    (``intermittent`` for some, a failure for none; :mod:`fxflow.dynamic.steps`).
 
     ``allow``: glob patterns of parameters allowed to be dry; ``vanishing``: the RMS factor below
     which a gradient is vanishing; ``static=False`` skips the trace; ``show=True`` prints the report

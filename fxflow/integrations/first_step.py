@@ -56,7 +56,7 @@ class FirstStepCheck:
         self.vanishing = vanishing
         self.static = static
         self.show = show
-        self.steps = steps  # backward calls watched before the report (fxflow.steps)
+        self.steps = steps  # backward calls watched before the report (fxflow.dynamic.steps)
         self._notes: list[str] = []  # the framework's notes from the steps watched so far
         self.report: Report | None = None  # the Report acted on, once checked
         self._watch: Watch | None = None
@@ -121,7 +121,7 @@ class FirstStepCheck:
 
     def _act(self, watch: "Watch") -> "Report":
         """Print the watched step's report (rank 0), then raise or warn on a problem."""
-        from ..distributed import rank
+        from .distributed import rank
         from ..present.text import summary_line
 
         report = self.report = watch.report

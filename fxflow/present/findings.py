@@ -3,7 +3,7 @@
 One finding per op where the real backward raises; one per cutting (or zeroing) node, at the
 user's line that created it; one per group of problem parameters that no node explains (unused
 modules, a dead ReLU's exact zeros, NaN), at the model's class; one warning for vanishing gradients. The GitHub and SARIF presenters format these;
-a baseline (:mod:`fxflow.baseline`) marks the ones it already knows.
+a baseline (:mod:`fxflow.present.baseline`) marks the ones it already knows.
 """
 from __future__ import annotations
 
@@ -94,7 +94,7 @@ def _assignment_line(owner: ast.AST, attribute: str | None) -> int | None:
     return None
 
 
-_LOCALIZED = re.compile(r"` at (?P<source>\S+:\d+)")  # where fxflow.localize found a gradient died ("after `relu` at m.py:12")
+_LOCALIZED = re.compile(r"` at (?P<source>\S+:\d+)")  # where fxflow.diagnose.localize found a gradient died ("after `relu` at m.py:12")
 
 
 def _finding_location(report: Report, verdict: str, parameters: list[ParameterReport],

@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from ..verdicts import DynamicVerdict, StaticVerdict
 
 if TYPE_CHECKING:  # pragma: no cover - the report imports this module to present itself
-    from ..nonfinite import NonfiniteSite
+    from ..diagnose.nonfinite import NonfiniteSite
     from ..report import ParameterReport, Report
 
 COLUMNS = ("parameter", "shape", "static", "dynamic", "grad norm", "cut by")  # the table, in any presenter

@@ -1,6 +1,6 @@
 """What the diagram shows: which boxes, in which clusters, joined by which wires.
 
-Reads ``report.graph`` (attributes documented in :mod:`fxflow.analyze`) and produces a
+Reads ``report.graph`` (attributes documented in :mod:`fxflow.static.analyze`) and produces a
 :class:`~.view.View`, plain data (:mod:`.view`) that :mod:`fxflow.render.dot` turns into DOT. The choices made here:
 
 * one item per fx node worth seeing, and one per parameter (a ``get_attr`` that only reads a

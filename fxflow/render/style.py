@@ -1,6 +1,6 @@
 """Colors, shapes and CSS classes of the flow diagram, one entry per state.
 
-States come from :mod:`fxflow.analyze` (``wet dry cut zero frozen unused inert``), plus
+States come from :mod:`fxflow.static.analyze` (``wet dry cut zero frozen unused inert``), plus
 ``failed``: a parameter the graph reaches but whose real backward failed (its dynamic verdict is
 missing, zero or nonfinite), so that the picture never paints green what the table fails. Every drawn
 node carries ``class="fxflow-<state> ..."`` so the SVG can be restyled with CSS and checked by

@@ -22,7 +22,7 @@ from typing import Any, Iterator
 import torch
 from torch import nn
 
-from .verdicts import DynamicVerdict as Dynamic, StaticVerdict as Static
+from ..verdicts import DynamicVerdict as Dynamic, StaticVerdict as Static
 
 def is_ddp(model: nn.Module) -> bool:
     """True for ``DistributedDataParallel`` (and ``DataParallel``, which has the same ``module.`` prefix)."""
@@ -108,7 +108,7 @@ def plain_structure(model: nn.Module) -> Iterator[nn.Module]:
     if not is_sharded(model) and not any(_fsdp_base_class(m) for m in model.modules()):
         yield model
         return
-    from .state import preserved_module_attributes
+    from ..prepare.state import preserved_module_attributes
 
     classes = [(m, type(m)) for m in model.modules()]
     replacements: dict[int, nn.Parameter] = {}

@@ -25,10 +25,10 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
-from . import rules
-from .capture.source import current_user_source
-from .flow import gradient_norm
-from .verdicts import CutSite
+from ..static import rules
+from ..capture.source import current_user_source
+from ..static.flow import gradient_norm
+from ..verdicts import CutSite
 
 Node = Any  # torch.autograd.graph.Node (C++ nodes have no common Python base class to annotate with)
 

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .verdicts import DynamicVerdict
+from ..verdicts import DynamicVerdict
 
 ROOT = "(root)"  # the layer name of parameters the model holds itself
 _MEDIAN_OF = 3  # layers an exploding one is compared with, at least

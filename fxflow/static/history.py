@@ -1,6 +1,6 @@
 """What a node's result owes to its inputs: walks of its autograd history, and one backward through it.
 
-The annotation (:mod:`fxflow.annotate`) runs each node on twin tensors and asks two questions of
+The annotation (:mod:`fxflow.static.annotate`) runs each node on twin tensors and asks two questions of
 the result's history, which this module answers without knowing anything of fx:
 
 * :func:`walk_history`: which of the node's inputs (and which parameter leaves) the history

@@ -13,11 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .baseline import read_json
-from .errors import FxflowError
-from .present.findings import split_source
-from .report import ParameterReport, Report, TraceInfo
-from .nonfinite import NonfiniteSite
-from .verdicts import CutSite
+from ..errors import FxflowError
+from .findings import split_source
+from ..report import ParameterReport, Report, TraceInfo
+from ..diagnose.nonfinite import NonfiniteSite
+from ..verdicts import CutSite
 
 
 def report_from_dict(data: dict[str, Any]) -> Report:

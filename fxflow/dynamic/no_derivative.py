@@ -33,10 +33,10 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from . import rules
-from .capture.source import current_user_source
-from .flow import call_tensors
-from .verdicts import CutSite, EdgeKind, raises_reason
+from ..static import rules
+from ..capture.source import current_user_source
+from ..static.flow import call_tensors
+from ..verdicts import CutSite, EdgeKind, raises_reason
 
 _ALL_DIFF = itertools.repeat(EdgeKind.DIFF)
 

@@ -16,11 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable
 
-from .verdicts import CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static
+from ..verdicts import CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static
 
 if TYPE_CHECKING:  # pragma: no cover
     from .gradients import GradInfo
-    from .report import ParameterReport
+    from ..report import ParameterReport
 
 
 @dataclass
