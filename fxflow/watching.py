@@ -147,6 +147,7 @@ class Watch:
                 tensor.register_hook(self._saw_backward)
         if self.forwards == 1 and self._recorder is not None:
             self._uninstrumented = self._recorder.uninstrumented_note(output)
+            self._recorder.remove()  # the first step's calls are the ones matched to the graph: leave the rest alone
 
     def _saw_backward(self, grad: torch.Tensor) -> None:
         self.backward_seen = True
