@@ -175,3 +175,20 @@ def _unproven_zeros(report: "Report") -> list[str]:
 def _shorten(names: list[str], keep: int = 3) -> str:
     shown = ", ".join(names[:keep])
     return shown if len(names) <= keep else f"{shown} and {len(names) - keep} more"
+
+
+def history_metrics(report: "Report | None") -> list[tuple[int, dict[str, float]]]:
+    """The watched steps' per-layer gradient health as (step, metrics) for a trainer's logger:
+    ``fxflow/grad_mean/<layer>``, ``fxflow/grad_max/<layer>`` and, when an optimizer step followed,
+    ``fxflow/update_ratio/<layer>``. Empty without a history (one watched step, or no report)."""
+    if report is None or not report.gradient_history:
+        return []
+    by_step: dict[int, dict[str, float]] = {}
+    for layer, records in report.gradient_history.items():
+        for record in records:
+            metrics = by_step.setdefault(record.step, {})
+            metrics[f"fxflow/grad_mean/{layer}"] = record.mean
+            metrics[f"fxflow/grad_max/{layer}"] = record.max
+            if record.update_ratio is not None:
+                metrics[f"fxflow/update_ratio/{layer}"] = record.update_ratio
+    return sorted(by_step.items())
