@@ -241,13 +241,12 @@ class Watch:
                                 f"{self.steps} asked for")
         for name, parameter in self.module.named_parameters():  # the optimizer step after the last backward
             self._health.settle(name, parameter)
+        ddp = distributed.find_ddp(self.model)
         report = assemble_report(self.module, target=self.target, captured=captured, static=static, result=result,
                                  static_notes=static_notes, vanishing=self.vanishing, allow=self.allow, steps=tally,
-                                 history=self._health.history() if tally is not None else None)
-        ddp = distributed.find_ddp(self.model)
-        if ddp is not None:
+                                 history=self._health.history() if tally is not None else None, ddp=ddp)
+        if ddp is not None:  # the same advice as the report's DDP note, as an object
             self.ddp_guidance = distributed.ddp_guidance(report, ddp)
-            report.notes.append(self.ddp_guidance.message())
         self._report = report
 
     def _static_analysis(self) -> tuple[Any, Any, list[str]]:

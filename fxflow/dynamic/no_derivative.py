@@ -7,7 +7,7 @@ with a crash, though the answer is plain: nothing upstream of that input gets a 
 
 :func:`stop_at_missing_derivatives` runs forward under a :class:`TorchFunctionMode` that looks
 at the history each torch call adds. Where an input reaches the result only through an edge with
-no derivative (per :func:`fxflow.rules.derivative_kinds`, the table the static analysis uses),
+no derivative (per :func:`fxflow.static.rules.derivative_kinds`, the table the static analysis uses),
 the result is rebased in place, keeping the same tensor object (the run-time capture knows
 tensors by identity): with no differentiable input left it is detached; otherwise the call runs
 again with the blocked inputs detached and the result takes that history. The backward then

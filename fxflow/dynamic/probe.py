@@ -237,7 +237,7 @@ class GradientProbe:
 
     The run-time capture already runs forward for real; it wraps that very call in
     :meth:`forward` and hands the outputs to :meth:`backward`, so an expensive model's forward runs
-    once, not twice. Otherwise :meth:`run` does both. Use inside :func:`fxflow.state.untouched`.
+    once, not twice. Otherwise :meth:`run` does both. Use inside :func:`fxflow.prepare.state.untouched`.
     """
 
     def __init__(self, model: torch.nn.Module, *, loss_fn: Callable[[Any], torch.Tensor] | None = None,
@@ -318,7 +318,7 @@ def measure_gradients(model: torch.nn.Module, inputs: Sequence[Any], *,
                       kwargs: dict[str, Any] | None = None, labels_given: bool = False) -> ProbeResult:
     """The real forward and backward, reading every gradient; the caller restores the model.
 
-    Call it inside :func:`fxflow.state.untouched`, which starts every ``.grad`` at None.
+    Call it inside :func:`fxflow.prepare.state.untouched`, which starts every ``.grad`` at None.
     """
     probe = GradientProbe(model, loss_fn=loss_fn, seed=seed, labels_given=labels_given)
     result = probe.run(inputs, kwargs)

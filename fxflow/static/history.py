@@ -5,7 +5,7 @@ the result's history, which this module answers without knowing anything of fx:
 
 * :func:`walk_history`: which of the node's inputs (and which parameter leaves) the history
   reaches, and over which kind of edge (differentiable, identically zero, no derivative), reading
-  torch's own derivative table through :func:`fxflow.rules.derivative_kinds`;
+  torch's own derivative table through :func:`fxflow.static.rules.derivative_kinds`;
 * :func:`backward_kinds`: the same from one real backward of ones, for what only running the
   backward tells (a custom ``autograd.Function``'s own backward).
 
@@ -81,7 +81,7 @@ def walk_history(outputs: list[torch.Tensor], entries: dict[tuple, list[str]], k
     through an input counts too (``torch.autograd.grad(y, x, create_graph=True)`` is
     differentiable in everything ``y``'s derivative reads, which the call is not given). NONE: reached only through an op with no
     derivative for it (``floor_divide``): its backward raises, so no gradient gets there. Each pass
-    crosses one more kind of edge (see :func:`fxflow.rules.derivative_kinds`); a pass runs only
+    crosses one more kind of edge (see :func:`fxflow.static.rules.derivative_kinds`); a pass runs only
     if the one before skipped such an edge.
     """
     roots = [(t.grad_fn, t.output_nr) for t in outputs if t.grad_fn is not None]
