@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .dynamic.health import HealthFlag, LayerStep
 from .diagnose.nonfinite import NonfiniteSite
-from .verdicts import CutSite, DynamicVerdict, StaticVerdict
+from .verdicts import FAILING_DYNAMIC, FAILING_STATIC, CutSite, DynamicVerdict, ReportStatus, StaticVerdict
 
 if TYPE_CHECKING:  # pragma: no cover
     import networkx as nx
@@ -26,9 +26,6 @@ MISSING, VANISHING, NONFINITE, OK, PRESENT = (DynamicVerdict.MISSING, DynamicVer
                                               DynamicVerdict.NONFINITE, DynamicVerdict.OK, DynamicVerdict.PRESENT)
 INTERMITTENT = DynamicVerdict.INTERMITTENT
 STATIC_VERDICTS = (FROZEN, UNUSED, CUT, ZERO, REACHABLE)  # always counted; UNKNOWN only when it occurs
-
-_STATIC_PROBLEMS = {UNUSED, CUT, ZERO, UNREGISTERED}
-_DYNAMIC_PROBLEMS = {MISSING, ZERO, NONFINITE}
 
 
 @dataclass
@@ -56,7 +53,7 @@ class ParameterReport:
         """Counts against the exit code: dry, zero or broken, and neither frozen nor allowed."""
         if self.static == FROZEN or self.allowed or self.dynamic == INTERMITTENT:
             return False
-        return self.static in _STATIC_PROBLEMS or self.dynamic in _DYNAMIC_PROBLEMS
+        return self.static in FAILING_STATIC or self.dynamic in FAILING_DYNAMIC
 
 
 @dataclass
@@ -128,19 +125,19 @@ class Report:
         return not any(p.problem for p in self.parameters) and not self.backward_raises
 
     @property
-    def status(self) -> str:
+    def status(self) -> ReportStatus:
         """``ok``, ``problem`` (something will not learn), or ``not verified`` (no backward ran,
         none was declined, and the graph alone found nothing wrong)."""
         if self.ok:
-            return "ok"
+            return ReportStatus.OK
         if not (self.verified or self.static_only) and not self.problems and not self.backward_raises:
-            return "not verified"
-        return "problem"
+            return ReportStatus.NOT_VERIFIED
+        return ReportStatus.PROBLEM
 
     @property
     def exit_code(self) -> int:
         """The CLI's exit code for this report: 0 ok, 1 a problem, 2 not verified."""
-        return {"ok": 0, "problem": 1, "not verified": 2}[self.status]
+        return _EXIT_CODES[self.status]
 
     @property
     def problems(self) -> list[ParameterReport]:
@@ -248,6 +245,9 @@ class Report:
 
     def __str__(self) -> str:
         return self.table()
+
+
+_EXIT_CODES = {ReportStatus.OK: 0, ReportStatus.PROBLEM: 1, ReportStatus.NOT_VERIFIED: 2}
 
 
 def _parameter_dict(parameter: ParameterReport) -> dict[str, Any]:
