@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from .dynamic.health import HealthFlag, LayerStep
 from .diagnose.nonfinite import NonfiniteSite
+from .errors import FxflowError
 from .verdicts import FAILING_DYNAMIC, FAILING_STATIC, CutSite, DynamicVerdict, ReportStatus, StaticVerdict
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -193,6 +194,26 @@ class Report:
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Report":
+        """The Report a JSON report (:meth:`to_dict`) was written from, less what the JSON leaves out
+        (the graph, the per-call norms, the timings); a malformed one is an :class:`FxflowError`.
+        Fields a report of an older fxflow lacks take their defaults."""
+        try:
+            return cls(
+                target=data["target"], trace=TraceInfo(**data["trace"]),
+                parameters=[_parameter_from_dict(p) for p in data["parameters"]],
+                backward=data.get("backward", True), device=data.get("device"), notes=list(data.get("notes", [])),
+                uncertain=dict(data.get("uncertain", {})),
+                backward_raises=[_site_from_dict(site) for site in data.get("backward_raises", [])],
+                nonfinite=[NonfiniteSite(**site) for site in data.get("nonfinite", [])],
+                loss=data.get("loss"), static_only=bool(data.get("static_only")), steps=data.get("steps", 1),
+                gradient_history={layer: [LayerStep(**record) for record in records]
+                                  for layer, records in data.get("gradient_history", {}).items()},
+                gradient_flags=[HealthFlag(**flag) for flag in data.get("gradient_flags", [])])
+        except (KeyError, TypeError, AttributeError) as error:
+            raise FxflowError(f"not an fxflow JSON report: missing or malformed {error}") from error
+
     # -- presenters (each lives in its own module) ------------------------------------------
     def table(self, width: int | None = None) -> str:
         """The text ``fxflow check`` prints: table, one paragraph per cut, summary; ``width`` wraps
@@ -254,3 +275,16 @@ def _parameter_dict(parameter: ParameterReport) -> dict[str, Any]:
     data = asdict(parameter)
     data["shape"] = list(parameter.shape)
     return data
+
+
+def _parameter_from_dict(data: dict[str, Any]) -> ParameterReport:
+    return ParameterReport(
+        name=data["name"], shape=tuple(data["shape"]), static=data["static"], dynamic=data.get("dynamic"),
+        grad_norm=data.get("grad_norm"), cut_by=[_site_from_dict(site) for site in data.get("cut_by", [])],
+        agree=data.get("agree"), diagnosis=data.get("diagnosis"), allowed=bool(data.get("allowed")),
+        random_ops=list(data.get("random_ops", [])), steps_with_gradient=data.get("steps_with_gradient"),
+        missed_steps=list(data.get("missed_steps", [])))
+
+
+def _site_from_dict(data: dict[str, Any]) -> CutSite:
+    return CutSite(**{**data, "frames": tuple(data.get("frames", ()))})
