@@ -17,6 +17,7 @@ from typing import Any, Iterator, Sequence
 
 from . import __version__
 from .errors import first_line
+from .verdicts import ReportStatus
 
 EXAMPLES = """examples:
   fxflow check examples/seed.py:Net
@@ -239,7 +240,7 @@ def _show_check(options: argparse.Namespace, report: Any) -> int:
                 _emit(comparison.summary())
         except BrokenPipeError:
             _emit("")
-    if comparison is not None and report.status != "not verified":
+    if comparison is not None and report.status != ReportStatus.NOT_VERIFIED:
         return 0 if comparison.ok else 1
     return report.exit_code
 
