@@ -21,6 +21,7 @@ from typing import Any, Iterable, Iterator
 
 import torch
 from torch import nn
+from torch.utils._pytree import tree_map_only
 
 from ..verdicts import DynamicVerdict as Dynamic, StaticVerdict as Static
 
@@ -138,13 +139,7 @@ def plain_structure(model: nn.Module) -> Iterator[nn.Module]:
 
 def to_meta(value: Any) -> Any:
     """Tensors (nested in tuples, lists, dicts) as meta tensors of the same shape and dtype."""
-    if isinstance(value, torch.Tensor):
-        return torch.empty(value.shape, dtype=value.dtype, device="meta")
-    if isinstance(value, (list, tuple)):
-        return type(value)(to_meta(v) for v in value)
-    if isinstance(value, dict):
-        return {k: to_meta(v) for k, v in value.items()}
-    return value
+    return tree_map_only(torch.Tensor, lambda t: torch.empty(t.shape, dtype=t.dtype, device="meta"), value)
 
 
 # -- DDP guidance --------------------------------------------------------------------------
