@@ -6,21 +6,22 @@ Public API (torch is imported lazily, so ``fxflow --help`` stays instant)::
     fxflow.assert_gradients_flow(model, inputs=None, *, allow=(), **options) -> Report
     with fxflow.watch(model) as w: ...; loss.backward()      # then w.report, w.show()
 
-The pipeline (:mod:`fxflow.pipeline` wires it; each stage is one module, visited once, in order)::
+The pipeline (:mod:`fxflow.pipeline` wires it; each stage is one subpackage, entered once, in order)::
 
     check(model, inputs)
-      prepare.prepare          unwrap DDP/compile, inputs as model(**inputs) takes them, copy to --device
-      capture.capture          fx GraphModule: symbolic_trace -> run-time recording -> torch.export
-      probe.GradientProbe      one real forward + backward of the user's module, on the training loss
-      diagnose.diagnose        where a zero, vanishing or NaN gradient died, faded or was born (a replay)
-      pipeline.analyze_capture the static part, shared with watch:
-        annotate.annotate        node.meta["fxflow"]: how gradient crosses each node (twin tensors)
-        analyze.analyze          one backward walk: static verdicts, cut sites, node states
-      assemble.assemble_report   reconcile (dynamic verdicts, agreement, diagnosis), steps, health
-      -> report.Report         the one data model
+      prepare.prepare            unwrap DDP/compile, inputs as model(**inputs) takes them, copy to --device
+      dynamic.probe.GradientProbe  one real forward + backward on the training loss, the forward recorded
+      dynamic.gradients.dynamic_verdicts  missing, zero, vanishing, nonfinite, ok
+      capture.capture            fx GraphModule: symbolic_trace -> the recorded run -> torch.export
+      pipeline.analyze_capture   the static stage, shared with watch:
+        static.annotate.annotate   node.meta["fxflow"]: how gradient crosses each node (twin tensors)
+        static.analyze.analyze     one backward walk: static verdicts, cut sites, node states
+      diagnose.diagnose          where a zero, vanishing or NaN gradient died, faded or was born (a replay)
+      reconcile.assemble.assemble_report  static next to dynamic, agreement, diagnosis, steps, health
+      -> report.Report           the one data model
     present.text / present.terminal / render   table, JSON, DOT/SVG/PNG/HTML, notebook
 
-    watch(model): the user's own step replaces probe; prepare -> capture -> analyze_capture ->
+    watch(model): the user's own step replaces the dynamic stage; capture -> analyze_capture ->
     assemble_report as above, so the same step gives the same Report.
 
 Shared vocabulary (verdicts, edge kinds, node states, keys): :mod:`fxflow.verdicts`, a leaf module.

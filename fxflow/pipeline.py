@@ -1,7 +1,8 @@
-"""The pipeline: prepare -> capture -> probe -> annotate -> analyze -> reconcile, returning a Report.
+"""The pipeline: prepare -> dynamic -> capture -> static -> diagnose -> reconcile, returning a Report.
 
-Each arrow is one module; this one only wires them, keeps the model untouched around the
-passes that run its code, and times the phases (``Report.timings``). :func:`analyze_capture`
+Each arrow is one subpackage, entered once (tests/test_stage_path.py); this module only wires
+them, keeps the model untouched around the passes that run its code, and times the phases
+(``Report.timings``). :func:`analyze_capture`
 (annotate -> analyze) is the static part that ``fxflow.check`` and ``fxflow.watch`` share.
 """
 from __future__ import annotations
@@ -21,9 +22,9 @@ from .capture import Capture, capture
 from .errors import FxflowError
 from .prepare import prepare
 from .dynamic.probe import GradientProbe, ProbeResult, labels_in, probe
-from .assemble import assemble_report
+from .reconcile.assemble import assemble_report
 from .diagnose import diagnose
-from .reconcile import dynamic_verdicts
+from .dynamic.gradients import dynamic_verdicts
 from .report import Report
 from .prepare.inputs import infer_inputs
 from .prepare.state import materialize_lazy, untouched
@@ -73,26 +74,25 @@ def check(
     if example is not None and not fake:
         notes.extend(materialize_lazy(runner, lambda: runner(*example)))
 
-    with untouched(model) as restore_notes:  # tracing runs forward's Python: it can change the model
-        step("capturing the graph", phase="capture")
-        shared = (GradientProbe(runner, loss_fn=loss_fn, seed=seed, labels_given=labels_in(inputs))
-                  if backward and example is not None and not fake else None)
-        captured = capture(runner, example, methods=capture_methods,
-                           run_forward=shared.forward if shared else None, on_outputs=shared.backward if shared else None)
-
-        # The real backward goes first: a forward that raises is reported as the model's own error.
+    with untouched(model) as restore_notes:  # the run and the tracing run forward's Python: it can change the model
+        # The real forward and backward go first: a forward that raises is the model's own error,
+        # and the run-time capture is the recording of this very forward.
         result: ProbeResult | None = None
         failure: CutSite | None = None  # the real backward raised: no gradient to read
+        real_run: GradientProbe | None = None
         if backward and example is not None:
             step("running forward and backward", phase="backward")
             if fake:
                 result = probe(runner, example, loss_fn=loss_fn, seed=seed, fake=True, labels_given=labels_in(inputs))
-            elif shared.failure is None:  # the run-time capture may have run the one real forward and backward already
-                result = shared.result or shared.run(example)
-            failure = shared.failure if shared is not None else None
-            if result is not None and shared is not None:  # a live gradient that died, faded or turned NaN: where
-                step("explaining the failing gradients", phase="diagnose")
-                diagnose(shared, result, dynamic_verdicts(result, vanishing))
+            else:
+                real_run = GradientProbe(runner, loss_fn=loss_fn, seed=seed, labels_given=labels_in(inputs),
+                                         record=capture_methods is None or "runtime" in capture_methods)
+                result, failure = real_run.run(example), real_run.failure
+        verdicts = dynamic_verdicts(result, vanishing) if result is not None else {}
+
+        step("capturing the graph", phase="capture")
+        captured = capture(runner, example, methods=capture_methods,
+                           recorded=real_run.recorded if real_run is not None else None)
         if captured.graph_module is None and result is None:
             if failure is not None:
                 raise FxflowError(f"nothing could be verified: no capture of forward worked and the real backward "
@@ -101,6 +101,9 @@ def check(
 
         static, static_notes = analyze_capture(captured, runner, example, step=step,
                                                loss_output=result.loss_output if result is not None else None)
+        if result is not None and real_run is not None:  # a live gradient that died, faded or turned NaN: where
+            step("explaining the failing gradients", phase="diagnose")
+            diagnose(real_run, result, verdicts)
         tally = None
         if steps > 1 and result is not None and result.measurable:
             step(f"running {steps - 1} more steps", phase="steps")

@@ -215,7 +215,7 @@ class Watch:
     # -- internals -----------------------------------------------------------------------------
     def _collect(self) -> None:
         """Read this step's grads (gathered over ranks) and build the Report as fxflow.check does."""
-        from .assemble import assemble_report
+        from .reconcile.assemble import assemble_report
         from .dynamic.probe import ProbeResult
 
         named = {name: p.grad for name, p in self.module.named_parameters()}

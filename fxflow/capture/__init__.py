@@ -18,9 +18,9 @@ put back afterwards.
 
 The chain (:func:`_methods`): ``symbolic_trace`` (fast, no inputs needed), then a capture of the
 actual run on the example inputs (:mod:`.runtime`: shape- and data-dependent code, most Hugging
-Face models, NumPy round trips, inference_mode, custom autograd.Functions; the check's one real
-forward and backward run inside it), then ``torch.export`` non-strict (:mod:`.export`:
-``torch.cond``, which the recording cannot follow). Wrappers
+Face models, NumPy round trips, inference_mode, custom autograd.Functions; the check hands in the
+recording of its probe's one real forward, :class:`Recorded`, so nothing runs twice), then
+``torch.export`` non-strict (:mod:`.export`: ``torch.cond``, which the recording cannot follow). Wrappers
 (``torch.compile``, DataParallel, DDP) are seen through first (:mod:`fxflow.prepare.unwrap`).
 """
 from __future__ import annotations
@@ -42,9 +42,8 @@ from .grad_mode import META_KEY as GRAD_MODE_KEY, GradRegion
 from .symbolic import symbolic_capture
 from ..prepare.unwrap import rebase, unwrap
 
-__all__ = ["Capture", "capture", "GradRegion", "GRAD_MODE_KEY", "OPAQUE_KEY"]
+__all__ = ["Capture", "Recorded", "capture", "GradRegion", "GRAD_MODE_KEY", "OPAQUE_KEY"]
 
-RealRun = tuple  # (run_forward, on_outputs) of runtime_capture
 CaptureMethod = Callable[[torch.nn.Module, Sequence[object] | None], fx.GraphModule]
 
 
@@ -78,10 +77,18 @@ def _export(model: torch.nn.Module, inputs: Sequence[object] | None) -> fx.Graph
     return export_capture(model, inputs)
 
 
-def _runtime(model: torch.nn.Module, inputs: Sequence[object] | None, real_run: RealRun = (None, None)) -> fx.GraphModule:
+def _runtime(model: torch.nn.Module, inputs: Sequence[object] | None) -> fx.GraphModule:
     from .runtime import runtime_capture
 
-    return runtime_capture(model, inputs, *real_run)
+    return runtime_capture(model, inputs)
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A recording of a real forward made elsewhere (the probe's): its graph, or why there is none."""
+
+    graph_module: fx.GraphModule | None
+    failure: str | None = None
 
 
 @dataclass
@@ -109,14 +116,11 @@ METHODS = ("symbolic_trace", "runtime", "torch.export")
 
 
 def capture(model: torch.nn.Module, inputs: Sequence[object] | None = None, *,
-            run_forward: Callable[[Callable[[], object]], object] | None = None,
-            on_outputs: Callable[[object], None] | None = None,
-            methods: Sequence[str] | None = None) -> Capture:
+            recorded: Recorded | None = None, methods: Sequence[str] | None = None) -> Capture:
     """Capture ``model`` with the first method that works; notes say why earlier ones failed.
 
-    A capture that runs the real forward anyway (run-time capture) runs it through
-    ``run_forward(call)`` and hands its outputs to ``on_outputs``, so the caller's real backward
-    rides along and forward is not run twice.
+    ``recorded``: the run-time capture, already made by recording a real forward on ``inputs``
+    (the check's probe records its own); without it the run-time capture runs forward itself.
 
     A wrapped model (``torch.compile``, DataParallel, DDP) is captured through its inner module;
     the graph's attribute targets still name attributes of ``model`` itself. ``methods`` restricts
@@ -129,9 +133,15 @@ def capture(model: torch.nn.Module, inputs: Sequence[object] | None = None, *,
     for name, method in _methods():
         if methods is not None and name not in methods:
             continue
+        if method is _runtime and recorded is not None and recorded.graph_module is None:
+            notes.append(f"{name} failed: {recorded.failure}")
+            continue
         try:
-            with preserved_module_attributes(inner):
-                graph_module = _runtime(inner, inputs, (run_forward, on_outputs)) if method is _runtime else method(inner, inputs)
+            if method is _runtime and recorded is not None:
+                graph_module = recorded.graph_module
+            else:
+                with preserved_module_attributes(inner):
+                    graph_module = method(inner, inputs)
             graph_module = rebase(graph_module, model, prefix)
         except Exception as error:  # any failure means: try the next capture
             notes.append(f"{name} failed: {describe(error, limit=200)}")

@@ -302,42 +302,60 @@ def _input_names(model: torch.nn.Module, count: int) -> list[str]:
     return [names[i] if i < len(names) else f"input_{i}" for i in range(count)]
 
 
-def runtime_capture(model: torch.nn.Module, inputs: Sequence[Any] | None,
-                    run_forward: Callable[[Callable[[], Any]], Any] | None = None,
-                    on_outputs: Callable[[Any], None] | None = None) -> fx.GraphModule:
-    """Run ``model`` once on ``inputs`` and return the graph of what it did; the model is left as found.
+class Recording:
+    """One real forward, recorded as it runs: run it inside ``with recording:``, hand its outputs
+    to :meth:`finish`, and :attr:`graph_module` is the capture.
 
-    ``run_forward(call)`` runs that one real forward (default: ``call()``), and ``on_outputs``
-    receives its outputs outside the recording, before the model is put back: the pipeline's
-    real backward rides along this way, so forward runs once.
+    The check's probe runs its one real forward this way (:mod:`fxflow.dynamic.probe`), so the
+    recording costs no forward of its own; :func:`runtime_capture` does the same with a plain call.
+    The run changes buffers (running statistics) and may change parameters in place:
+    :meth:`restore` puts them back. Parameter values are copied when ``copy_parameters`` (the
+    check's own snapshot copies them otherwise).
     """
-    if inputs is None:
-        raise RuntimeError("run-time capture needs example inputs")
-    grad_modes = GradModeRecorder()
-    recorder = RunRecorder(model, grad_modes)
-    for name, value in zip(_input_names(model, len(inputs)), inputs):
-        node = recorder.graph.placeholder(name)
-        if isinstance(value, torch.Tensor):
-            recorder.bind(value, node)
-    # The run changes buffers (running statistics) and may change parameters in place: put back
-    # before the graph is analysed. Parameter values are copied once, by the caller's own snapshot
-    # when there is one (fxflow.check), else here.
-    snapshot = ModelSnapshot.save(model, copy_parameters=on_outputs is None)
-    handles = recorder.hook_modules(model)
+
+    def __init__(self, model: torch.nn.Module, inputs: Sequence[Any] | None, copy_parameters: bool = True) -> None:
+        if inputs is None:
+            raise RuntimeError("run-time capture needs example inputs")
+        self.model = model
+        self.grad_modes = GradModeRecorder()
+        self.recorder = RunRecorder(model, self.grad_modes)
+        for name, value in zip(_input_names(model, len(inputs)), inputs):
+            node = self.recorder.graph.placeholder(name)
+            if isinstance(value, torch.Tensor):
+                self.recorder.bind(value, node)
+        self.snapshot = ModelSnapshot.save(model, copy_parameters=copy_parameters)
+        self.graph_module: fx.GraphModule | None = None
+        self._stack = contextlib.ExitStack()
+
+    def __enter__(self) -> "Recording":
+        handles = self.recorder.hook_modules(self.model)
+        self._stack.callback(lambda: [handle.remove() for handle in handles])
+        for context in (torch.enable_grad(), self.grad_modes.recording(), intercepted_apply(self.recorder.apply_function),
+                        self.recorder.recording_vmap(), self.recorder):
+            self._stack.enter_context(context)
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        self._stack.close()
+
+    def finish(self, outputs: Any) -> fx.GraphModule:
+        """The graph of the recorded forward, whose result was ``outputs``."""
+        result = tuple(self.recorder.node_of(t) for t in tensors_in(outputs))
+        self.recorder.graph.output(result)
+        self.graph_module = fx.GraphModule(self.model, self.recorder.graph, self.model.__class__.__name__)
+        return self.graph_module
+
+    def restore(self) -> None:
+        """Put back what the run changed in the model (buffers; parameters when copied)."""
+        self.snapshot.restore()
+
+
+def runtime_capture(model: torch.nn.Module, inputs: Sequence[Any] | None) -> fx.GraphModule:
+    """Run ``model`` once on ``inputs`` and return the graph of what it did; the model is left as found."""
+    recording = Recording(model, inputs)
     try:
-        with torch.enable_grad(), grad_modes.recording(), intercepted_apply(recorder.apply_function), \
-                recorder.recording_vmap(), recorder:
-            outputs = (run_forward or _call)(lambda: model(*inputs))
-        result = tuple(recorder.node_of(t) for t in tensors_in(outputs))
-        if on_outputs is not None:
-            on_outputs(outputs)
+        with recording:
+            outputs = model(*inputs)
+        return recording.finish(outputs)
     finally:
-        for handle in handles:
-            handle.remove()
-        snapshot.restore()
-    recorder.graph.output(result)
-    return fx.GraphModule(model, recorder.graph, model.__class__.__name__)
-
-
-def _call(call: Callable[[], Any]) -> Any:
-    return call()
+        recording.restore()

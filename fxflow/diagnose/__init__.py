@@ -1,6 +1,6 @@
 """Diagnose: where a live gradient died, faded or turned non-finite, from one replayed run.
 
-A stage after the dynamic verdicts (:func:`fxflow.reconcile.dynamic_verdicts`): it needs to know
+A stage after the dynamic verdicts (:func:`fxflow.dynamic.gradients.dynamic_verdicts`): it needs to know
 which gradients are exactly zero, vanishing or not finite, and it asks the probe that made the
 real run (:class:`fxflow.dynamic.probe.GradientProbe`) to run forward once more, with the same random
 draws. :mod:`fxflow.diagnose.localize` names where a zero or vanishing gradient died or shrank;

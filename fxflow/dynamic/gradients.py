@@ -10,12 +10,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 
 from ..integrations.distributed import is_dtensor, all_gather
 from ..static.flow import l2_norm, stored_values
+from ..verdicts import DynamicVerdict as Dynamic
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .probe import ProbeResult
 
 
 @dataclass
@@ -99,3 +103,24 @@ def read_gradients(named: dict[str, torch.Tensor | None], group: Any = None) -> 
         if uneven:
             notes.append(f"gradient present on some ranks only (data-dependent forward?): {', '.join(uneven)}")
     return infos, notes
+
+
+def dynamic_verdicts(result: "ProbeResult", vanishing: float) -> dict[str, Dynamic]:
+    """missing / zero / vanishing / nonfinite / ok (present on meta) for every parameter."""
+    rms_values = [g.rms for g in result.grads.values() if g.present and g.finite and g.rms is not None]
+    largest = max(rms_values, default=0.0)
+    verdicts = {}
+    for name, info in result.grads.items():
+        if not info.present:
+            verdicts[name] = Dynamic.MISSING
+        elif not result.measurable:
+            verdicts[name] = Dynamic.PRESENT
+        elif not info.finite:
+            verdicts[name] = Dynamic.NONFINITE
+        elif info.all_zero:
+            verdicts[name] = Dynamic.ZERO
+        elif info.rms is not None and info.rms < vanishing * largest:
+            verdicts[name] = Dynamic.VANISHING
+        else:
+            verdicts[name] = Dynamic.OK
+    return verdicts

@@ -10,12 +10,12 @@ from __future__ import annotations
 import math
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 import torch
 from torch._subclasses.fake_tensor import is_fake
 
-from ..errors import FxflowError, first_line
+from ..errors import FxflowError, describe, first_line
 from ..static.flow import gradient_norm, tensors_in
 from .gradients import GradInfo, read_gradients
 from ..prepare.fake import fake_inputs, fake_weights, new_fake_mode
@@ -24,6 +24,9 @@ from ..diagnose.nonfinite import NonfiniteSite
 from ..prepare.state import RandomState, untouched
 from .unregistered import unregistered_tensors
 from ..verdicts import CutSite
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..capture import Recorded
 
 
 LOSS_GIVEN = "the given loss function"
@@ -235,17 +238,19 @@ def probe(model: torch.nn.Module, inputs: Sequence[Any], *, loss_fn: Callable[[A
 class GradientProbe:
     """One real forward and backward, read out: what :func:`measure_gradients` does, in two halves.
 
-    The run-time capture already runs forward for real; it wraps that very call in
-    :meth:`forward` and hands the outputs to :meth:`backward`, so an expensive model's forward runs
-    once, not twice. Otherwise :meth:`run` does both. Use inside :func:`fxflow.prepare.state.untouched`.
+    :meth:`run` does both; with ``record=True`` the forward is also recorded as an fx graph
+    (:class:`fxflow.capture.runtime.Recording`), so the capture stage gets the run-time capture
+    without a forward of its own: :attr:`recorded`. Use inside :func:`fxflow.prepare.state.untouched`.
     """
 
     def __init__(self, model: torch.nn.Module, *, loss_fn: Callable[[Any], torch.Tensor] | None = None,
-                 seed: int = 0, labels_given: bool = False) -> None:
+                 seed: int = 0, labels_given: bool = False, record: bool = False) -> None:
         self.model = model
         self.loss_fn = loss_fn
         self.seed = seed
         self.labels_given = labels_given  # a tuple output's first element is then the model's loss
+        self.record = record
+        self.recorded: Recorded | None = None  # with record=True: the graph of the forward, or why none
         self.result: ProbeResult | None = None
         self.failure: CutSite | None = None  # the backward raised: no result, and why
 
@@ -310,7 +315,41 @@ class GradientProbe:
         return self._training_loss(outputs).tensor
 
     def run(self, inputs: Sequence[Any], kwargs: dict[str, Any] | None = None) -> ProbeResult | None:
+        """The forward on ``inputs`` (recorded with ``record=True``), then the backward."""
+        if self.record and not kwargs:
+            return self._run_recorded(inputs)
         return self.backward(self.forward(lambda: self.model(*inputs, **(kwargs or {}))))
+
+    def _run_recorded(self, inputs: Sequence[Any]) -> ProbeResult | None:
+        """The forward inside a recording of it; a recording that fails costs a second, plain forward,
+        never the check (the failure is kept for the capture's notes)."""
+        from ..capture import Recorded
+        from ..capture.runtime import Recording
+        from ..prepare.state import preserved_module_attributes
+        from ..prepare.unwrap import unwrap
+
+        inner = unwrap(self.model)[0]  # what the capture stage records too
+        random_state = RandomState.save()
+        with preserved_module_attributes(inner):  # forward may assign attributes; later stages see them as found
+            recording = None
+            try:
+                recording = Recording(inner, inputs, copy_parameters=False)
+                with recording:
+                    outputs = self.forward(lambda: inner(*inputs))
+            except Exception as error:
+                if recording is not None:
+                    recording.restore()
+                self.recorded = Recorded(None, describe(error, limit=200))
+                random_state.restore()  # the plain forward draws what the recorded one drew
+                return self.backward(self.forward(lambda: inner(*inputs)))
+            try:
+                self.recorded = Recorded(recording.finish(outputs))
+            except Exception as error:  # forward ran; only its graph could not be built
+                self.recorded = Recorded(None, describe(error, limit=200))
+            try:
+                return self.backward(outputs)
+            finally:
+                recording.restore()
 
 
 def measure_gradients(model: torch.nn.Module, inputs: Sequence[Any], *,

@@ -1,18 +1,17 @@
 """Reconcile: what the real backward measured, what the graph walk concluded, and whether they agree.
 
-Three steps, in order, for every parameter:
+Two steps, in order, for every parameter:
 
-1. :func:`dynamic_verdicts`: the real gradient's statistics become a verdict (missing, zero,
-   vanishing, nonfinite, ok; present on meta runs).
-2. :func:`parameter_reports`: the static verdict (from :mod:`fxflow.static.analyze`) and the dynamic one
-   side by side in one :class:`~fxflow.report.ParameterReport`.
-3. :func:`judge`: ``agree`` and ``diagnosis``. A disagreement is never hidden by trusting one
+1. :func:`parameter_reports`: the static verdict (from :mod:`fxflow.static.analyze`) and the dynamic one
+   (:func:`fxflow.dynamic.gradients.dynamic_verdicts`) side by side in one :class:`~fxflow.report.ParameterReport`.
+2. :func:`judge`: ``agree`` and ``diagnosis``. A disagreement is never hidden by trusting one
    side: both verdicts stay, and the diagnosis says what the mismatch most likely means.
 
 And, for the report as a whole, :func:`uncertainty`: which nodes the walk decided without running
 them on twins, and the parameters upstream of them.
 
 Nothing here looks at torch.fx: it reads the static analysis's verdicts and graph attributes.
+:func:`~fxflow.reconcile.assemble.assemble_report` ends the stage: the one Report builder.
 """
 from __future__ import annotations
 
@@ -22,6 +21,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import torch
 
+from ..dynamic.gradients import dynamic_verdicts
 from ..report import ParameterReport
 from ..verdicts import PARAM_PREFIX, CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static
 
@@ -37,27 +37,6 @@ _EXPECTED: dict[Static, set[Dynamic]] = {
     Static.FROZEN: {Dynamic.MISSING},
     Static.UNUSED: {Dynamic.MISSING},
 }
-
-
-def dynamic_verdicts(result: "ProbeResult", vanishing: float) -> dict[str, Dynamic]:
-    """missing / zero / vanishing / nonfinite / ok (present on meta) for every parameter."""
-    rms_values = [g.rms for g in result.grads.values() if g.present and g.finite and g.rms is not None]
-    largest = max(rms_values, default=0.0)
-    verdicts = {}
-    for name, info in result.grads.items():
-        if not info.present:
-            verdicts[name] = Dynamic.MISSING
-        elif not result.measurable:
-            verdicts[name] = Dynamic.PRESENT
-        elif not info.finite:
-            verdicts[name] = Dynamic.NONFINITE
-        elif info.all_zero:
-            verdicts[name] = Dynamic.ZERO
-        elif info.rms is not None and info.rms < vanishing * largest:
-            verdicts[name] = Dynamic.VANISHING
-        else:
-            verdicts[name] = Dynamic.OK
-    return verdicts
 
 
 def matches(name: str, patterns: Iterable[str]) -> bool:

@@ -1,6 +1,6 @@
 """Match the real backward's per-module gradient norms to the graph nodes that carry them.
 
-Part of reconciling the real run with the graph: :func:`fxflow.assemble.assemble_report` stores
+Part of reconciling the real run with the graph: :func:`fxflow.reconcile.assemble.assemble_report` stores
 the result in ``Report.node_grad_norms``, which the renderer reads (edge widths) like any other
 field of the Report."""
 from __future__ import annotations

@@ -22,7 +22,7 @@ import torch  # noqa: E402
 
 from fxflow.diagnose.localize import localize  # noqa: E402
 from fxflow.dynamic.probe import GradientProbe, projection_loss  # noqa: E402
-from fxflow.reconcile import dynamic_verdicts  # noqa: E402
+from fxflow.dynamic.gradients import dynamic_verdicts  # noqa: E402
 from fxflow.prepare.state import untouched  # noqa: E402
 from models import MODELS  # noqa: E402
 

@@ -11,18 +11,18 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 import torch
 
-from .dynamic.health import LayerStep, flags as health_flags
-from .reconcile.norms import call_norms
-from .reconcile import backward_raises, parameter_reports, uncertainty, uncertainty_notes, unregistered_reports
-from .report import Report, TraceInfo
-from .dynamic.steps import StepTally, apply_steps
-from .integrations.distributed import guidance as ddp_guidance
-from .verdicts import CutSite, DynamicVerdict as Dynamic
+from ..dynamic.health import LayerStep, flags as health_flags
+from .norms import call_norms
+from . import backward_raises, parameter_reports, uncertainty, uncertainty_notes, unregistered_reports
+from ..report import Report, TraceInfo
+from ..dynamic.steps import StepTally, apply_steps
+from ..integrations.distributed import guidance as ddp_guidance
+from ..verdicts import CutSite, DynamicVerdict as Dynamic
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .static.analyze import StaticAnalysis
-    from .capture import Capture
-    from .dynamic.probe import ProbeResult
+    from ..static.analyze import StaticAnalysis
+    from ..capture import Capture
+    from ..dynamic.probe import ProbeResult
 
 # symbolic_trace's own words for a module held in a plain list: the unregistered rows say it better.
 _UNREGISTERED_MODULE = "symbolic_trace failed: forward calls a module that is not registered (see the unregistered rows)"
