@@ -28,7 +28,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from ..static.flow import tensors_in
 from ..prepare.signature import positional_names
-from .source import python_stack_trace
+from .source import ModuleStack, python_stack_trace
 from ..prepare.state import ModelSnapshot
 
 from .functions import (OPAQUE_KEY, CheckpointGate, Constant, OpaqueFunction, checkpoint_inputs, checkpointed_call,
@@ -106,7 +106,7 @@ class RunRecorder(TorchFunctionMode):
         self.attributes: dict[int, str] = {}
         for name, tensor in list(model.named_parameters(remove_duplicate=False)) + list(model.named_buffers(remove_duplicate=False)):
             self.attributes.setdefault(id(tensor), name)
-        self.module_stack: list[tuple[str, str]] = []
+        self.modules = ModuleStack(model)  # entered with the recording
         self.escapes: list[tuple[fx.Node, Any]] = []
         self.scalars: dict[int, tuple[fx.Node, Any]] = {}  # id(float an escape returned) -> (escape, float)
         self.linked: set[fx.Node] = set()
@@ -126,8 +126,8 @@ class RunRecorder(TorchFunctionMode):
     def add(self, op: str, target: Any, args: tuple, kwargs: dict) -> fx.Node:
         node = self.graph.create_node(op, target, args, kwargs)
         node.meta["stack_trace"] = python_stack_trace()
-        if self.module_stack:
-            node.meta["nn_module_stack"] = {name: (name, cls) for name, cls in self.module_stack}
+        if self.modules.entries:
+            node.meta["nn_module_stack"] = {name: (name, cls) for name, cls in self.modules.entries}
         region = self.grad_modes.current()
         if region is not None:
             node.meta[GRAD_MODE_KEY] = region
@@ -250,23 +250,6 @@ class RunRecorder(TorchFunctionMode):
             yield
 
     # -- module stack -----------------------------------------------------------------------
-    def hook_modules(self, model: torch.nn.Module) -> list[Any]:
-        handles = []
-        for name, module in model.named_modules():
-            if not name or isinstance(module, torch.jit.ScriptModule):  # it takes no Python hook
-                continue
-            entry = (name, type(module).__name__)
-
-            def enter(module: Any, args: Any, entry: tuple[str, str] = entry) -> None:
-                self.module_stack.append(entry)
-
-            def leave(module: Any, args: Any, output: Any, entry: tuple[str, str] = entry) -> None:
-                if self.module_stack and self.module_stack[-1] == entry:
-                    self.module_stack.pop()
-
-            handles.append(module.register_forward_pre_hook(enter))
-            handles.append(module.register_forward_hook(leave, always_call=True))
-        return handles
 
 
 # torch.func.vmap's wrapper looks up apis.vmap_impl at each call: replaced for the recording thread only
@@ -328,9 +311,7 @@ class Recording:
         self._stack = contextlib.ExitStack()
 
     def __enter__(self) -> "Recording":
-        handles = self.recorder.hook_modules(self.model)
-        self._stack.callback(lambda: [handle.remove() for handle in handles])
-        for context in (torch.enable_grad(), self.grad_modes.recording(), intercepted_apply(self.recorder.apply_function),
+        for context in (self.recorder.modules, torch.enable_grad(), self.grad_modes.recording(), intercepted_apply(self.recorder.apply_function),
                         self.recorder.recording_vmap(), self.recorder):
             self._stack.enter_context(context)
         return self

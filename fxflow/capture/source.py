@@ -110,3 +110,45 @@ def python_stack_trace() -> str:
         lines.append(f'  File "{code.co_filename}", line {frame.f_lineno}, in {code.co_name}')
         frame = frame.f_back
     return "\n".join(reversed(lines))
+
+
+class ModuleStack:
+    """The submodules whose forward is running now, outermost first: ``(qualified name, class name)``.
+
+    Kept by a forward pre-hook and an always-called forward hook on every submodule (the root is
+    not an entry; a ``torch.jit.script``'ed module takes no Python hook), installed for the
+    duration of a ``with`` block. The one module tracker of the recordings that say which module
+    made a value: the run-time capture's ``nn_module_stack``, localization's and the NaN births'
+    module. Inside ``torch.compile`` the hooks do nothing (a side effect there breaks the graph).
+    """
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.model = model
+        self.entries: list[tuple[str, str]] = []
+        self._handles: list[torch.utils.hooks.RemovableHandle] = []
+
+    @property
+    def innermost(self) -> str | None:
+        """The qualified name of the innermost running submodule (None: only the root runs)."""
+        return self.entries[-1][0] if self.entries else None
+
+    def __enter__(self) -> "ModuleStack":
+        for name, module in self.model.named_modules():
+            if name and not isinstance(module, torch.jit.ScriptModule):
+                entry = (name, type(module).__name__)
+                self._handles.append(module.register_forward_pre_hook(functools.partial(self._enter, entry)))
+                self._handles.append(module.register_forward_hook(functools.partial(self._leave, entry), always_call=True))
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        for handle in self._handles:
+            handle.remove()
+        self._handles = []
+
+    def _enter(self, entry: tuple[str, str], *_: object) -> None:
+        if not torch.compiler.is_compiling():
+            self.entries.append(entry)
+
+    def _leave(self, entry: tuple[str, str], *_: object) -> None:
+        if not torch.compiler.is_compiling() and self.entries and self.entries[-1] == entry:
+            self.entries.pop()

@@ -27,7 +27,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
 from ..static import rules
-from ..capture.source import current_user_source
+from ..capture.source import ModuleStack, current_user_source
 from ..static.flow import gradient_norm
 from ..static.history import reach
 from ..verdicts import CutSite, EdgeKind
@@ -76,7 +76,7 @@ class OriginRecorder(TorchFunctionMode):
         self.model = model
         self.origins: dict[Node, NodeOrigin] = {}
         self.hooks: dict[Any, str | None] = {}  # grad_fn (or id of a leaf) -> line that registered a hook
-        self.module_stack: list[str] = []
+        self.modules = ModuleStack(model)  # entered around the forward with this mode
 
     def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         result = func(*args, **(kwargs or {}))
@@ -90,26 +90,8 @@ class OriginRecorder(TorchFunctionMode):
         for tensor in tree_flatten(result)[0]:
             node = tensor.grad_fn if isinstance(tensor, torch.Tensor) else None
             if node is not None and node not in self.origins:
-                module = self.module_stack[-1] if self.module_stack else None
-                self.origins[node] = NodeOrigin(name, current_user_source(), module)
+                self.origins[node] = NodeOrigin(name, current_user_source(), self.modules.innermost)
         return result
-
-    def hook_modules(self) -> list[Any]:
-        """Forward hooks that keep :attr:`module_stack` (removed by the caller)."""
-        handles = []
-        for name, module in self.model.named_modules():
-            if name:
-                handles.append(module.register_forward_pre_hook(lambda *_, name=name: self._enter(name)))
-                handles.append(module.register_forward_hook(lambda *_, name=name: self._leave(name), always_call=True))
-        return handles
-
-    def _enter(self, name: str) -> None:
-        if not torch.compiler.is_compiling():
-            self.module_stack.append(name)
-
-    def _leave(self, name: str) -> None:
-        if not torch.compiler.is_compiling() and self.module_stack and self.module_stack[-1] == name:
-            self.module_stack.pop()
 
 
 def _call_name(func: Callable) -> str:
@@ -389,13 +371,8 @@ def localize(model: torch.nn.Module, forward: Callable[[], Any], loss_of: Callab
     explanation. The parameters' ``.grad`` are not touched.
     """
     origins = OriginRecorder(model)
-    handles = origins.hook_modules()
-    try:
-        with torch.enable_grad(), origins:
-            outputs = forward()
-    finally:
-        for handle in handles:
-            handle.remove()
+    with origins.modules, torch.enable_grad(), origins:
+        outputs = forward()
     loss = loss_of(outputs)
     if not isinstance(loss, torch.Tensor) or loss.grad_fn is None:
         return {}

@@ -25,7 +25,7 @@ from typing import Any, Callable, Sequence
 import torch
 from torch.overrides import TorchFunctionMode
 
-from ..capture.source import current_user_source
+from ..capture.source import ModuleStack, current_user_source
 from ..static.flow import call_tensors
 
 _MAX_SITES = 3  # births reported per phase: the first few explain the rest
@@ -59,28 +59,11 @@ class BirthRecorder(TorchFunctionMode):
 
     def __init__(self, model: torch.nn.Module) -> None:
         super().__init__()
-        self.module_stack: list[str] = []
+        self.modules = ModuleStack(model)  # entered around the forward with this mode
         self.origins: dict[int, frozenset[int]] = {}  # id(non-finite tensor) -> the births behind it
         self.births: list[NonfiniteSite] = []
         self.calls: dict[int, tuple[str, str | None, str | None]] = {}  # id(grad_fn) -> (op, source, module)
         self.keep_alive: list[Any] = []
-        self.handles = [handle for name, module in model.named_modules() if name
-                        and not isinstance(module, torch.jit.ScriptModule)
-                        for handle in self._track(name, module)]
-
-    def _track(self, name: str, module: torch.nn.Module) -> list[Any]:
-        def enter(*_: Any) -> None:
-            self.module_stack.append(name)
-
-        def leave(*_: Any) -> None:
-            if self.module_stack and self.module_stack[-1] == name:
-                self.module_stack.pop()
-
-        return [module.register_forward_pre_hook(enter), module.register_forward_hook(leave, always_call=True)]
-
-    def remove(self) -> None:
-        for handle in self.handles:
-            handle.remove()
 
     def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         result = func(*args, **(kwargs or {}))
@@ -96,7 +79,7 @@ class BirthRecorder(TorchFunctionMode):
         site: tuple[str, str | None, str | None] | None = None
         for tensor in outputs:  # for the backward: which call made each autograd node
             if tensor.grad_fn is not None and id(tensor.grad_fn) not in self.calls:
-                site = site or (op, current_user_source(), self.module_stack[-1] if self.module_stack else None)
+                site = site or (op, current_user_source(), self.modules.innermost)
                 self.calls[id(tensor.grad_fn)] = site
                 self.keep_alive.append(tensor.grad_fn)
         bad = [t for t in outputs if not _finite(t)]
@@ -106,7 +89,7 @@ class BirthRecorder(TorchFunctionMode):
         carried = frozenset().union(*(self.origins.get(id(t), frozenset()) for t in inputs))
         if not carried and all(_finite(t) for t in inputs):
             source, module = (site[1], site[2]) if site else (current_user_source(),
-                                                              self.module_stack[-1] if self.module_stack else None)
+                                                              self.modules.innermost)
             self.births.append(NonfiniteSite("forward", op, source, module, forward_reason(op, inputs, bad)))
             carried = frozenset({len(self.births) - 1})
         for tensor in bad:
@@ -149,12 +132,9 @@ def nonfinite_origins(model: torch.nn.Module, call: Callable[[], Any],
     """Replay one forward and backward (``call`` then ``loss_of``) and name where non-finite values
     were born: forward births that reach the loss, else the first backward nodes that made one."""
     recorder = BirthRecorder(model)
-    try:
-        with torch.enable_grad(), recorder:
-            outputs = call()
-            loss = loss_of(outputs)
-    finally:
-        recorder.remove()
+    with recorder.modules, torch.enable_grad(), recorder:
+        outputs = call()
+        loss = loss_of(outputs)
     if not isinstance(loss, torch.Tensor):
         return []
     if not _finite(loss.detach()):
