@@ -44,27 +44,13 @@ class StandInRuns:
         into (``h[mask] = v``), which later reads then see. Only if this fails too is the node
         decided by name rules.
         """
-        stand_ins: dict[int, tuple[torch.Tensor, torch.Tensor, tuple]] = {}  # id(twin) -> twin, stand-in, state
-        entries: dict[tuple, list[str]] = {}
-
-        def real(value: Any) -> Any:
-            if not self.is_twin(value):
-                return value
-            if id(value) not in stand_ins:
-                made = stand_in(value, self.device, self.keep_alive)
-                stand_ins[id(value)] = (value, made, state(made))
-            return stand_ins[id(value)][1]
-
         try:
             with self._stand_in_weights() as weight_names, self.device, \
                     torch.no_grad() if region else contextlib.nullcontext():
                 names = ChainMap(weight_names, self.leaf_names)
-                args, kwargs = self.fetch_args_kwargs_from_env(node)
-                args, kwargs = tree_map(real, (args, kwargs))
-                for input_node in inputs:  # real tensors among the inputs (factories) are used as they are
-                    for tensor in tensors_in(self.env[input_node]):
-                        if tensor.requires_grad:
-                            entries.setdefault(entry_key(real(tensor)), []).append(self._read(input_node).name)
+                # real tensors among the inputs (factories) are entry points as they are
+                args, kwargs, entries, made = self._stand_in_arguments(node, inputs, every_input=True)
+                stand_ins = {key: (twin, stand, state(stand)) for key, (twin, stand) in made.items()}
                 real_members = [(name, t) for name, t in members if not self.is_twin(t)]  # written in place
                 states = {id(t): state(t) for _, t in real_members}
                 result = getattr(self, node.op)(node.target, args, kwargs)
@@ -95,26 +81,28 @@ class StandInRuns:
         return result
 
     def _stand_in_arguments(self, node: fx.Node, inputs: list[fx.Node], make: StandIn | None = None,
-                            ) -> tuple[tuple, dict, dict[tuple, list[str]]]:
+                            every_input: bool = False,
+                            ) -> tuple[tuple, dict, dict[tuple, list[str]], dict[int, tuple[torch.Tensor, torch.Tensor]]]:
         """The node's arguments with every twin replaced by a real stand-in (one per twin, made by
-        ``make``), and the entry points of those stand-ins keyed as in the walk."""
-        stand_ins: dict[int, torch.Tensor] = {}
+        ``make``); the entry points of those stand-ins keyed as in the walk (of every input that
+        requires grad with ``every_input``); and ``{id(twin): (twin, its stand-in)}``."""
+        stand_ins: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         make = make or (lambda twin, device: stand_in(twin, device, self.keep_alive))
 
         def real(value: Any) -> Any:
             if not self.is_twin(value):
                 return value
             if id(value) not in stand_ins:
-                stand_ins[id(value)] = make(value, self.device)
-            return stand_ins[id(value)]
+                stand_ins[id(value)] = (value, make(value, self.device))
+            return stand_ins[id(value)][1]
 
         args, kwargs = tree_map(real, self.fetch_args_kwargs_from_env(node))
         entries: dict[tuple, list[str]] = {}
         for input_node in inputs:
             for tensor in tensors_in(self.env[input_node]):
-                if self.is_twin(tensor) and tensor.requires_grad:
+                if tensor.requires_grad and (every_input or self.is_twin(tensor)):
                     entries.setdefault(entry_key(real(tensor)), []).append(self._read(input_node).name)
-        return args, kwargs, entries
+        return args, kwargs, entries, stand_ins
 
     @contextlib.contextmanager
     def _stand_in_weights(self) -> Iterator[dict[int, str]]:
@@ -150,7 +138,7 @@ class StandInRuns:
         try:
             with torch.enable_grad(), self.device:
                 if self.twins == "meta" or result is None:
-                    args, kwargs, entries = self._stand_in_arguments(node, inputs, random_stand_in_maker())
+                    args, kwargs, entries, _ = self._stand_in_arguments(node, inputs, random_stand_in_maker())
                     result = self.call_function(node.target, args, kwargs)
                 else:
                     entries = self._entry_points(inputs)
