@@ -26,6 +26,7 @@ from .diagnose import diagnose
 from .reconcile import dynamic_verdicts
 from .report import Report
 from .inputs import infer_inputs
+from .meta_probe import MetaProbe, on_meta
 from .state import materialize_lazy, untouched
 from .steps import StepTally
 from .verdicts import CutSite
@@ -77,8 +78,11 @@ def check(
         step("capturing the graph", phase="capture")
         shared = (GradientProbe(runner, loss_fn=loss_fn, seed=seed, labels_given=labels_in(inputs))
                   if backward and example is not None and not fake else None)
+        # On meta the recorded forward is the fake probe's forward already: its backward rides along too.
+        riding = shared or (MetaProbe(runner, loss_fn=loss_fn, labels_given=labels_in(inputs))
+                            if backward and fake and on_meta(runner, example) else None)
         captured = capture(runner, example, methods=capture_methods,
-                           run_forward=shared.forward if shared else None, on_outputs=shared.backward if shared else None)
+                           run_forward=riding.forward if riding else None, on_outputs=riding.backward if riding else None)
 
         # The real backward goes first: a forward that raises is reported as the model's own error.
         result: ProbeResult | None = None
@@ -86,7 +90,8 @@ def check(
         if backward and example is not None:
             step("running forward and backward", phase="backward")
             if fake:
-                result = probe(runner, example, loss_fn=loss_fn, seed=seed, fake=True, labels_given=labels_in(inputs))
+                result = (riding.result if riding is not None else None) or probe(
+                    runner, example, loss_fn=loss_fn, seed=seed, fake=True, labels_given=labels_in(inputs))
             elif shared.failure is None:  # the run-time capture may have run the one real forward and backward already
                 result = shared.result or shared.run(example)
             failure = shared.failure if shared is not None else None

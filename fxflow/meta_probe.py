@@ -1,0 +1,69 @@
+"""The backward of a model that lives on the meta device, riding on the run-time capture's forward.
+
+A model built on meta (``fxflow check --device meta``) has no values to compute with: its check
+reads which parameters a gradient reaches, not how large. :func:`fxflow.probe.probe` with
+``fake=True`` answers that with a forward and backward of its own on fake twins of the weights.
+When the run-time capture records forward, that forward already ran on the model's meta tensors
+with autograd on: :class:`MetaProbe` differentiates its outputs instead, so forward runs once, not
+twice (on a LLaMA-7B config each meta forward costs about a second and a half).
+
+The result is the fake probe's, field for field: which parameters got a ``.grad``, the loss
+differentiated and where it sits among the outputs. Where this run cannot answer (forward raised
+or returned nothing to differentiate, the backward raised), :attr:`MetaProbe.result` stays None
+and the caller runs the fake probe as before, so every verdict is the one the fake probe gives.
+"""
+from __future__ import annotations
+
+from typing import Any, Callable
+
+import torch
+
+from .gradients import GradInfo
+from .no_derivative import StopAtMissingDerivatives
+from .probe import ProbeResult, floating_outputs, training_loss
+
+
+def on_meta(model: torch.nn.Module, example: tuple[Any, ...] | None) -> bool:
+    """Every parameter, buffer and example tensor lives on meta: a forward of ``model`` computes nothing."""
+    tensors = list(model.parameters()) + list(model.buffers())
+    tensors += [x for x in example or () if isinstance(x, torch.Tensor)]
+    return bool(tensors) and all(t.is_meta for t in tensors)
+
+
+class MetaProbe:
+    """The fake probe's answer, read from the backward of the run-time capture's own meta forward.
+
+    Pass :meth:`forward` and :meth:`backward` to :func:`fxflow.capture.capture` as ``run_forward``
+    and ``on_outputs``; use inside :func:`fxflow.state.untouched`, which starts every ``.grad`` at
+    None and puts the user's back.
+    """
+
+    def __init__(self, model: torch.nn.Module, *, loss_fn: Callable[[Any], torch.Tensor] | None = None,
+                 labels_given: bool = False) -> None:
+        self.model = model
+        self.loss_fn = loss_fn
+        self.labels_given = labels_given
+        self.result: ProbeResult | None = None
+
+    def forward(self, call: Callable[[], Any]) -> Any:
+        """Run ``call`` as the fake probe runs forward: ops with no derivative stop the backward
+        instead of raising it. Errors propagate unchanged, so the capture fails as it would alone."""
+        with torch.enable_grad(), StopAtMissingDerivatives():
+            return call()
+
+    def backward(self, outputs: Any) -> None:
+        """Differentiate the training loss of ``outputs`` (seed 0, as the fake probe does) and note
+        which parameters a gradient reached; on any failure leave :attr:`result` None."""
+        if not floating_outputs(outputs):
+            return
+        try:
+            with torch.enable_grad():
+                loss = training_loss(outputs, self.loss_fn, 0, self.labels_given)
+                if isinstance(loss.tensor, torch.Tensor) and loss.tensor.requires_grad:
+                    loss.tensor.backward()
+        except Exception:  # noqa: BLE001 - the fake probe then runs and reports it as it always did
+            return
+        grads = {name: GradInfo(present=parameter.grad is not None)
+                 for name, parameter in self.model.named_parameters()}
+        self.result = ProbeResult(grads, measurable=False, loss=loss.description,
+                                  loss_output=loss.output_index)
