@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 import torch
 
+from .flow import call_tensors
 from .gradients import GradInfo
 from .no_derivative import StopAtMissingDerivatives
 from .probe import ProbeResult, floating_outputs, training_loss
@@ -48,13 +49,14 @@ class MetaProbe:
     def forward(self, call: Callable[[], Any]) -> Any:
         """Run ``call`` as the fake probe runs forward: ops with no derivative stop the backward
         instead of raising it. Errors propagate unchanged, so the capture fails as it would alone."""
-        with torch.enable_grad(), StopAtMissingDerivatives():
+        self._stops = _MetaOnly()
+        with torch.enable_grad(), self._stops:
             return call()
 
     def backward(self, outputs: Any) -> None:
         """Differentiate the training loss of ``outputs`` (seed 0, as the fake probe does) and note
         which parameters a gradient reached; on any failure leave :attr:`result` None."""
-        if not floating_outputs(outputs):
+        if self._stops.real or not floating_outputs(outputs):
             return
         try:
             with torch.enable_grad():
@@ -67,3 +69,21 @@ class MetaProbe:
                  for name, parameter in self.model.named_parameters()}
         self.result = ProbeResult(grads, measurable=False, loss=loss.description,
                                   loss_output=loss.output_index)
+
+
+class _MetaOnly(StopAtMissingDerivatives):
+    """The probe's forward mode, also noting whether any call saw a tensor that is not on meta.
+
+    Such a tensor is one forward made itself (``torch.rand([])`` for a layer drop, without a
+    device): on fake tensors the fake mode takes it over, and a data-dependent branch on it raises
+    there, where on meta it runs on real values. The two runs then differ, and the fake probe's
+    answer is the one the check gives.
+    """
+
+    real = False
+
+    def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        result = super().__torch_function__(func, types, args, kwargs)
+        if not self.real and not all(t.is_meta for t in call_tensors((args, kwargs or {}, result))):
+            self.real = True
+        return result
