@@ -28,6 +28,7 @@ from .dynamic.gradients import dynamic_verdicts
 from .report import Report
 from .prepare.inputs import infer_inputs
 from .prepare.state import materialize_lazy, untouched
+from .dynamic.meta_probe import MetaProbe, on_meta
 from .dynamic.steps import StepTally
 from .verdicts import CutSite
 
@@ -80,19 +81,24 @@ def check(
         result: ProbeResult | None = None
         failure: CutSite | None = None  # the real backward raised: no gradient to read
         real_run: GradientProbe | None = None
+        recorded = None  # the run-time capture: the recording of the forward run here
+        record = capture_methods is None or "runtime" in capture_methods
         if backward and example is not None:
             step("running forward and backward", phase="backward")
             if fake:
-                result = probe(runner, example, loss_fn=loss_fn, seed=seed, fake=True, labels_given=labels_in(inputs))
+                meta = MetaProbe(runner, loss_fn=loss_fn, labels_given=labels_in(inputs)) \
+                    if record and on_meta(runner, example) else None  # one recorded meta forward, not two
+                result = (meta.run(example) if meta is not None else None) or probe(
+                    runner, example, loss_fn=loss_fn, seed=seed, fake=True, labels_given=labels_in(inputs))
+                recorded = meta.recorded if meta is not None else None
             else:
                 real_run = GradientProbe(runner, loss_fn=loss_fn, seed=seed, labels_given=labels_in(inputs),
-                                         record=capture_methods is None or "runtime" in capture_methods)
-                result, failure = real_run.run(example), real_run.failure
+                                         record=record)
+                result, failure, recorded = real_run.run(example), real_run.failure, real_run.recorded
         verdicts = dynamic_verdicts(result, vanishing) if result is not None else {}
 
         step("capturing the graph", phase="capture")
-        captured = capture(runner, example, methods=capture_methods,
-                           recorded=real_run.recorded if real_run is not None else None)
+        captured = capture(runner, example, methods=capture_methods, recorded=recorded)
         if captured.graph_module is None and result is None:
             if failure is not None:
                 raise FxflowError(f"nothing could be verified: no capture of forward worked and the real backward "

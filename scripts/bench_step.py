@@ -7,7 +7,8 @@ In process, with one torch thread: the median of a plain ``model(**inputs).loss.
 step against the median of ``fxflow.check(model, inputs)`` on the same Hugging Face GPT-2, after
 a warm-up of each, and the peers' own capture of the same model (torchview's graph, TorchLens's
 trace), where installed. Whole process: ``fxflow check`` of a model file against a floor that builds
-the same model and runs one forward and backward with no capture at all. The 7B LLaMA config runs
+the same model and runs one forward and backward with no capture at all (medians of three runs
+each, alternated). The 7B LLaMA config runs
 on the meta device (fake tensors): ``fxflow check --device meta`` against a meta floor.
 """
 from __future__ import annotations
@@ -29,7 +30,8 @@ GPT2 = {  # name -> (layers, width, sequence)
     "gpt2-4x256": (4, 256, 128),
     "gpt2-small": (12, 768, 128),
 }
-REPEATS = {"tiny": 15, "gpt2-4x256": 7, "gpt2-small": 3}
+REPEATS = {"tiny": 15, "gpt2-4x256": 7, "gpt2-small": 5}
+WHOLE_REPEATS = 3  # whole-process runs of the floor and of the check each: their medians
 
 MODEL_FILE = '''
 import torch
@@ -109,7 +111,14 @@ def in_process(name: str) -> dict[str, float]:
         return statistics.median(times)
 
     repeats = REPEATS[name]
-    step, checked = median(plain, repeats), median(check, repeats)
+    plain(), check()  # warm-up
+    steps, checks = [], []
+    for _ in range(repeats):  # alternated, so a neighbour's load falls on both alike
+        for action, times in ((plain, steps), (check, checks)):
+            started = time.perf_counter()
+            action()
+            times.append(time.perf_counter() - started)
+    step, checked = statistics.median(steps), statistics.median(checks)
     report = check()
     peers = {}
     for peer, run in _peers(model, inputs).items():
@@ -155,9 +164,15 @@ def whole_process(name: str, device: str | None) -> dict[str, float]:
         rss = int(done.stderr.strip().splitlines()[-1]) / 1024
         return seconds, rss
 
-    floor = timed([sys.executable, "-c", FLOOR.format(folder=folder, device=device)])
+    floor_command = [sys.executable, "-c", FLOOR.format(folder=folder, device=device)]
     check = [sys.executable, "-m", "fxflow", "check", os.path.join(folder, "model.py:build"), "--quiet"]
-    checked = timed(check + (["--device", device] if device else []))
+    check += ["--device", device] if device else []
+    floors, checks = [], []
+    for _ in range(WHOLE_REPEATS):  # alternated, so a neighbour's load falls on both alike
+        floors.append(timed(floor_command))
+        checks.append(timed(check))
+    floor = (statistics.median(f[0] for f in floors), max(f[1] for f in floors))
+    checked = (statistics.median(c[0] for c in checks), max(c[1] for c in checks))
     return {"floor": floor[0], "check": checked[0], "ratio": checked[0] / floor[0],
             "floor MiB": floor[1], "check MiB": checked[1]}
 
@@ -183,6 +198,7 @@ def main() -> int:
         rows.append((name, inside, outside))
     meta = None if options.no_meta else whole_process("llama-7b", "meta")
     print(table(rows, meta))
+    print(f"load average (1, 5, 15 min) at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     return 0
 
 

@@ -80,3 +80,49 @@ def test_llama_7b_sized_config_on_meta() -> None:
     report = fxflow.check(model, torch.randint(0, 32000, (1, 16)).to("meta"))
     assert len(report.parameters) == 291
     assert {(p.static, p.dynamic, p.agree) for p in report.parameters} == {("reachable", "present", True)}
+
+
+
+_FORWARDS: list[str] = []  # outside the module: the check puts the module's own attributes back
+
+
+class _Counted(torch.nn.Module):
+    """Two layers with a detach between them; notes each forward call. ``layer_drop`` draws a
+    number on the CPU, as a layer drop does, and branches on it."""
+
+    def __init__(self, layer_drop: bool = False) -> None:
+        super().__init__()
+        self.a, self.b = torch.nn.Linear(4, 4), torch.nn.Linear(4, 4)
+        self.layer_drop = layer_drop
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        _FORWARDS.append("forward")
+        if self.layer_drop and torch.rand([]) > 2.0:  # never true: the layer always runs
+            return self.b(x)
+        return self.b(self.a(x).detach())
+
+
+def test_a_model_on_meta_runs_forward_once_and_its_gradients_are_the_real_backwards() -> None:
+    """The recorded meta forward is differentiated itself: no second forward on fake tensors."""
+    torch.manual_seed(0)
+    model = _Counted()
+    truth = real_grads(model, (torch.randn(2, 4),))
+    _FORWARDS.clear()
+    report = fxflow.check(meta_copy(model), torch.randn(2, 4).to("meta"), capture_methods=["runtime"])
+    assert len(_FORWARDS) == 1
+    assert {p.name: p.dynamic for p in report.parameters} == {
+        name: ("present" if arrived else "missing") for name, arrived in truth.items()}
+    assert {p.name: p.static for p in report.parameters} == {
+        "a.weight": "cut", "a.bias": "cut", "b.weight": "reachable", "b.bias": "reachable"}
+
+
+def test_a_meta_forward_that_makes_a_cpu_tensor_is_answered_by_the_fake_probe() -> None:
+    """``torch.rand([])`` lands on the CPU on meta but under the fake mode on fake tensors: the two
+    runs differ (on fake tensors the branch on it cannot be decided), so the fake probe runs
+    forward again and the check says what it says."""
+    from fxflow.errors import FxflowError
+
+    _FORWARDS.clear()
+    with pytest.raises(FxflowError, match="DataDependentOutputException"):
+        fxflow.check(meta_copy(_Counted(layer_drop=True)), torch.randn(2, 4).to("meta"), capture_methods=["runtime"])
+    assert len(_FORWARDS) == 2

@@ -7,6 +7,7 @@ probabilities would be exactly constant and give every parameter a zero gradient
 """
 from __future__ import annotations
 
+import contextlib
 import math
 import sys
 from dataclasses import dataclass, field
@@ -323,33 +324,75 @@ class GradientProbe:
     def _run_recorded(self, inputs: Sequence[Any]) -> ProbeResult | None:
         """The forward inside a recording of it; a recording that fails costs a second, plain forward,
         never the check (the failure is kept for the capture's notes)."""
-        from ..capture import Recorded
-        from ..capture.runtime import Recording
-        from ..prepare.state import preserved_module_attributes
+        forward = RecordedForward(self.model, inputs)
+        random_state = RandomState.save()
+        with forward:
+            try:
+                outputs = forward.run(self.forward)
+            except Exception:
+                random_state.restore()  # the plain forward draws what the recorded one drew
+                outputs = self.forward(forward.call)
+            result = self.backward(outputs)
+        self.recorded = forward.recorded
+        return result
+
+
+class RecordedForward:
+    """One forward of ``model`` on ``inputs``, recorded as an fx graph for the capture stage
+    (:class:`fxflow.capture.runtime.Recording`) while the probe runs it.
+
+    Use as a context around the forward and the backward: on leaving, what the run changed in the
+    model (buffers, attributes forward assigns) is put back, so later stages see it as found.
+    :attr:`recorded` is the graph, or why there is none.
+    """
+
+    def __init__(self, model: torch.nn.Module, inputs: Sequence[Any]) -> None:
         from ..prepare.unwrap import unwrap
 
-        inner = unwrap(self.model)[0]  # what the capture stage records too
-        random_state = RandomState.save()
-        with preserved_module_attributes(inner):  # forward may assign attributes; later stages see them as found
-            recording = None
-            try:
-                recording = Recording(inner, inputs, copy_parameters=False)
-                with recording:
-                    outputs = self.forward(lambda: inner(*inputs))
-            except Exception as error:
-                if recording is not None:
-                    recording.restore()
-                self.recorded = Recorded(None, describe(error, limit=200))
-                random_state.restore()  # the plain forward draws what the recorded one drew
-                return self.backward(self.forward(lambda: inner(*inputs)))
-            try:
-                self.recorded = Recorded(recording.finish(outputs))
-            except Exception as error:  # forward ran; only its graph could not be built
-                self.recorded = Recorded(None, describe(error, limit=200))
-            try:
-                return self.backward(outputs)
-            finally:
-                recording.restore()
+        self.inner = unwrap(model)[0]  # what the capture stage would record itself
+        self.inputs = inputs
+        self.recorded: Recorded | None = None
+        self._recording: Any = None
+        self._stack = contextlib.ExitStack()
+
+    def call(self) -> Any:
+        """The plain forward call."""
+        return self.inner(*self.inputs)
+
+    def __enter__(self) -> "RecordedForward":
+        from ..prepare.state import preserved_module_attributes
+
+        self._stack.enter_context(preserved_module_attributes(self.inner))
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        try:
+            if self._recording is not None:
+                self._recording.restore()
+        finally:
+            self._stack.close()
+
+    def run(self, forward: Callable[[Callable[[], Any]], Any]) -> Any:
+        """``forward(call)`` inside the recording; returns its outputs. When it raises, the error
+        goes on (the model is put back first) and :attr:`recorded` says why nothing was recorded."""
+        from ..capture import Recorded
+        from ..capture.runtime import Recording
+
+        try:
+            self._recording = Recording(self.inner, self.inputs, copy_parameters=False)
+            with self._recording:
+                outputs = forward(self.call)
+        except Exception as error:
+            if self._recording is not None:
+                self._recording.restore()
+                self._recording = None
+            self.recorded = Recorded(None, describe(error, limit=200))
+            raise
+        try:
+            self.recorded = Recorded(self._recording.finish(outputs))
+        except Exception as error:  # forward ran; only its graph could not be built
+            self.recorded = Recorded(None, describe(error, limit=200))
+        return outputs
 
 
 def measure_gradients(model: torch.nn.Module, inputs: Sequence[Any], *,

@@ -209,7 +209,18 @@ def _attribute(graph: nx.DiGraph, region: set[str], stop_kind: str, targets: set
 def never_read(graph: nx.DiGraph, key: str) -> bool:
     """True when no op reads the parameter node ``key``: only placeholders or attribute reads that
     nothing uses follow it (torch.export lifts the parameters of modules forward never calls)."""
-    return not any(graph.nodes[n].get("kind") not in ("get_attr", "placeholder") for n in nx.descendants(graph, key))
+    # A search that stops at the first op: the parameter's first successor usually is one, where
+    # the set of all its descendants (most of the graph) cost a walk per parameter.
+    seen, stack = {key}, [key]
+    while stack:
+        for successor in graph.successors(stack.pop()):
+            if successor in seen:
+                continue
+            if graph.nodes[successor].get("kind") not in ("get_attr", "placeholder"):
+                return False
+            seen.add(successor)
+            stack.append(successor)
+    return True
 
 
 def analyze(graph_module: fx.GraphModule, model: torch.nn.Module) -> StaticAnalysis:
