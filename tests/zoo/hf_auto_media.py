@@ -78,3 +78,8 @@ register("speech", {
                     Recipe({"mask_time_length": 2, "mask_time_prob": 0.0, "mask_feature_prob": 0.0})),
     "encodec": Recipe({"codebook_dim": 32}, inputs=lambda model: {"input_values": torch.randn(BATCH, 1, 1600)}),
 })
+
+# -- issue 22, second sweep: recipes for types whose shrunk defaults do not fit ----------------------
+register("multimodal", {
+    "bridgetower": Recipe({"vision_config.hidden_size": 64}, inputs=two_towers),  # 64 wide: one vision head
+})

@@ -6,7 +6,10 @@ beyond that.
 """
 from __future__ import annotations
 
+import torch
+
 from .auto import Recipe, register
+from .shrink import BATCH, VOCAB, ids
 
 register("decoder", [
     "apertus", "arcee", "bigbird_pegasus", "bitnet", "cohere2", "cpmant", "cwm", "diffllama", "dory",
@@ -53,4 +56,46 @@ register("encoder", {
 })
 register("decoder (MoE)", {
     "deepseek_v2": Recipe({"num_experts_per_tok": 2, "n_group": 1, "topk_group": 1}),
+})
+
+# -- issue 22, second sweep: recipes for types whose shrunk defaults do not fit ----------------------
+def _musicgen(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Text ids, and decoder ids for each of the audio codebooks (batch x codebooks rows)."""
+    return {"input_ids": ids(), "decoder_input_ids": ids().repeat_interleave(model.config.decoder.num_codebooks, 0)}
+
+
+def _dia(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """Text ids, and one decoder id per audio channel and step."""
+    return {"input_ids": ids(), "decoder_input_ids": torch.randint(3, VOCAB, (BATCH, 8, model.config.decoder_config.num_channels))}
+
+
+MAMBA2 = {"mamba_n_heads": 4, "mamba_d_head": 16, "mamba_d_state": 16, "mamba_chunk_size": 8}  # 4 x 16 = 2 x width
+register("decoder", {
+    "nemotron": Recipe({"num_key_value_heads": 2}),  # None by default
+    "dbrx": Recipe({"attn_config.rope_theta": 10000.0, "attn_config.clip_qkv": 8.0}),
+    "chameleon": Recipe({"vocabulary_map": {"<image>": 98}}, model_class="ChameleonForConditionalGeneration"),
+    "qwen4_exp": Recipe(model_class="Qwen4ExpForConditionalGeneration"),  # the causal LM takes the text config
+    "xmod": Recipe({"default_language": "en_XX"}),
+    **dict.fromkeys(["hunyuan_v1_dense", "ministral"], Recipe()),  # head_dim None by default: set by the shrinker
+    "mistral4": Recipe({"qk_nope_head_dim": 8, "qk_rope_head_dim": 8}),  # their sum is the shrunk head width
+})
+register("decoder (MoE)", {
+    "hunyuan_v1_moe": Recipe(),
+    "axk1": Recipe({"n_group": 1, "topk_group": 1, "mlp_layer_types": ["dense", "sparse"]}),
+    "dots1": Recipe({"n_routed_experts": 4, "num_experts_per_tok": 2, "n_shared_experts": 1, "first_k_dense_replace": 1,
+                     "layer_types": ["full_attention"] * 2}),
+    "kimi_linear": Recipe({"num_experts_per_token": 2, "linear_head_dim": 16, "linear_num_heads": 2,
+                           "layer_types": ["linear_attention", "full_attention"], "mlp_layer_types": ["dense", "sparse"]}),
+})
+register("state-space", {
+    "bamba": Recipe(MAMBA2),
+    "zamba2": Recipe({"attention_hidden_size": 64, "mamba_headdim": 16, "n_mamba_heads": 4, "adapter_rank": 8, "chunk_size": 8,
+                      "mamba_d_state": 16, "hybrid_layer_ids": [1], "layers_block_type": ["linear_attention", "hybrid"],
+                      "num_query_groups": 2, "attention_head_dim": 32, "use_mamba_kernels": False}),
+    "xlstm": Recipe({"embedding_dim": 32, "chunk_size": 4, "ffn_round_up_to_multiple_of": 16}),
+})
+register("encoder-decoder", {
+    "musicgen": Recipe(model_class="MusicgenForConditionalGeneration", inputs=_musicgen),
+    "dia": Recipe({"decoder_config.cross_hidden_size": 32, "decoder_config.cross_num_attention_heads": 2,
+                   "decoder_config.cross_head_dim": 16, "decoder_config.cross_num_key_value_heads": 2}, inputs=_dia),
 })

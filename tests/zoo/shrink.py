@@ -76,9 +76,9 @@ def shrink(config: PretrainedConfig) -> PretrainedConfig:
             value = getattr(config, name, None)
             if isinstance(value, int) and value >= vocab:
                 setattr(config, name, min(2, vocab - 1))
-    if getattr(config, "head_dim", None) and getattr(config, "hidden_size", None):
+    if hasattr(config, "head_dim") and getattr(config, "hidden_size", None):  # None too: forward divides by it
         heads = getattr(config, "num_attention_heads", 2)
-        if isinstance(heads, int) and config.hidden_size % heads == 0:
+        if isinstance(heads, int) and heads and config.hidden_size % heads == 0:
             config.head_dim = config.hidden_size // heads
     if hasattr(config, "use_cache"):
         config.use_cache = False
