@@ -14,6 +14,9 @@ the zoo entry that showed it; the entries themselves run in tests/test_zoo.py.
 6. encodec: on meta twins, padding computed from an integer buffer came out wrong (stand-ins of
    zeros), a later add failed on mismatched shapes, and the name rules then let gradient through
    ``max(...).indices``: the encoder was "reachable" while it gets no gradient.
+7. lasr_ctc: LayerDrop draws ``torch.rand([])`` in forward; the symbolic trace ran that draw for
+   real before failing, so the real run behind the run-time capture dropped other layers than the
+   user's own call, and a layer the user's backward trains was "unused".
 
 Each is checked against a real plain backward of the same model, on every capture path that
 captures it.
@@ -277,3 +280,34 @@ def test_encodec_the_name_rules_cut_at_max_indices() -> None:
     truth = real_grads(model, (torch.randn(2, 2, 9),))
     assert {name: verdict.static not in DRY for name, verdict in verdicts.items()} == truth
     assert [site.op for site in verdicts["conv.weight"].cut_by] == ["indices"]
+
+
+# -- 7. lasr_ctc: a failed capture attempt must not shift the real run's random draws --------------
+class LayerDrop(nn.Module):
+    """LayerDrop as speech encoders do it (a draw per layer in train mode), then data-dependent
+    control flow that the symbolic trace cannot follow, after it has drawn."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.layers = nn.ModuleList([nn.Linear(4, 4) for _ in range(3)])
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        for layer in self.layers:
+            if self.training and torch.rand([]) < 0.5:
+                continue
+            x = x + layer(x)
+        return x if x.sum() > -1e9 else -x
+
+
+def test_lasr_ctc_failed_captures_leave_the_random_draws_to_the_real_run() -> None:
+    model, x = LayerDrop().train(), torch.randn(2, 4)
+    differs = 0
+    for seed in range(4):  # each seed drops other layers: each must agree with its own plain run
+        torch.manual_seed(seed)
+        truth = real_grads(model, (x,))
+        torch.manual_seed(seed)
+        report = fxflow.check(model, x)
+        assert report.trace.method == "runtime", report.trace.notes
+        assert_agrees(report, truth)
+        differs += len(set(truth.values())) > 1
+    assert differs  # some seeds drop a layer and keep another

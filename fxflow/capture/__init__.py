@@ -35,7 +35,7 @@ from torch.utils._pytree import tree_flatten
 
 from ..errors import describe
 from ..signature import defaulted_arguments
-from ..state import preserved_module_attributes
+from ..state import RandomState, preserved_module_attributes
 from .functions import (OPAQUE_KEY, CheckpointGate, OpaqueFunction, checkpoint_inputs, checkpointed_call,
                         intercepted_apply, is_checkpoint, is_user_function, opaque_reason)
 from .grad_mode import META_KEY as GRAD_MODE_KEY, GradRegion
@@ -121,14 +121,21 @@ def capture(model: torch.nn.Module, inputs: Sequence[object] | None = None, *,
     A wrapped model (``torch.compile``, DataParallel, DDP) is captured through its inner module;
     the graph's attribute targets still name attributes of ``model`` itself. ``methods`` restricts
     the chain to some of :data:`METHODS`, in the chain's order.
+
+    Each attempt starts from the random state the call found, and only the run-time capture (the
+    real forward) leaves it advanced: a trace runs forward's Python, and a ``torch.rand`` it runs
+    for real (LayerDrop's draw) would otherwise shift every draw of the real run after it, which
+    then drops other layers than the user's own call.
     """
     unknown = set(methods or ()) - set(METHODS)
     if unknown:
         raise ValueError(f"unknown capture method {sorted(unknown)[0]!r}; choose from {', '.join(METHODS)}")
     inner, prefix, notes = unwrap(model)
+    random_state = RandomState.save()
     for name, method in _methods():
         if methods is not None and name not in methods:
             continue
+        random_state.restore()
         try:
             with preserved_module_attributes(inner):
                 graph_module = _runtime(inner, inputs, (run_forward, on_outputs)) if method is _runtime else method(inner, inputs)
@@ -136,6 +143,8 @@ def capture(model: torch.nn.Module, inputs: Sequence[object] | None = None, *,
         except Exception as error:  # any failure means: try the next capture
             notes.append(f"{name} failed: {describe(error, limit=200)}")
             continue
+        if method is not _runtime:
+            random_state.restore()
         return Capture(graph_module, name, notes)
     notes.append("no capture worked")
     return Capture(None, "none", notes)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import torch
 
 from .auto import Recipe, register
-from .shrink import BATCH, two_towers, with_image_tokens
+from .shrink import BATCH, boxes, ids, two_towers, video, with_image_tokens
 
 register("vision", [
     "bit", "cvt", "d_fine", "data2vec-vision", "deimv2", "dinov3_convnext", "dinov3_vit", "dpt", "glpn",
@@ -82,4 +82,40 @@ register("speech", {
 # -- issue 22, second sweep: recipes for types whose shrunk defaults do not fit ----------------------
 register("multimodal", {
     "bridgetower": Recipe({"vision_config.hidden_size": 64}, inputs=two_towers),  # 64 wide: one vision head
+})
+SWIN = {"depths": [1, 1], "num_heads": [2, 2], "window_size": 4}  # 3, 6, 12, 24 heads do not divide 32
+register("vision", {
+    **dict.fromkeys(["donut-swin", "maskformer-swin", "swin2sr"], Recipe(SWIN)),
+    "mgp-str": Recipe(inputs=lambda model: {"pixel_values": torch.randn(BATCH, 3, *model.config.image_size)}),
+    **dict.fromkeys(["videomae", "vivit", "timesformer"], Recipe({"num_frames": 4}, inputs=video)),
+})
+register("speech", {
+    **dict.fromkeys(["canary", "lasr_ctc"],  # 80 mel bins, as the inputs have, and 16 subsampling channels
+                    Recipe({"encoder_config.num_mel_bins": 80, "encoder_config.subsampling_conv_channels": 16})),
+    "nemotron3_5_transcribe_audio": Recipe({"asr_config.num_mel_bins": 80, "diarization_config.audio_config.num_mel_bins": 80,
+                                            "diarization_config.head_config.audio_hidden_size": 32}),
+    "nemotron3_diarization": Recipe({"audio_config.num_mel_bins": 80, "head_config.audio_hidden_size": 32}),
+    "wav2vec2-bert": Recipe({"mask_time_length": 2, "mask_time_prob": 0.0, "mask_feature_prob": 0.0},
+                            inputs=lambda model: {"input_features": torch.randn(BATCH, 16, model.config.feature_projection_input_dim)}),
+})
+register("multimodal", {
+    "step3p7": Recipe({"image_token_id": 5, "text_config.sliding_window": 4, "text_config.share_expert_dim": 64,
+                       "text_config.num_sliding_attention_heads": 2, "text_config.layer_types": ["full_attention"] * 2,
+                       "text_config.mlp_layer_types": ["dense", "sparse"]}),
+    # patches of 4 x 4 pixels, 2 x 2 of them, as Siglip2's processor gives them
+    "siglip2": Recipe({"vision_config.patch_size": 4, "vision_config.num_patches": 4},
+                      inputs=lambda model: {"input_ids": ids(), "pixel_values": torch.randn(BATCH, 4, 48),
+                                            "pixel_attention_mask": torch.ones(BATCH, 4, dtype=torch.long),
+                                            "spatial_shapes": torch.tensor([[2, 2]] * BATCH)}),
+    "lxmert": Recipe({"visual_feat_dim": 16}, inputs=lambda model: {"input_ids": ids(), "visual_feats": torch.randn(BATCH, 3, 16),
+                                                                    "visual_pos": boxes(3)}),
+    # 4 query tokens, their placeholders in the text
+    "blip-2": Recipe({"num_query_tokens": 4, "image_token_index": 5},
+                     inputs=lambda model: with_image_tokens(5, 4, pixel_values=torch.randn(BATCH, 3, 32, 32))),
+    "instructblip": Recipe({"num_query_tokens": 4, "image_token_index": 5},
+                           inputs=lambda model: {**with_image_tokens(5, 4, pixel_values=torch.randn(BATCH, 3, 32, 32)),
+                                                 "qformer_input_ids": ids()}),
+    "instructblipvideo": Recipe({"num_query_tokens": 4, "video_token_index": 5},  # 4 frames x 4 queries
+                                inputs=lambda model: {**with_image_tokens(5, 16, pixel_values=torch.randn(BATCH, 4, 3, 32, 32)),
+                                                      "qformer_input_ids": ids()}),
 })

@@ -9,7 +9,7 @@ from __future__ import annotations
 import torch
 
 from .auto import Recipe, register
-from .shrink import BATCH, VOCAB, ids
+from .shrink import BATCH, VOCAB, boxes, ids
 
 register("decoder", [
     "apertus", "arcee", "bigbird_pegasus", "bitnet", "cohere2", "cpmant", "cwm", "diffllama", "dory",
@@ -93,6 +93,31 @@ register("state-space", {
                       "mamba_d_state": 16, "hybrid_layer_ids": [1], "layers_block_type": ["linear_attention", "hybrid"],
                       "num_query_groups": 2, "attention_head_dim": 32, "use_mamba_kernels": False}),
     "xlstm": Recipe({"embedding_dim": 32, "chunk_size": 4, "ffn_round_up_to_multiple_of": 16}),
+})
+register("decoder (MoE)", {
+    "longcat_flash": Recipe({"qk_head_dim": 32, "zero_expert_num": 2, "expert_ffn_hidden_size": 64}),  # 16 + 16
+})
+register("state-space", {
+    "granitemoehybrid": Recipe({**MAMBA2, "shared_intermediate_size": 64}),
+    "zamba": Recipe({"attention_hidden_size": 64, "mamba_dt_rank": 4, "layers_block_type": ["hybrid", "hybrid"],
+                     "use_mamba_kernels": False}),
+})
+register("encoder", {
+    "layoutlmv3": Recipe({"coordinate_size": 4, "shape_size": 8, "input_size": 32},  # 4 x 4 + 2 x 8 = width
+                         inputs=lambda model: {"input_ids": ids(), "bbox": (boxes() * 1000).long(),
+                                               "pixel_values": torch.randn(BATCH, 3, 32, 32)}),
+})
+register("encoder-decoder", {
+    "t5gemma": Recipe({"decoder.cross_attention_hidden_size": 32, "encoder.sliding_window": 4, "decoder.sliding_window": 4}),
+    "udop": Recipe(inputs=lambda model: {"input_ids": ids(), "bbox": boxes(), "decoder_input_ids": ids()}),
+})
+register("time series", {
+    # trajectories of 4 steps: states, actions, rewards, returns to go
+    "decision_transformer": Recipe(inputs=lambda model: {
+        "states": torch.randn(BATCH, 4, model.config.state_dim), "actions": torch.randn(BATCH, 4, model.config.act_dim),
+        "rewards": torch.randn(BATCH, 4, 1), "returns_to_go": torch.randn(BATCH, 4, 1),
+        "timesteps": torch.arange(4).repeat(BATCH, 1), "attention_mask": torch.ones(BATCH, 4, dtype=torch.long)}),
+    "timesfm2_5": Recipe(inputs=lambda model: {"past_values": torch.randn(BATCH, 64)}),
 })
 register("encoder-decoder", {
     "musicgen": Recipe(model_class="MusicgenForConditionalGeneration", inputs=_musicgen),

@@ -132,6 +132,18 @@ def tiny_inputs(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return inputs
 
 
+def boxes(count: int = TOKENS) -> torch.Tensor:
+    """One box per token, (x0, y0, x1, y1) in [0, 1] with x0 <= x1 and y0 <= y1, as layout models take them."""
+    corner = torch.rand(BATCH, count, 2) * 0.5
+    return torch.cat([corner, corner + torch.rand(BATCH, count, 2) * 0.4], -1)
+
+
+def video(model: torch.nn.Module, key: str = "pixel_values", frames: int = 4) -> dict[str, torch.Tensor]:
+    """``frames`` frames of the model's image size: (batch, frames, channels, height, width)."""
+    size = _image_size(model.config)
+    return {key: torch.randn(BATCH, frames, _channels(model.config), size, size)}
+
+
 def with_image_tokens(token_id: int, count: int, **tensors: torch.Tensor) -> dict[str, torch.Tensor]:
     """Token ids with ``count`` image placeholders (``token_id``) after the first token, plus ``tensors``:
     what a multimodal processor gives, so the image path runs."""
