@@ -119,3 +119,42 @@ register("multimodal", {
                                 inputs=lambda model: {**with_image_tokens(5, 16, pixel_values=torch.randn(BATCH, 4, 3, 32, 32)),
                                                       "qformer_input_ids": ids()}),
 })
+
+
+def _mrope(sections: list[int]) -> dict:
+    """Multimodal rotary sections that fit the shrunk head (the defaults split 64 or 128 dims)."""
+    return {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": sections}
+
+
+SWIN_BACKBONE = {"backbone_config.num_heads": [2, 2, 2, 2], "backbone_config.depths": [1, 1, 1, 1]}
+register("vision", {
+    "vjepa2": Recipe({"frames_per_clip": 4, "crop_size": 32, "pred_hidden_size": 32, "pred_num_hidden_layers": 1,
+                      "pred_num_attention_heads": 2, "pred_mlp_ratio": 2.0},
+                     inputs=lambda model: video(model, "pixel_values_videos")),
+    "mobilevitv2": Recipe({"image_size": 64, "n_attn_blocks": [1, 1, 1], "base_attn_unit_dims": [16, 24, 32],
+                           "width_multiplier": 0.25, "aspp_out_channels": 32}),  # 32 x 32 pools to nothing
+    # the prompt and the input stacked: 16 x 16 each, 32 x 16 together
+    "seggpt": Recipe({"image_size": [32, 16], "patch_size": 4},
+                     inputs=lambda model: {key: torch.randn(BATCH, 3, 16, 16)
+                                           for key in ("pixel_values", "prompt_pixel_values", "prompt_masks")}),
+})
+register("speech", {
+    # 64 samples: two downsamplings by 2, 2 codebooks of 16 codes
+    "dac": Recipe({"decoder_hidden_size": 32, "codebook_size": 16, "downsampling_ratios": [2, 2], "upsampling_ratios": [2, 2],
+                   "hop_length": 4, "n_codebooks": 2, "encoder_hidden_size": 8, "hidden_size": 32},
+                  inputs=lambda model: {"input_values": torch.randn(BATCH, 1, 64)}),
+    "speecht5": Recipe({"mask_time_prob": 0.0, "mask_time_length": 2, "conv_dim": [32] * 7, "speech_decoder_prenet_units": 32,
+                        "speaker_embedding_dim": 16, "speech_decoder_postnet_units": 32}, model_class="SpeechT5ForSpeechToText",
+                       inputs=lambda model: {"input_values": torch.randn(BATCH, 1600), "decoder_input_ids": ids(model.config.vocab_size)}),
+})
+register("multimodal", {
+    "videoprism": Recipe({"vision_config.tubelet_size": [1, 8, 8], "vision_config.num_frames": 4},
+                         inputs=lambda model: {"input_ids": ids(), **video(model, "pixel_values_videos")}),
+    "xclip": Recipe({"vision_config.mit_hidden_size": 32, "vision_config.mit_intermediate_size": 64, "vision_config.num_frames": 4,
+                     "prompt_layers": 1}, inputs=lambda model: {"input_ids": ids(), **video(model)}),
+    **dict.fromkeys(["grounding-dino", "mm-grounding-dino"],
+                    Recipe(SWIN_BACKBONE, inputs=lambda model: {"input_ids": ids(), "pixel_values": torch.randn(BATCH, 3, 32, 32)})),
+    **dict.fromkeys(["glm4v", "glm46v", "glmga"],
+                    Recipe({"text_config.rope_parameters": _mrope([2, 3, 3]), "vision_config.out_hidden_size": 32})),
+    "paddleocr_vl": Recipe({"text_config.rope_parameters": _mrope([2, 3, 3])}),
+})

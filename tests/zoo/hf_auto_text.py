@@ -97,6 +97,17 @@ register("state-space", {
 register("decoder (MoE)", {
     "longcat_flash": Recipe({"qk_head_dim": 32, "zero_expert_num": 2, "expert_ffn_hidden_size": 64}),  # 16 + 16
 })
+register("decoder (MoE)", {
+    # sliding-window layers double the 1 kv head: 4 query heads; 48 wide so a third of it rotates evenly
+    "mimo_v2_flash": Recipe({"layer_types": ["full_attention", "sliding_attention"], "mlp_layer_types": ["dense", "sparse"],
+                             "sliding_window": 4, "head_dim": 48, "num_attention_heads": 4, "num_key_value_heads": 1}),
+})
+register("encoder", {
+    "perceiver": Recipe({"num_latents": 8, "max_position_embeddings": 8}, model_class="PerceiverForMaskedLM",
+                        inputs=lambda model: {"input_ids": ids()}),
+    "lilt": Recipe({"hidden_size": 48},  # six box embeddings of width / 6 make the width
+                   inputs=lambda model: {"input_ids": ids(), "bbox": (boxes() * 1000).long()}),
+})
 register("state-space", {
     "granitemoehybrid": Recipe({**MAMBA2, "shared_intermediate_size": 64}),
     "zamba": Recipe({"attention_hidden_size": 64, "mamba_dt_rank": 4, "layers_block_type": ["hybrid", "hybrid"],
