@@ -158,3 +158,17 @@ register("multimodal", {
                     Recipe({"text_config.rope_parameters": _mrope([2, 3, 3]), "vision_config.out_hidden_size": 32})),
     "paddleocr_vl": Recipe({"text_config.rope_parameters": _mrope([2, 3, 3])}),
 })
+
+
+def _kosmos2(model: torch.nn.Module) -> dict[str, torch.Tensor]:
+    """The image's latent queries in the text, and the mask that says where they are."""
+    count = model.config.latent_query_num
+    inputs = with_image_tokens(5, count, pixel_values=torch.randn(BATCH, 3, 32, 32))
+    where = torch.zeros_like(inputs["input_ids"])
+    where[:, 1:1 + count] = 1
+    return {**inputs, "image_embeds_position_mask": where}
+
+
+register("multimodal", {
+    "kosmos-2": Recipe({"latent_query_num": 4}, inputs=_kosmos2),
+})

@@ -105,6 +105,9 @@ register("decoder (MoE)", {
 register("encoder", {
     "perceiver": Recipe({"num_latents": 8, "max_position_embeddings": 8}, model_class="PerceiverForMaskedLM",
                         inputs=lambda model: {"input_ids": ids()}),
+    # 64 wide: the box embeddings are a quarter of it, split over the 8 coordinates
+    "bros": Recipe({"hidden_size": 64, "dim_bbox_sinusoid_emb_2d": 16, "dim_bbox_sinusoid_emb_1d": 2, "dim_bbox_projection": 32},
+                   inputs=lambda model: {"input_ids": ids(), "bbox": boxes()}),
     "lilt": Recipe({"hidden_size": 48},  # six box embeddings of width / 6 make the width
                    inputs=lambda model: {"input_ids": ids(), "bbox": (boxes() * 1000).long()}),
 })
@@ -128,6 +131,9 @@ register("time series", {
         "states": torch.randn(BATCH, 4, model.config.state_dim), "actions": torch.randn(BATCH, 4, model.config.act_dim),
         "rewards": torch.randn(BATCH, 4, 1), "returns_to_go": torch.randn(BATCH, 4, 1),
         "timesteps": torch.arange(4).repeat(BATCH, 1), "attention_mask": torch.ones(BATCH, 4, dtype=torch.long)}),
+    # a list of series, one frequency each, as TimesFM's users pass them
+    "timesfm": Recipe({"context_length": 32, "horizon_length": 8, "patch_length": 8}, model_class="TimesFmModelForPrediction",
+                      inputs=lambda model: {"past_values": [torch.randn(32), torch.randn(32)], "freq": [0, 0]}),
     "timesfm2_5": Recipe(inputs=lambda model: {"past_values": torch.randn(BATCH, 64)}),
 })
 register("encoder-decoder", {
