@@ -126,7 +126,7 @@ def _mrope(sections: list[int]) -> dict:
     return {"rope_type": "default", "rope_theta": 10000.0, "mrope_section": sections}
 
 
-SWIN_BACKBONE = {"backbone_config.num_heads": [2, 2, 2, 2], "backbone_config.depths": [1, 1, 1, 1]}
+SWIN_BACKBONE = {"backbone_config.num_heads": [2, 2, 2, 2], "backbone_config.depths": [1, 1, 1, 1], "backbone_config.embed_dim": 16}
 register("vision", {
     "vjepa2": Recipe({"frames_per_clip": 4, "crop_size": 32, "pred_hidden_size": 32, "pred_num_hidden_layers": 1,
                       "pred_num_attention_heads": 2, "pred_mlp_ratio": 2.0},
