@@ -67,7 +67,7 @@ UNBUILDABLE: dict[str, str] = {
     "table-transformer": "needs the optional package timm, not installed",
     "timm_backbone": "needs the optional package timm, not installed",
     "timm_wrapper": "needs the optional package timm, not installed",
-    "tvp": "the shrunk defaults or generic inputs do not fit it: its visual prompt and ResNet backbone need frames far larger than the zoo"s (RuntimeError: shape "[2, 1, 1, 32]" is invalid for input of size 32)",
+    "tvp": "the shrunk defaults or generic inputs do not fit it: its visual prompt and ResNet backbone need frames far larger than the zoo's (RuntimeError: shape [2, 1, 1, 32] is invalid for input of size 32)",
     "uvdoc": "the shrunk defaults or generic inputs do not fit it: RuntimeError: Given groups=1, weight of size [128, 768, 1, 1], expected input[2, 128, 2, 2] to have 768 channels, but got 128 channels inste",
     "vibevoice": "the shrunk config still holds 1.0 billion values: its convolutional audio tokenizer keeps sizes the shrinker does not know",
     "vision-text-dual-encoder": "a wrapper of two other models chosen at run time: its default config builds neither tower small",
