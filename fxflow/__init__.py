@@ -45,12 +45,12 @@ _LAZY = {
     "ParameterReport": ("report", "ParameterReport"),
     "CutSite": ("report", "CutSite"),
     "TraceInfo": ("report", "TraceInfo"),
-    "DDPGuidance": ("distributed", "DDPGuidance"),
+    "DDPGuidance": ("integrations.distributed", "DDPGuidance"),
     "FxflowError": ("errors", "FxflowError"),
 }
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from .distributed import DDPGuidance
+    from .integrations.distributed import DDPGuidance
     from .errors import FxflowError
     from .pipeline import check
     from .report import CutSite, ParameterReport, Report, TraceInfo

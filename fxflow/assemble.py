@@ -11,17 +11,18 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 import torch
 
-from .health import LayerStep, flags as health_flags
-from .norms import call_norms
+from .dynamic.health import LayerStep, flags as health_flags
+from .reconcile.norms import call_norms
 from .reconcile import backward_raises, parameter_reports, uncertainty, uncertainty_notes, unregistered_reports
 from .report import Report, TraceInfo
-from .steps import StepTally, apply_steps, ddp_advice
+from .dynamic.steps import StepTally, apply_steps
+from .integrations.distributed import guidance as ddp_guidance
 from .verdicts import CutSite, DynamicVerdict as Dynamic
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .analyze import StaticAnalysis
+    from .static.analyze import StaticAnalysis
     from .capture import Capture
-    from .probe import ProbeResult
+    from .dynamic.probe import ProbeResult
 
 # symbolic_trace's own words for a module held in a plain list: the unregistered rows say it better.
 _UNREGISTERED_MODULE = "symbolic_trace failed: forward calls a module that is not registered (see the unregistered rows)"
@@ -32,14 +33,16 @@ def assemble_report(model: torch.nn.Module, *, target: str, captured: "Capture |
                     notes: Sequence[str] = (), static_notes: Sequence[str] = (), vanishing: float = 1e-3,
                     allow: Iterable[str] = (), static_only: bool = False,
                     timings: dict[str, float] | None = None, steps: StepTally | None = None,
-                    history: dict[str, list[LayerStep]] | None = None) -> Report:
+                    history: dict[str, list[LayerStep]] | None = None, ddp: torch.nn.Module | None = None) -> Report:
     """The Report of one checked step: the static analysis (None when nothing was captured) and the
     real backward's result (None when none ran; ``failure`` when it raised), reconciled.
 
     ``notes`` come first (how the model and inputs were prepared), then what the backward noted,
     then ``static_notes`` (the capture and the analysis), then what the verdicts leave unsure.
-    ``steps``: the gradients of more steps than the first (:mod:`fxflow.steps`); ``history``: per
-    layer and step, the gradient statistics of a watched training loop (:mod:`fxflow.health`).
+    ``steps``: the gradients of more steps than the first (:mod:`fxflow.dynamic.steps`); ``history``: per
+    layer and step, the gradient statistics of a watched training loop (:mod:`fxflow.dynamic.health`);
+    ``ddp``: the DistributedDataParallel wrapper of a watched model. One DDP note comes from both:
+    the steps' counts when there are many, the wrapper's setting when there is one.
     """
     notes = list(notes)
     if failure is not None:
@@ -65,11 +68,11 @@ def assemble_report(model: torch.nn.Module, *, target: str, captured: "Capture |
             if parameter.dynamic == Dynamic.NONFINITE:
                 parameter.diagnosis = (f"the gradient contains NaN or inf, first made by {born.op} @ "
                                        f"{born.source or born.module or '?'} in the {born.phase}")
-    if steps is not None and steps.steps > 1:
+    counted = steps.steps if steps is not None else 1
+    if counted > 1:
         apply_steps(parameters, steps)
-        advice = ddp_advice(parameters)
-        if advice:
-            notes.append(advice)
+    if ddp is not None or counted > 1:  # the one DDP note: from the many steps' counts when there are some
+        notes.append(ddp_guidance(parameters, ddp, counted).message())
     trace = TraceInfo("none", 0, [])
     if captured is not None:
         trace = TraceInfo(captured.method, captured.node_count,

@@ -17,6 +17,7 @@ from typing import Any, Iterator, Sequence
 
 from . import __version__
 from .errors import first_line
+from .verdicts import ReportStatus
 
 EXAMPLES = """examples:
   fxflow check examples/seed.py:Net
@@ -205,7 +206,7 @@ def _run(options: argparse.Namespace) -> int:
 
 def _show_check(options: argparse.Namespace, report: Any) -> int:
     """Print the check's report in the chosen format; the exit code (a baseline decides it when given)."""
-    from . import baseline
+    from .present import baseline
 
     if options.write_baseline:
         path = options.baseline or DEFAULT_BASELINE
@@ -239,7 +240,7 @@ def _show_check(options: argparse.Namespace, report: Any) -> int:
                 _emit(comparison.summary())
         except BrokenPipeError:
             _emit("")
-    if comparison is not None and report.status != "not verified":
+    if comparison is not None and report.status != ReportStatus.NOT_VERIFIED:
         return 0 if comparison.ok else 1
     return report.exit_code
 
@@ -260,7 +261,7 @@ def _check_allow_patterns(options: argparse.Namespace, report: Any) -> None:
 
 
 def _diff(options: argparse.Namespace) -> int:
-    from .diff import diff_reports, load_report, render_diff
+    from .present.diff import diff_reports, load_report, render_diff
 
     def check_target(target: str) -> Any:
         with _quiet_torch(options.debug) as caught:
@@ -278,8 +279,8 @@ def _check_target(target: str, options: argparse.Namespace, step: Any) -> Any:
     """Load one target and check it with the command line's options; returns the Report."""
     import torch
 
-    from .inputs import check_input_count
-    from .load import load_function, load_target
+    from .prepare.inputs import check_input_count
+    from .prepare.load import load_function, load_target
     from .pipeline import check
 
     loss_fn = load_function(options.loss) if options.loss else None

@@ -15,19 +15,19 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import torch
 
-from .analyze import StaticAnalysis, analyze
-from .annotate import annotate, choose_twins
+from .static.analyze import StaticAnalysis, analyze
+from .static.annotate import annotate, choose_twins
 from .capture import Capture, capture
 from .errors import FxflowError
 from .prepare import prepare
-from .probe import GradientProbe, ProbeResult, labels_in, probe
+from .dynamic.probe import GradientProbe, ProbeResult, labels_in, probe
 from .assemble import assemble_report
 from .diagnose import diagnose
 from .reconcile import dynamic_verdicts
 from .report import Report
-from .inputs import infer_inputs
-from .state import materialize_lazy, untouched
-from .steps import StepTally
+from .prepare.inputs import infer_inputs
+from .prepare.state import materialize_lazy, untouched
+from .dynamic.steps import StepTally
 from .verdicts import CutSite
 
 
@@ -59,7 +59,7 @@ def check(
     ``("symbolic_trace", "torch.export", "runtime")``.
 
     ``steps=N`` runs N forward/backward steps and counts, per parameter, the steps with a non-zero
-    gradient (:mod:`fxflow.steps`): the first on ``inputs``, the others on ``batches`` (an
+    gradient (:mod:`fxflow.dynamic.steps`): the first on ``inputs``, the others on ``batches`` (an
     iterable of inputs like ``inputs``), else on fresh inferred inputs, else on ``inputs`` again.
     """
     if steps < 1:

@@ -9,9 +9,10 @@ import json
 from dataclasses import asdict, dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from .health import HealthFlag, LayerStep
-from .nonfinite import NonfiniteSite
-from .verdicts import CutSite, DynamicVerdict, StaticVerdict
+from .dynamic.health import HealthFlag, LayerStep
+from .diagnose.nonfinite import NonfiniteSite
+from .errors import FxflowError
+from .verdicts import FAILING_DYNAMIC, FAILING_STATIC, CutSite, DynamicVerdict, ReportStatus, StaticVerdict
 
 if TYPE_CHECKING:  # pragma: no cover
     import networkx as nx
@@ -26,9 +27,6 @@ MISSING, VANISHING, NONFINITE, OK, PRESENT = (DynamicVerdict.MISSING, DynamicVer
                                               DynamicVerdict.NONFINITE, DynamicVerdict.OK, DynamicVerdict.PRESENT)
 INTERMITTENT = DynamicVerdict.INTERMITTENT
 STATIC_VERDICTS = (FROZEN, UNUSED, CUT, ZERO, REACHABLE)  # always counted; UNKNOWN only when it occurs
-
-_STATIC_PROBLEMS = {UNUSED, CUT, ZERO, UNREGISTERED}
-_DYNAMIC_PROBLEMS = {MISSING, ZERO, NONFINITE}
 
 
 @dataclass
@@ -56,7 +54,7 @@ class ParameterReport:
         """Counts against the exit code: dry, zero or broken, and neither frozen nor allowed."""
         if self.static == FROZEN or self.allowed or self.dynamic == INTERMITTENT:
             return False
-        return self.static in _STATIC_PROBLEMS or self.dynamic in _DYNAMIC_PROBLEMS
+        return self.static in FAILING_STATIC or self.dynamic in FAILING_DYNAMIC
 
 
 @dataclass
@@ -82,7 +80,7 @@ class Report:
     # Gradient norm that flowed out of each module call in the real backward, by qualified name,
     # one entry per call in call order (call_module nodes of the same target, in graph order).
     module_grad_norms: dict[str, list[float | None]] = field(default_factory=dict, repr=False, compare=False)
-    # The same norms matched to the graph nodes that end each call (fxflow.norms): what edge widths show.
+    # The same norms matched to the graph nodes that end each call (fxflow.reconcile.norms): what edge widths show.
     node_grad_norms: dict[str, float] = field(default_factory=dict, repr=False, compare=False)
     timings: dict[str, float] = field(default_factory=dict, repr=False, compare=False)  # seconds per phase
     module_classes: dict[str, str] = field(default_factory=dict, repr=False, compare=False)  # qualname -> class
@@ -92,7 +90,7 @@ class Report:
     # Where the real loss.backward() raises (an op with no derivative that the gradient reaches):
     # training stops there, whatever the parameters' verdicts. fxflow's own backward stopped there.
     backward_raises: list[CutSite] = field(default_factory=list)
-    # Where a NaN or an inf was born: the first ops that made one from finite values (fxflow.nonfinite).
+    # Where a NaN or an inf was born: the first ops that made one from finite values (fxflow.diagnose.nonfinite).
     nonfinite: list[NonfiniteSite] = field(default_factory=list)
     # What the backward differentiated: the model's own loss output, the user's loss function, or a
     # random projection of every output (None when no backward ran).
@@ -101,7 +99,7 @@ class Report:
     static_only: bool = False
     steps: int = 1  # forward/backward steps the dynamic verdicts come from (check --steps, watch(steps=N))
     # Watched training loops (watch(steps=N), the callbacks): per layer, per step, |grad| and updates;
-    # and the layers whose gradient vanishes or explodes next to the rest (fxflow.health).
+    # and the layers whose gradient vanishes or explodes next to the rest (fxflow.dynamic.health).
     gradient_history: dict[str, list[LayerStep]] = field(default_factory=dict, repr=False)
     gradient_flags: list[HealthFlag] = field(default_factory=list)
 
@@ -128,19 +126,19 @@ class Report:
         return not any(p.problem for p in self.parameters) and not self.backward_raises
 
     @property
-    def status(self) -> str:
+    def status(self) -> ReportStatus:
         """``ok``, ``problem`` (something will not learn), or ``not verified`` (no backward ran,
         none was declined, and the graph alone found nothing wrong)."""
         if self.ok:
-            return "ok"
+            return ReportStatus.OK
         if not (self.verified or self.static_only) and not self.problems and not self.backward_raises:
-            return "not verified"
-        return "problem"
+            return ReportStatus.NOT_VERIFIED
+        return ReportStatus.PROBLEM
 
     @property
     def exit_code(self) -> int:
         """The CLI's exit code for this report: 0 ok, 1 a problem, 2 not verified."""
-        return {"ok": 0, "problem": 1, "not verified": 2}[self.status]
+        return _EXIT_CODES[self.status]
 
     @property
     def problems(self) -> list[ParameterReport]:
@@ -196,6 +194,26 @@ class Report:
     def to_json(self, indent: int | None = 2) -> str:
         return json.dumps(self.to_dict(), indent=indent)
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Report":
+        """The Report a JSON report (:meth:`to_dict`) was written from, less what the JSON leaves out
+        (the graph, the per-call norms, the timings); a malformed one is an :class:`FxflowError`.
+        Fields a report of an older fxflow lacks take their defaults."""
+        try:
+            return cls(
+                target=data["target"], trace=TraceInfo(**data["trace"]),
+                parameters=[_parameter_from_dict(p) for p in data["parameters"]],
+                backward=data.get("backward", True), device=data.get("device"), notes=list(data.get("notes", [])),
+                uncertain=dict(data.get("uncertain", {})),
+                backward_raises=[_site_from_dict(site) for site in data.get("backward_raises", [])],
+                nonfinite=[NonfiniteSite(**site) for site in data.get("nonfinite", [])],
+                loss=data.get("loss"), static_only=bool(data.get("static_only")), steps=data.get("steps", 1),
+                gradient_history={layer: [LayerStep(**record) for record in records]
+                                  for layer, records in data.get("gradient_history", {}).items()},
+                gradient_flags=[HealthFlag(**flag) for flag in data.get("gradient_flags", [])])
+        except (KeyError, TypeError, AttributeError) as error:
+            raise FxflowError(f"not an fxflow JSON report: missing or malformed {error}") from error
+
     # -- presenters (each lives in its own module) ------------------------------------------
     def table(self, width: int | None = None) -> str:
         """The text ``fxflow check`` prints: table, one paragraph per cut, summary; ``width`` wraps
@@ -250,7 +268,23 @@ class Report:
         return self.table()
 
 
+_EXIT_CODES = {ReportStatus.OK: 0, ReportStatus.PROBLEM: 1, ReportStatus.NOT_VERIFIED: 2}
+
+
 def _parameter_dict(parameter: ParameterReport) -> dict[str, Any]:
     data = asdict(parameter)
     data["shape"] = list(parameter.shape)
     return data
+
+
+def _parameter_from_dict(data: dict[str, Any]) -> ParameterReport:
+    return ParameterReport(
+        name=data["name"], shape=tuple(data["shape"]), static=data["static"], dynamic=data.get("dynamic"),
+        grad_norm=data.get("grad_norm"), cut_by=[_site_from_dict(site) for site in data.get("cut_by", [])],
+        agree=data.get("agree"), diagnosis=data.get("diagnosis"), allowed=bool(data.get("allowed")),
+        random_ops=list(data.get("random_ops", [])), steps_with_gradient=data.get("steps_with_gradient"),
+        missed_steps=list(data.get("missed_steps", [])))
+
+
+def _site_from_dict(data: dict[str, Any]) -> CutSite:
+    return CutSite(**{**data, "frames": tuple(data.get("frames", ()))})

@@ -33,7 +33,12 @@ class DynamicVerdict(StrEnum):
     NONFINITE = "nonfinite"  # NaN or inf
     OK = "ok"
     PRESENT = "present"  # a meta/fake backward saw a gradient but cannot measure it
-    INTERMITTENT = "intermittent"  # over many steps: a gradient on some, none on others (fxflow.steps)
+    INTERMITTENT = "intermittent"  # over many steps: a gradient on some, none on others (fxflow.dynamic.steps)
+
+
+# The verdicts that fail the check (unless the parameter is frozen, allowed or intermittent).
+FAILING_STATIC = frozenset({StaticVerdict.UNUSED, StaticVerdict.CUT, StaticVerdict.ZERO, StaticVerdict.UNREGISTERED})
+FAILING_DYNAMIC = frozenset({DynamicVerdict.MISSING, DynamicVerdict.ZERO, DynamicVerdict.NONFINITE})
 
 
 class EdgeKind(StrEnum):
@@ -45,15 +50,28 @@ class EdgeKind(StrEnum):
 
 
 class NodeState(StrEnum):
-    """How the diagram colours a node or edge (set by the analysis, read by the renderer)."""
+    """How the diagram colours a node or edge (set by the analysis, read by the renderer), in the
+    order the legend lists them."""
 
     WET = "wet"
     DRY = "dry"
     CUT = "cut"
     ZERO = "zero"
+    # The two the renderer alone gives, from the real run: a parameter the graph reaches whose real
+    # backward failed (missing, zero or nonfinite gradient), and the op where a NaN or inf was born.
+    FAILED = "failed"
+    NONFINITE = "nonfinite"
     FROZEN = "frozen"
     UNUSED = "unused"
     INERT = "inert"
+
+
+class ReportStatus(StrEnum):
+    """The one word a whole report comes to (``Report.status``, the JSON's ``status``)."""
+
+    OK = "ok"  # a real backward reached every trainable parameter
+    PROBLEM = "problem"  # something will not learn, or the backward raises
+    NOT_VERIFIED = "not verified"  # no backward ran and the graph alone found nothing wrong
 
 
 # A parameter's state in the diagram follows from its static verdict.

@@ -31,14 +31,14 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_map
 
-from . import distributed
-from .unwrap import unwrap
+from .integrations import distributed
+from .prepare.unwrap import unwrap
 from .errors import FxflowError
-from .gradients import read_gradients
-from .probe import Stashed
-from .health import HealthRecorder, layer_of
-from .steps import StepTally
-from .unregistered import unregistered_tensors
+from .dynamic.gradients import read_gradients
+from .dynamic.probe import Stashed
+from .dynamic.health import HealthRecorder, layer_of
+from .dynamic.steps import StepTally
+from .dynamic.unregistered import unregistered_tensors
 
 WATCHED_LOSS = "the loss of the watched training step"
 from .report import Report
@@ -81,7 +81,7 @@ class Watch:
 
     # -- the context manager ----------------------------------------------------------------
     def __enter__(self) -> "Watch":
-        from .probe import ModuleGradRecorder
+        from .dynamic.probe import ModuleGradRecorder
 
         if self._active:
             raise FxflowError("this fxflow.watch is already active; use a new one per step")
@@ -140,13 +140,14 @@ class Watch:
             self._kwargs = {k: _detached(v, memo) for k, v in kwargs.items()}
 
     def _post_forward(self, module: nn.Module, args: tuple, output: Any) -> None:
-        from .probe import floating_outputs
+        from .dynamic.probe import floating_outputs
 
         for tensor in floating_outputs(output):
             if tensor.requires_grad:
                 tensor.register_hook(self._saw_backward)
         if self.forwards == 1 and self._recorder is not None:
             self._uninstrumented = self._recorder.uninstrumented_note(output)
+            self._recorder.remove()  # the first step's calls are the ones matched to the graph: leave the rest alone
 
     def _saw_backward(self, grad: torch.Tensor) -> None:
         self.backward_seen = True
@@ -215,7 +216,7 @@ class Watch:
     def _collect(self) -> None:
         """Read this step's grads (gathered over ranks) and build the Report as fxflow.check does."""
         from .assemble import assemble_report
-        from .probe import ProbeResult
+        from .dynamic.probe import ProbeResult
 
         named = {name: p.grad for name, p in self.module.named_parameters()}
         any_grad = any(g is not None for g in named.values())
@@ -240,13 +241,12 @@ class Watch:
                                 f"{self.steps} asked for")
         for name, parameter in self.module.named_parameters():  # the optimizer step after the last backward
             self._health.settle(name, parameter)
+        ddp = distributed.find_ddp(self.model)
         report = assemble_report(self.module, target=self.target, captured=captured, static=static, result=result,
                                  static_notes=static_notes, vanishing=self.vanishing, allow=self.allow, steps=tally,
-                                 history=self._health.history() if tally is not None else None)
-        ddp = distributed.find_ddp(self.model)
-        if ddp is not None:
+                                 history=self._health.history() if tally is not None else None, ddp=ddp)
+        if ddp is not None:  # the same advice as the report's DDP note, as an object
             self.ddp_guidance = distributed.ddp_guidance(report, ddp)
-            report.notes.append(self.ddp_guidance.message())
         self._report = report
 
     def _static_analysis(self) -> tuple[Any, Any, list[str]]:
@@ -258,8 +258,8 @@ class Watch:
         from .capture import capture
         from .pipeline import analyze_capture
         from .prepare import prepare
-        from .signature import as_call_dict
-        from .state import untouched
+        from .prepare.signature import as_call_dict
+        from .prepare.state import untouched
 
         observed = as_call_dict(self.module, self._inputs, self._kwargs) if self._kwargs else self._inputs
         if observed is None:
@@ -295,7 +295,7 @@ def watch(model: nn.Module, *, allow: Iterable[str] = (), vanishing: float = 1e-
 
     ``steps=N``: put the block around a training loop; the first N backward calls are N steps,
     and each parameter's count of steps with a non-zero gradient comes with the report
-    (``intermittent`` for some, a failure for none; :mod:`fxflow.steps`).
+    (``intermittent`` for some, a failure for none; :mod:`fxflow.dynamic.steps`).
 
     ``allow``: glob patterns of parameters allowed to be dry; ``vanishing``: the RMS factor below
     which a gradient is vanishing; ``static=False`` skips the trace; ``show=True`` prints the report

@@ -85,7 +85,7 @@ GALLERY = (
 def _report(target: str, seed: int = 0):
     import torch
 
-    from fxflow.load import load_target
+    from fxflow.prepare.load import load_target
     from fxflow.pipeline import check
 
     torch.manual_seed(seed)

@@ -46,6 +46,18 @@ class FixedNoExtra(nn.Module):
         return self.last(torch.relu(self.first(x)))
 
 
+class AuxOnSecondStep(FixedNoExtra):
+    """An auxiliary head used on the second step only (its input has 3 columns then)."""
+
+    def __init__(self):
+        super().__init__()
+        self.aux = nn.Linear(32, 2)
+
+    def forward(self, x):
+        h = torch.relu(self.first(x[:, :10]))
+        return self.last(h) + (self.aux(h) if x.shape[1] == 11 else 0)
+
+
 def loss_of(out, rank):
     return nn.functional.cross_entropy(out, torch.arange(out.shape[0]) % 2)
 
@@ -143,6 +155,20 @@ def run(rank, outdir, port):
     result["fsdp_broken"]["reference"] = reference_norms(Broken, x)
     result["fsdp_broken"]["next_step_error"] = step_error(model, x, rank)
     result["fsdp_broken"]["class_after"] = type(model).__name__
+
+    # 5. Three watched steps of a training loop, the auxiliary head on the second only: one DDP
+    #    note, from the three steps' counts (intermittent), agreeing with the wrapper's setting.
+    torch.manual_seed(0)
+    model = DDP(AuxOnSecondStep(), find_unused_parameters=True, process_group=dist.new_group())
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with fxflow.watch(model, steps=3) as w:
+        for columns in (10, 11, 10):
+            optimizer.zero_grad()
+            loss_of(model(torch.randn(8, columns)), rank).backward()
+            optimizer.step()
+    result["ddp_steps"] = summary(w)
+    result["ddp_steps"]["intermittent"] = w.ddp_guidance.intermittent
+    result["ddp_steps"]["steps_with_gradient"] = {p.name: p.steps_with_gradient for p in w.report.parameters}
 
     with open(os.path.join(outdir, f"rank{rank}.json"), "w") as handle:
         json.dump(result, handle)

@@ -12,8 +12,8 @@ from typing import Any, Sequence
 
 import torch
 
-from fxflow.probe import labels_in, training_loss
-from fxflow.state import ModelSnapshot
+from fxflow.dynamic.probe import labels_in, training_loss
+from fxflow.prepare.state import ModelSnapshot
 
 WET = {"reachable", "zero"}
 

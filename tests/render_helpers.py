@@ -36,7 +36,7 @@ def cli_report(target: str, seed: int = 0):
     """The report ``fxflow render TARGET`` draws (same seeding and loading as the CLI)."""
     import torch
 
-    from fxflow.load import load_target
+    from fxflow.prepare.load import load_target
     from fxflow.pipeline import check
 
     with in_root():

@@ -6,8 +6,8 @@ import torch
 import torch.nn as nn
 
 import fxflow
-from fxflow.analyze import analyze
-from fxflow.annotate import annotate
+from fxflow.static.analyze import analyze
+from fxflow.static.annotate import annotate
 from fxflow.capture.symbolic import symbolic_capture
 from tests.models import STATIC_PROMISE, grad_kind, marker_line, real_grads, split_source
 from tests.models.causes import ALL_CASES, Case
@@ -87,7 +87,7 @@ def test_every_first_cut_is_named_even_past_a_zero() -> None:
 def test_data_dependent_ops_run_on_stand_ins_not_name_rules(name: str) -> None:
     """.item(), .tolist() and boolean masks cannot run on fake tensors; they run on real stand-ins,
     so every later node is still decided by autograd, not by op names."""
-    from fxflow.flow import META_KEY
+    from fxflow.static.flow import META_KEY
     from tests.models import causes
 
     model = getattr(causes, name)()

@@ -8,11 +8,11 @@ import torch
 import torch.nn as nn
 
 import fxflow
-from fxflow.analyze import analyze
-from fxflow.annotate import annotate
+from fxflow.static.analyze import analyze
+from fxflow.static.annotate import annotate
 from fxflow.capture import OPAQUE_KEY, _methods, capture
-from fxflow.unwrap import meta_copy, unwrap
-from fxflow.state import preserved_module_attributes
+from fxflow.prepare.unwrap import meta_copy, unwrap
+from fxflow.prepare.state import preserved_module_attributes
 from gradtruth import assert_agrees, real_grads, static_disagreements
 
 METHODS = dict(_methods())

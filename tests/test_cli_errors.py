@@ -166,7 +166,7 @@ def test_every_parameter_frozen_is_a_model_that_cannot_learn(run_fxflow):
     so the check fails, where it used to say "ok: all 0 trainable parameters get a gradient"."""
     import torch
 
-    from fxflow.load import import_location
+    from fxflow.prepare.load import import_location
 
     model = import_location(str(TARGETS / "models.py")).AllFrozen()
     with pytest.raises(RuntimeError, match="does not require grad"):

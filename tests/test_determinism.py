@@ -146,7 +146,7 @@ def test_a_cpu_model_stays_on_cpu():
 
 
 def test_loading_does_not_leave_the_target_on_sys_path():
-    from fxflow.load import load_target
+    from fxflow.prepare.load import load_target
 
     before = list(sys.path)
     load_target(f"{TARGETS}/models.py:Good")

@@ -52,3 +52,28 @@ def test_bad_report_is_a_one_line_error(run_fxflow, tmp_path):
     (tmp_path / "bad.json").write_text('{"schema": 1}')
     code, out, err = run_fxflow("diff", str(tmp_path / "bad.json"), str(tmp_path / "absent.json"))
     assert code == 2 and out == "" and len(err.splitlines()) == 1 and "bad.json" in err
+
+
+def test_a_json_report_reads_back_as_the_report_it_was_written_from():
+    """``Report.from_dict`` is ``to_dict`` backwards: every field the JSON carries survives the trip."""
+    from fxflow.diagnose.nonfinite import NonfiniteSite
+    from fxflow.dynamic.health import HealthFlag, LayerStep
+    from fxflow.report import ParameterReport, Report, TraceInfo
+    from fxflow.verdicts import CutSite
+
+    detach = CutSite("detach", "detach", "m.py:9", "detach() returns a tensor outside the graph",
+                     ("forward @ m.py:20", "squash @ m.py:9"))
+    report = Report(
+        "m.py:Net", TraceInfo("symbolic_trace", 12, ["a note of the capture"]),
+        [ParameterReport("a.weight", (4, 3), "cut", "missing", None, [detach], True, "cut by detach",
+                         random_ops=["dropout @ m.py:5"], steps_with_gradient=0, missed_steps=[1, 2]),
+         ParameterReport("b.bias", (), "reachable", "nonfinite", float("inf"), allowed=True)],
+        device="cpu", notes=["a note"], uncertain={"stand-ins": {"nodes": 1, "parameters": ["b.bias"]}},
+        backward_raises=[CutSite("searchsorted", "searchsorted", None, "no derivative")],
+        nonfinite=[NonfiniteSite("forward", "log", "m.py:7", "b", "log of a negative number")],
+        loss="the model's own loss", steps=3,
+        gradient_history={"a": [LayerStep(1, 0.5, 1.0, 0.01), LayerStep(2, 0.25, 0.5)]},
+        gradient_flags=[HealthFlag("a", "vanishing", 2, 1e-4)])
+    again = Report.from_dict(json.loads(report.to_json()))
+    assert again.to_dict() == report.to_dict()
+    assert again.parameters[0].cut_by == [detach] and again.gradient_flags == report.gradient_flags

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from fxflow.distributed import DDP_ERROR
+from fxflow.integrations.distributed import DDP_ERROR
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DRY = ["first.weight", "first.bias", "middle.weight", "middle.bias"]
@@ -135,3 +135,16 @@ def test_watch_inside_torchrun_names_the_cut_and_the_ddp_failure_to_come():
     assert done.stdout.count("problem: 4 of 6 parameters will not learn") == 1  # rank 0 only
     assert "detach @ examples/train_with_watch.py:32" in done.stdout
     assert "Expected to have finished reduction" in " ".join(done.stdout.split())  # piped text wraps at 100
+
+
+def test_many_watched_steps_under_ddp_give_one_ddp_note_from_the_steps_counts(ranks):
+    """watch(steps=3) on a DDP model whose auxiliary head runs on step 2 only: the head got a
+    gradient on 1 of 3 steps, so find_unused_parameters=True is required, said once."""
+    for rank in ranks:
+        case = rank["ddp_steps"]
+        assert case["steps_with_gradient"] == {"first.weight": 3, "first.bias": 3, "last.weight": 3, "last.bias": 3,
+                                               "aux.weight": 1, "aux.bias": 1}
+        ddp_notes = [note for note in case["notes"] if note.startswith("DDP:")]
+        assert len(ddp_notes) == 1 and "aux.weight" in ddp_notes[0] and "is required" in ddp_notes[0]
+        assert case["intermittent"] == ["aux.weight", "aux.bias"]
+        assert case["guidance"]["needed"] and case["guidance"]["configured"] and not case["guidance"]["will_fail"]

@@ -50,7 +50,7 @@ def _cli(*args):
 
 def _real_grads(target):
     """Build the model exactly as the CLI does (seed 0), then one plain forward and backward."""
-    from fxflow.load import load_target
+    from fxflow.prepare.load import load_target
 
     torch.manual_seed(0)
     cwd = os.getcwd()

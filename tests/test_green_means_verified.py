@@ -472,7 +472,7 @@ def test_a_cut_in_a_helper_names_the_way_there_from_forward(path):
 
 # -- 12. inputs that cannot fit ----------------------------------------------------------------------
 def test_inputs_whose_activations_cannot_fit_are_refused_before_the_run(run_fxflow, write_model, tmp_path):
-    from fxflow.inputs import _free_bytes
+    from fxflow.prepare.inputs import _free_bytes
 
     free = _free_bytes(torch.device("cpu"))
     width = 4096

@@ -153,3 +153,32 @@ def test_lora_cut_fails_only_trainable_adapters(config, data, tmp_path):
     assert {p.static for p in report.problems} == {"cut"}
     frozen = [p for p in report.parameters if p.static == "frozen"]
     assert frozen and all(p.dynamic == "missing" and not p.problem for p in frozen)
+
+
+def test_steps_log_the_per_layer_norms_to_the_trainers_tensorboard(config, data, tmp_path, monkeypatch):
+    """With ``report_to=["tensorboard"]``, the watched steps' per-layer gradient norms land in the
+    Trainer's own TensorBoard run, one point per watched step at its global step."""
+    pytest.importorskip("tensorboard")
+    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+    logs = tmp_path / "runs"
+    monkeypatch.setenv("TENSORBOARD_LOGGING_DIR", str(logs))
+    model = make(GPT2LMHeadModel, config)
+    callback = GradientFlowCallback(steps=3, show=False)
+    args = TrainingArguments(output_dir=str(tmp_path), max_steps=4, per_device_train_batch_size=EXAMPLES,
+                             report_to=["tensorboard"], use_cpu=True, save_strategy="no", logging_strategy="steps",
+                             logging_steps=1, disable_tqdm=True, learning_rate=1e-2)
+    Trainer(model=model, args=args, train_dataset=data, callbacks=[callback]).train()
+    events = EventAccumulator(str(logs))
+    events.Reload()
+    history = callback.report.gradient_history
+    assert callback.report.steps == 3 and "transformer.h.0.attn.c_attn" in history
+    for layer, records in history.items():
+        logged = events.Scalars(f"train/fxflow/grad_mean/{layer}")
+        assert [point.step for point in logged] == [1, 2, 3]
+        assert [point.value for point in logged] == pytest.approx([r.mean for r in records], rel=1e-5)
+        assert [p.value for p in events.Scalars(f"train/fxflow/grad_max/{layer}")] == pytest.approx(
+            [r.max for r in records], rel=1e-5)
+    # the optimizer moved the weights after steps 1 and 2; the report is made before it moves them after 3
+    assert [p.step for p in events.Scalars("train/fxflow/update_ratio/transformer.h.0.attn.c_attn")] == [1, 2]
+    assert [p.step for p in events.Scalars("train/loss")] == [1, 2, 3, 4]  # the Trainer's own log is untouched

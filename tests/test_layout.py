@@ -92,7 +92,7 @@ def test_no_verdict_is_spelled_as_a_string_outside_the_vocabulary():
     assert offenders == []
 
 
-STAGES = ["fxflow.prepare", "fxflow.capture", "fxflow.probe", "fxflow.annotate", "fxflow.analyze",
+STAGES = ["fxflow.prepare", "fxflow.capture", "fxflow.dynamic.probe", "fxflow.static.annotate", "fxflow.static.analyze",
           "fxflow.reconcile", "fxflow.pipeline"]
 
 

@@ -1,4 +1,4 @@
-"""Zero and vanishing gradients are explained where they happen (fxflow.localize).
+"""Zero and vanishing gradients are explained where they happen (fxflow.diagnose.localize).
 
 Each model's dynamic verdicts are checked against a plain forward/backward first, then the
 diagnosis must name the op (and the line of this file) where the real gradient died or shrank.

@@ -11,7 +11,7 @@ import torch  # noqa: E402
 transformers = pytest.importorskip("transformers")
 
 import fxflow  # noqa: E402
-from fxflow.unwrap import meta_copy, meta_inputs  # noqa: E402
+from fxflow.prepare.unwrap import meta_copy, meta_inputs  # noqa: E402
 from gradtruth import real_grads  # noqa: E402
 
 

@@ -2,7 +2,7 @@
 derivative is zero by a saved argument (div with a rounding mode), each against a real backward.
 
 Three levels: the forward mode that makes the probe's backward stop at such an op instead of
-raising (:mod:`fxflow.no_derivative`); :func:`fxflow.check`, whose static verdict must name the op
+raising (:mod:`fxflow.dynamic.no_derivative`); :func:`fxflow.check`, whose static verdict must name the op
 and whose dynamic verdict must come from a backward that ran; and the CLI's exit code.
 """
 from __future__ import annotations
@@ -12,8 +12,8 @@ import torch
 import torch.nn as nn
 
 import fxflow
-from fxflow import rules
-from fxflow.no_derivative import blocked_inputs, stop_at_missing_derivatives
+from fxflow.static import rules
+from fxflow.dynamic.no_derivative import blocked_inputs, stop_at_missing_derivatives
 from fxflow.verdicts import DynamicVerdict, StaticVerdict
 
 
@@ -162,7 +162,7 @@ def _line_of(op: str) -> int:
 def test_the_annotation_marks_the_node_that_has_no_derivative() -> None:
     """What explain reads: the node's inputs reached only through the op with no derivative."""
     from fxflow.capture import capture
-    from fxflow.annotate import annotate
+    from fxflow.static.annotate import annotate
 
     model = Model("igamma")
     captured = capture(model, (torch.randn(3, 4),))

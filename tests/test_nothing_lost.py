@@ -24,7 +24,7 @@ from torch._subclasses.fake_tensor import FakeTensor
 
 import fxflow
 from fxflow.errors import FxflowError
-from fxflow.load import import_location
+from fxflow.prepare.load import import_location
 
 from conftest import ROOT, TARGETS
 

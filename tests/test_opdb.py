@@ -4,8 +4,8 @@ Each OpInfo of ``op_db`` that supports autograd runs its first sample on CPU in 
 where float64 is not supported), with every floating input a leaf that requires grad. Two answers
 per input are compared:
 
-* fxflow's: the walk the annotation runs on every node (``fxflow.history.walk_history``, with the rules
-  of ``fxflow.rules``) from the op's result back to the inputs: DIFF, ZERO or NONE;
+* fxflow's: the walk the annotation runs on every node (``fxflow.static.history.walk_history``, with the rules
+  of ``fxflow.static.rules``) from the op's result back to the inputs: DIFF, ZERO or NONE;
 * autograd's: ``torch.autograd.grad`` of a seeded random projection of the result, one input at a
   time: a nonzero gradient, an exact zero, None, or a backward that raises because the op has no
   derivative for that input. Ops without autograd support run too (``floor_divide``, ``eq``): their
@@ -29,8 +29,8 @@ import pytest
 import torch
 from torch.utils._pytree import tree_flatten
 
-from fxflow.history import entry_key, walk_history
-from fxflow.flow import DIFF, NONE, ZERO
+from fxflow.static.history import entry_key, walk_history
+from fxflow.static.flow import DIFF, NONE, ZERO
 
 NOTHING = "nothing"  # autograd: the gradient is None
 RAISES = "raises"  # autograd: the backward raises, the op has no derivative for this input

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 import fxflow
-from fxflow.probe import GradientProbe
+from fxflow.dynamic.probe import GradientProbe
 from gradtruth import real_dynamic, real_grads
 
 dynamo = pytest.importorskip("torch._dynamo")

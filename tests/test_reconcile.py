@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 import fxflow
-from fxflow.probe import probe
+from fxflow.dynamic.probe import probe
 from fxflow.reconcile import dynamic_verdicts, matches
 
 CALLS: list[int] = []  # module-level on purpose: fxflow restores the model's own attributes, not this

@@ -1,6 +1,6 @@
 """fxflow render on GPT-2-sized graphs: quick, readable (auto-collapsed), and a sane PNG.
 
-The graph is synthetic (the attributes fxflow.analyze documents), so this measures the renderer
+The graph is synthetic (the attributes fxflow.static.analyze documents), so this measures the renderer
 alone: 96 layers of 21 nodes each, about 2,000 drawn nodes.
 """
 from __future__ import annotations
@@ -17,7 +17,7 @@ from fxflow.errors import FxflowError
 from fxflow.render import build_dot, build_view
 from fxflow.render import engine
 from fxflow.render.engine import run
-from fxflow.norms import call_norms
+from fxflow.reconcile.norms import call_norms
 from fxflow.report import CutSite, ParameterReport, Report, TraceInfo
 from render_helpers import graph_attrs, parse_dot, parse_svg
 

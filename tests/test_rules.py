@@ -1,4 +1,4 @@
-"""Every rule in fxflow.rules, checked against real autograd (never copied from a tutorial)."""
+"""Every rule in fxflow.static.rules, checked against real autograd (never copied from a tutorial)."""
 from __future__ import annotations
 
 from typing import Callable
@@ -6,7 +6,7 @@ from typing import Callable
 import pytest
 import torch
 
-from fxflow import derivatives, flow, rules
+from fxflow.static import derivatives, flow, rules
 
 X = torch.randn(6, dtype=torch.float64) * 3
 V = torch.tensor(0.7, dtype=torch.float64)
@@ -44,7 +44,7 @@ BUILDERS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
 }
 
 
-# Rules read off a node's saved arguments (fxflow.rules._BY_SAVED_ARGUMENT, _ZERO_FOR_REAL_INPUT):
+# Rules read off a node's saved arguments (fxflow.static.rules._BY_SAVED_ARGUMENT, _ZERO_FOR_REAL_INPUT):
 # (node, f(x, v) that makes it with the argument that decides, what every input then gets).
 SAVED_ARGUMENT_BUILDERS = [
     ("PowBackward0", lambda x, v: x ** 0, flow.ZERO),

@@ -66,7 +66,7 @@ import math  # noqa: E402
 
 from torch import nn  # noqa: E402
 
-from fxflow.explain import with_article  # noqa: E402
+from fxflow.static.explain import with_article  # noqa: E402
 from fxflow.present.text import format_norm, render_text  # noqa: E402
 from tests.models import reference_dynamic  # noqa: E402
 from tests.models.causes import Argmax  # noqa: E402

@@ -12,7 +12,7 @@ import torch
 import torch.nn as nn
 
 import fxflow
-from fxflow.annotate import annotate
+from fxflow.static.annotate import annotate
 from fxflow.capture import capture
 from gradtruth import assert_agrees, real_grads
 

@@ -31,8 +31,8 @@ import torch
 from torch import nn
 
 import fxflow
-from fxflow.analyze import analyze
-from fxflow.annotate import annotate
+from fxflow.static.analyze import analyze
+from fxflow.static.annotate import annotate
 from fxflow.capture.symbolic import symbolic_capture
 from fxflow.capture import METHODS
 from every_path import reports_on_every_path

@@ -21,7 +21,7 @@ actual run on the example inputs (:mod:`.runtime`: shape- and data-dependent cod
 Face models, NumPy round trips, inference_mode, custom autograd.Functions; the check's one real
 forward and backward run inside it), then ``torch.export`` non-strict (:mod:`.export`:
 ``torch.cond``, which the recording cannot follow). Wrappers
-(``torch.compile``, DataParallel, DDP) are seen through first (:mod:`fxflow.unwrap`).
+(``torch.compile``, DataParallel, DDP) are seen through first (:mod:`fxflow.prepare.unwrap`).
 """
 from __future__ import annotations
 
@@ -34,13 +34,13 @@ import torch.fx as fx
 from torch.utils._pytree import tree_flatten
 
 from ..errors import describe
-from ..signature import defaulted_arguments
-from ..state import RandomState, preserved_module_attributes
+from ..prepare.signature import defaulted_arguments
+from ..prepare.state import RandomState, preserved_module_attributes
 from .functions import (OPAQUE_KEY, CheckpointGate, OpaqueFunction, checkpoint_inputs, checkpointed_call,
                         intercepted_apply, is_checkpoint, is_user_function, opaque_reason)
 from .grad_mode import META_KEY as GRAD_MODE_KEY, GradRegion
 from .symbolic import symbolic_capture
-from ..unwrap import rebase, unwrap
+from ..prepare.unwrap import rebase, unwrap
 
 __all__ = ["Capture", "capture", "GradRegion", "GRAD_MODE_KEY", "OPAQUE_KEY"]
 

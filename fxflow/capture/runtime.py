@@ -26,10 +26,10 @@ from torch._functorch import apis as functorch_apis
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from ..flow import tensors_in
-from ..signature import positional_names
+from ..static.flow import tensors_in
+from ..prepare.signature import positional_names
 from .source import python_stack_trace
-from ..state import ModelSnapshot
+from ..prepare.state import ModelSnapshot
 
 from .functions import (OPAQUE_KEY, CheckpointGate, Constant, OpaqueFunction, checkpoint_inputs, checkpointed_call,
                         intercepted_apply, is_checkpoint, is_user_function, opaque_reason)

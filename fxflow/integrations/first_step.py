@@ -56,7 +56,7 @@ class FirstStepCheck:
         self.vanishing = vanishing
         self.static = static
         self.show = show
-        self.steps = steps  # backward calls watched before the report (fxflow.steps)
+        self.steps = steps  # backward calls watched before the report (fxflow.dynamic.steps)
         self._notes: list[str] = []  # the framework's notes from the steps watched so far
         self.report: Report | None = None  # the Report acted on, once checked
         self._watch: Watch | None = None
@@ -121,7 +121,7 @@ class FirstStepCheck:
 
     def _act(self, watch: "Watch") -> "Report":
         """Print the watched step's report (rank 0), then raise or warn on a problem."""
-        from ..distributed import rank
+        from .distributed import rank
         from ..present.text import summary_line
 
         report = self.report = watch.report
@@ -175,3 +175,20 @@ def _unproven_zeros(report: "Report") -> list[str]:
 def _shorten(names: list[str], keep: int = 3) -> str:
     shown = ", ".join(names[:keep])
     return shown if len(names) <= keep else f"{shown} and {len(names) - keep} more"
+
+
+def history_metrics(report: "Report | None") -> list[tuple[int, dict[str, float]]]:
+    """The watched steps' per-layer gradient health as (step, metrics) for a trainer's logger:
+    ``fxflow/grad_mean/<layer>``, ``fxflow/grad_max/<layer>`` and, when an optimizer step followed,
+    ``fxflow/update_ratio/<layer>``. Empty without a history (one watched step, or no report)."""
+    if report is None or not report.gradient_history:
+        return []
+    by_step: dict[int, dict[str, float]] = {}
+    for layer, records in report.gradient_history.items():
+        for record in records:
+            metrics = by_step.setdefault(record.step, {})
+            metrics[f"fxflow/grad_mean/{layer}"] = record.mean
+            metrics[f"fxflow/grad_max/{layer}"] = record.max
+            if record.update_ratio is not None:
+                metrics[f"fxflow/update_ratio/{layer}"] = record.update_ratio
+    return sorted(by_step.items())

@@ -18,7 +18,7 @@ from typing import Any
 
 import pytorch_lightning as pl
 
-from .first_step import FirstStepCallback, GradientFlowError, GradientFlowWarning
+from .first_step import FirstStepCallback, GradientFlowError, GradientFlowWarning, history_metrics
 
 __all__ = ["GradientFlowCheck", "GradientFlowError", "GradientFlowWarning"]
 
@@ -43,21 +43,10 @@ class GradientFlowCheck(FirstStepCallback, pl.Callback):
     @staticmethod
     def _log(trainer: pl.Trainer, report: Any) -> None:
         """The per-layer gradient norms of the watched steps, to the trainer's own logger when it
-        has one (TensorBoard, W&B, CSV...): ``fxflow/grad_mean/<layer>`` and ``fxflow/grad_max/<layer>``
-        (and ``fxflow/update_ratio/<layer>``) at each watched step."""
-        if report is None or not report.gradient_history or not trainer.loggers:
-            return
-        for step in sorted({r.step for records in report.gradient_history.values() for r in records}):
-            metrics = {}
-            for layer, records in report.gradient_history.items():
-                for record in (r for r in records if r.step == step):
-                    metrics[f"fxflow/grad_mean/{layer}"] = record.mean
-                    metrics[f"fxflow/grad_max/{layer}"] = record.max
-                    if record.update_ratio is not None:
-                        metrics[f"fxflow/update_ratio/{layer}"] = record.update_ratio
+        has one (TensorBoard, W&B, CSV...), each at the step it was measured in (:func:`history_metrics`)."""
+        for step, metrics in history_metrics(report) if trainer.loggers else ():
             for logger in trainer.loggers:
                 logger.log_metrics(metrics, step=step - 1)
-
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         self.check.abandon()

@@ -3,7 +3,7 @@
 One finding per op where the real backward raises; one per cutting (or zeroing) node, at the
 user's line that created it; one per group of problem parameters that no node explains (unused
 modules, a dead ReLU's exact zeros, NaN), at the model's class; one warning for vanishing gradients. The GitHub and SARIF presenters format these;
-a baseline (:mod:`fxflow.baseline`) marks the ones it already knows.
+a baseline (:mod:`fxflow.present.baseline`) marks the ones it already knows.
 """
 from __future__ import annotations
 
@@ -15,23 +15,27 @@ from dataclasses import dataclass, field
 from typing import Iterable
 
 from ..report import ParameterReport, Report
-from ..verdicts import CutSite, DynamicVerdict, StaticVerdict
-from .text import allowed_problems, format_norm, nonfinite_sentence, verdict_of
+from ..verdicts import CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static
+from .text import allowed_problems, format_norm, name_list, nonfinite_sentence, verdict_of
 
 ERROR, WARNING, NOTE = "error", "warning", "note"  # SARIF's level words; GitHub says "notice" for note
 
+# Rule ids that are not a verdict; every other rule id is the verdict it reports. The static zero
+# has the id "zero", so the dynamic zero needs a name of its own.
+ZERO_GRADIENT, BACKWARD_RAISES, NONFINITE_ORIGIN = "zero-gradient", "backward-raises", "nonfinite-origin"
+
 # rule id -> (short description, level when it fails the check)
 RULES: dict[str, tuple[str, str]] = {
-    "cut": ("A node of forward cuts parameters off from the output: they never get a gradient", ERROR),
-    "zero": ("Every path from these parameters crosses an op whose derivative is exactly zero", ERROR),
-    "unused": ("Parameters that forward never uses, or whose results never reach an output", ERROR),
-    "missing": ("The real backward left no gradient in these parameters", ERROR),
-    "zero-gradient": ("The real backward left an exactly zero gradient in these parameters", ERROR),
-    "nonfinite": ("The real backward left NaN or inf in these parameters' gradients", ERROR),
-    "vanishing": ("Gradients that are vanishingly small next to the largest in the model", WARNING),
-    "backward-raises": ("The real loss.backward() raises: training stops at its first step", ERROR),
-    "unregistered": ("Tensors that learn but that model.parameters() never hands the optimizer", ERROR),
-    "nonfinite-origin": ("Where a NaN or inf is first made from finite values", ERROR),
+    Static.CUT: ("A node of forward cuts parameters off from the output: they never get a gradient", ERROR),
+    Static.ZERO: ("Every path from these parameters crosses an op whose derivative is exactly zero", ERROR),
+    Static.UNUSED: ("Parameters that forward never uses, or whose results never reach an output", ERROR),
+    Dynamic.MISSING: ("The real backward left no gradient in these parameters", ERROR),
+    ZERO_GRADIENT: ("The real backward left an exactly zero gradient in these parameters", ERROR),
+    Dynamic.NONFINITE: ("The real backward left NaN or inf in these parameters' gradients", ERROR),
+    Dynamic.VANISHING: ("Gradients that are vanishingly small next to the largest in the model", WARNING),
+    BACKWARD_RAISES: ("The real loss.backward() raises: training stops at its first step", ERROR),
+    Static.UNREGISTERED: ("Tensors that learn but that model.parameters() never hands the optimizer", ERROR),
+    NONFINITE_ORIGIN: ("Where a NaN or inf is first made from finite values", ERROR),
 }
 
 
@@ -94,26 +98,22 @@ def _assignment_line(owner: ast.AST, attribute: str | None) -> int | None:
     return None
 
 
-_LOCALIZED = re.compile(r"` at (?P<source>\S+:\d+)")  # where fxflow.localize found a gradient died ("after `relu` at m.py:12")
+_LOCALIZED = re.compile(r"` at (?P<source>\S+:\d+)")  # where fxflow.diagnose.localize found a gradient died ("after `relu` at m.py:12")
 
 
 def _finding_location(report: Report, verdict: str, parameters: list[ParameterReport],
                       target: tuple[str | None, int | None]) -> tuple[str | None, int | None]:
     """Where a finding no cut site explains points: an exact zero at the op that zeroed it, an
     unused parameter at the line that defines its attribute, the rest at the model's class."""
-    if verdict == DynamicVerdict.ZERO:
+    if verdict == Dynamic.ZERO:
         found = _LOCALIZED.search(parameters[0].diagnosis or "")
         if found:
             return split_source(found["source"])
-    if verdict in (StaticVerdict.UNUSED, StaticVerdict.UNREGISTERED):  # the line defining the attribute
+    if verdict in (Static.UNUSED, Static.UNREGISTERED):  # the line defining the attribute
         path, line = target_location(report.target, re.split(r"[.\[]", parameters[0].name, maxsplit=1)[0])
         if path is not None:
             return path, line
     return target
-
-
-def _names(names: list[str], limit: int = 6) -> str:
-    return ", ".join(names) if len(names) <= limit else ", ".join(names[:limit]) + f" and {len(names) - limit} more"
 
 
 def findings(report: Report, known: Iterable[str] = ()) -> list[Finding]:
@@ -126,19 +126,19 @@ def findings(report: Report, known: Iterable[str] = ()) -> list[Finding]:
     for site in report.backward_raises:  # about no parameter: neither --allow nor a baseline can accept it
         path, line = split_source(site.source) if site.source else (target_path, target_line)
         message = site.reason if site.source else f"loss.backward() raises {site.reason}"
-        result.append(Finding("backward-raises", ERROR, message, path, line))
+        result.append(Finding(BACKWARD_RAISES, ERROR, message, path, line))
     explained: set[str] = set()
     for site in report.cuts:
         victims = [p for p in report.parameters if any(s.node == site.node for s in p.cut_by)
-                   and p.static != StaticVerdict.FROZEN]
+                   and p.static != Static.FROZEN]
         if not victims:
             continue
         explained.update(p.name for p in victims)
-        zero = all(p.static == StaticVerdict.ZERO for p in victims)
-        names = _names([p.name for p in victims])
+        zero = all(p.static == Static.ZERO for p in victims)
+        names = name_list([p.name for p in victims])
         effect = f"gives {names} an exactly zero gradient" if zero else f"cuts {names} off from the output"
         path, line, via = _in_checked_file(site, target_path)
-        finding = Finding("zero" if zero else "cut", ERROR, f"{site.op}{via} {effect}: {site.reason}", path, line,
+        finding = Finding(Static.ZERO if zero else Static.CUT, ERROR, f"{site.op}{via} {effect}: {site.reason}", path, line,
                           [p.name for p in victims])
         result.append(_leveled(finding, failing, allowed, known))
     groups: dict[tuple[str, str | None], list[ParameterReport]] = {}
@@ -148,23 +148,23 @@ def findings(report: Report, known: Iterable[str] = ()) -> list[Finding]:
         groups.setdefault((verdict_of(parameter), parameter.diagnosis), []).append(parameter)
     for (verdict, diagnosis), parameters in groups.items():
         path, line = _finding_location(report, verdict, parameters, (target_path, target_line))
-        rule = "zero-gradient" if verdict == DynamicVerdict.ZERO else str(verdict)
-        rule = rule if rule in RULES else "missing"
+        rule = ZERO_GRADIENT if verdict == Dynamic.ZERO else str(verdict)
+        rule = rule if rule in RULES else Dynamic.MISSING
         verb = "is" if len(parameters) == 1 else "are"
-        message = f"{_names([p.name for p in parameters])} {verb} {verdict}" + (f": {diagnosis}" if diagnosis else "")
+        message = f"{name_list([p.name for p in parameters])} {verb} {verdict}" + (f": {diagnosis}" if diagnosis else "")
         finding = Finding(rule, ERROR, message, path, line, [p.name for p in parameters])
         result.append(_leveled(finding, failing, allowed, known))
     for birth in report.nonfinite:  # the parameters it reached are a finding of their own (nonfinite)
         path, line = split_source(birth.source) if birth.source else (target_path, target_line)
-        result.append(Finding("nonfinite-origin", ERROR, nonfinite_sentence(birth), path, line))
-    vanishing = [p for p in report.parameters if p.dynamic == DynamicVerdict.VANISHING]
+        result.append(Finding(NONFINITE_ORIGIN, ERROR, nonfinite_sentence(birth), path, line))
+    vanishing = [p for p in report.parameters if p.dynamic == Dynamic.VANISHING]
     if vanishing:
         path, line = target_path, target_line
         smallest = min((p.grad_norm for p in vanishing if p.grad_norm is not None), default=None)
         size = f" (smallest norm {format_norm(smallest)})" if smallest is not None else ""
         message = (f"{len(vanishing)} of {len(report.parameters)} parameters have vanishing gradients{size}: "
-                   f"{_names([p.name for p in vanishing])}")
-        result.append(Finding("vanishing", WARNING, message, path, line, [p.name for p in vanishing]))
+                   f"{name_list([p.name for p in vanishing])}")
+        result.append(Finding(Dynamic.VANISHING, WARNING, message, path, line, [p.name for p in vanishing]))
     return result
 
 

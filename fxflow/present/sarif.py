@@ -13,38 +13,39 @@ from typing import Any, Iterable
 
 from .. import __version__
 from ..report import Report
-from .findings import RULES, Finding, findings
+from ..verdicts import DynamicVerdict as Dynamic, StaticVerdict as Static
+from .findings import BACKWARD_RAISES, NONFINITE_ORIGIN, RULES, ZERO_GRADIENT, Finding, findings
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
 # rule id -> (readable name, help: what to do about it). A name that only differs from the id by
 # case is what SARIF1001 warns about; the help is what a code-scanning dashboard shows under the alert.
 RULE_NAMES: dict[str, tuple[str, str]] = {
-    "cut": ("ParametersCutOffFromOutput",
+    Static.CUT: ("ParametersCutOffFromOutput",
             "Remove the op at this line from the path to the loss (a detach, .data, an integer cast, a "
             "comparison, a no_grad region), or freeze the parameters on purpose with requires_grad_(False)."),
-    "zero": ("ExactlyZeroDerivative",
+    Static.ZERO: ("ExactlyZeroDerivative",
              "The op at this line has a derivative of exactly zero (round, sign, a step function): use a "
              "differentiable relaxation or a straight-through estimator."),
-    "unused": ("ParametersNeverUsed",
+    Static.UNUSED: ("ParametersNeverUsed",
                "The attribute defined at this line is never called in forward, or nothing it computes reaches "
                "the output: call it, delete it, or pass --allow for deliberate extras."),
-    "missing": ("NoGradientInRealBackward",
+    Dynamic.MISSING: ("NoGradientInRealBackward",
                 "A real loss.backward() left .grad as None: see the message for why, and fxflow check for the table."),
-    "zero-gradient": ("ZeroGradientInRealBackward",
+    ZERO_GRADIENT: ("ZeroGradientInRealBackward",
                       "A real loss.backward() left exactly zero gradients, made at this line on this batch "
                       "(a dead ReLU, an expert no token reached, a zero mask): check the initialization or routing."),
-    "nonfinite": ("NonfiniteGradient",
+    Dynamic.NONFINITE: ("NonfiniteGradient",
                   "A real loss.backward() left NaN or inf in .grad: look for log/sqrt/division of zero in forward."),
-    "vanishing": ("VanishingGradient",
+    Dynamic.VANISHING: ("VanishingGradient",
                   "Gradients far smaller than the largest in the model: check depth, normalization and initialization."),
-    "backward-raises": ("LossBackwardRaises",
+    BACKWARD_RAISES: ("LossBackwardRaises",
                         "loss.backward() raises at this line: the op has no derivative for an input the gradient "
                         "reaches; detach its input or replace the op."),
-    "unregistered": ("TensorNotRegisteredAsParameter",
+    Static.UNREGISTERED: ("TensorNotRegisteredAsParameter",
                      "The attribute defined at this line holds modules in a plain list or a tensor made with "
                      "requires_grad=True: use nn.ModuleList / nn.ModuleDict or nn.Parameter so the optimizer gets it."),
-    "nonfinite-origin": ("NonfiniteValueBornHere",
+    NONFINITE_ORIGIN: ("NonfiniteValueBornHere",
                          "The op at this line makes the first NaN or inf from finite values (log of a negative number, "
                          "0/0, an overflow, or a derivative that is infinite at 0): guard its input."),
 }

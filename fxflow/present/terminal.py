@@ -16,6 +16,7 @@ import shutil
 import sys
 from typing import TYPE_CHECKING, Callable, Iterator, TextIO
 
+from ..verdicts import DynamicVerdict as Dynamic, ReportStatus, StaticVerdict as Static
 from .text import COLUMNS, cut_paragraphs, render_text, summary_line, table_rows
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -24,20 +25,22 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..report import Report
 
 # Verdict -> rich style. Wet is green, dry red, zero orange, frozen/unused dim, disagreement magenta.
+# Static.ZERO is Dynamic.ZERO (the same string): one entry colors both columns.
 STYLES = {
-    "reachable": "green", "ok": "green", "present": "green",
-    "cut": "bold red", "missing": "red", "nonfinite": "bold red",
-    "zero": "dark_orange", "vanishing": "yellow",
-    "unused": "red dim", "frozen": "dim",
+    Static.REACHABLE: "green", Dynamic.OK: "green", Dynamic.PRESENT: "green",
+    Static.CUT: "bold red", Dynamic.MISSING: "red", Dynamic.NONFINITE: "bold red",
+    Static.ZERO: "dark_orange", Dynamic.VANISHING: "yellow",
+    Static.UNUSED: "red dim", Static.FROZEN: "dim",
 }
+# The summary line's color by the report's status (yellow for not verified).
+STATUS_STYLES = {ReportStatus.OK: "bold green", ReportStatus.PROBLEM: "bold red"}
 
 
 def color_wanted(stream: TextIO, requested: bool = True) -> bool:
     """Color only on a terminal, and never with ``--no-color`` or a non-empty ``NO_COLOR``."""
     if not requested or os.environ.get("NO_COLOR"):
         return False
-    isatty = getattr(stream, "isatty", None)
-    return bool(isatty and isatty())
+    return _isatty(stream)
 
 
 def _style(cell: str) -> str:
@@ -76,7 +79,7 @@ def rich_report(report: "Report", console: "Console") -> None:
             console.print(Text.assemble(("note: ", "dim"), note), highlight=False)
     console.print()
     summary = summary_line(report)
-    console.print(Text(summary, {"ok": "bold green", "problem": "bold red"}.get(report.status, "bold yellow")),
+    console.print(Text(summary, STATUS_STYLES.get(report.status, "bold yellow")),
                   highlight=False)
 
 

@@ -12,10 +12,10 @@ import textwrap
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..verdicts import DynamicVerdict, StaticVerdict
+from ..verdicts import DynamicVerdict, ReportStatus, StaticVerdict
 
 if TYPE_CHECKING:  # pragma: no cover - the report imports this module to present itself
-    from ..nonfinite import NonfiniteSite
+    from ..diagnose.nonfinite import NonfiniteSite
     from ..report import ParameterReport, Report
 
 COLUMNS = ("parameter", "shape", "static", "dynamic", "grad norm", "cut by")  # the table, in any presenter
@@ -97,7 +97,7 @@ def cut_paragraphs(report: Report) -> list[str]:
         where = f" at {site.source}" if site.source else ""
         if site.frames:  # the line lies in a helper: the way there from forward
             where += f" (reached by {' -> '.join(site.frames)})"
-        names = _names([p.name for p in victims])
+        names = name_list([p.name for p in victims])
         if victims and all(p.static == StaticVerdict.ZERO for p in victims):
             effect = f"gives {names} an exactly zero gradient"
         else:
@@ -120,13 +120,13 @@ def cut_paragraphs(report: Report) -> list[str]:
             shown_vanishing += 1
             if shown_vanishing > _VANISHING_PARAGRAPHS:
                 continue
-        paragraphs.append(f"{_names(names)} ({static} / {dynamic}): {diagnosis}.")
+        paragraphs.append(f"{name_list(names)} ({static} / {dynamic}): {diagnosis}.")
     if shown_vanishing > _VANISHING_PARAGRAPHS:
         hidden = shown_vanishing - _VANISHING_PARAGRAPHS
         paragraphs.append(f"{hidden} more place{'s' if hidden != 1 else ''} where a gradient vanishes: see --json.")
     for (static, diagnosis), names in grouped.items():
         verb = "is" if len(names) == 1 else "are"
-        paragraphs.append(f"{_names(names)} {verb} {_GROUPED[static]}: {diagnosis}.")
+        paragraphs.append(f"{name_list(names)} {verb} {_GROUPED[static]}: {diagnosis}.")
     return paragraphs
 
 
@@ -143,13 +143,16 @@ def nonfinite_sentence(site: "NonfiniteSite") -> str:
     return f"a non-finite value is born {made} at {site.op}{where}{module}: {site.reason}"
 
 
-def _names(names: list[str], limit: int = 6) -> str:
+def name_list(names: list[str], limit: int = 6) -> str:
+    """``a, b, c``; past ``limit`` names, the first ones and ``and N more``."""
     if len(names) <= limit:
         return ", ".join(names)
     return ", ".join(names[:limit]) + f" and {len(names) - limit} more"
 
 
-_KIND_WORDS = {"zero": "with an exactly zero gradient"}
+# How the summary's tally says a verdict where the bare word would not read: a zero, static or
+# dynamic alike (the two members are the same string).
+_KIND_WORDS = {StaticVerdict.ZERO: "with an exactly zero gradient"}
 _VANISHING_PARAGRAPHS = 3  # vanishing explanations shown in the text; the JSON has all
 
 
@@ -211,7 +214,7 @@ def summary_line(report: Report) -> str:
         if not problems:
             return f"problem: {raises}{tail}"
         tail = f"; {raises}{tail}"
-    if report.status == "not verified":
+    if report.status == ReportStatus.NOT_VERIFIED:
         return f"{NOT_VERIFIED}{tail}"
     if not report.verified and not report.static_only:
         tail += f"; {NOT_VERIFIED}"

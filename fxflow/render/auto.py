@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Callable
 
 from ..errors import FxflowError
 from ..verdicts import NodeState
-from .style import FAILED
 from .view import counted
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -30,18 +29,23 @@ DRAWABLE_LIMIT = 2500  # above this many boxes even after collapsing, layout tak
 # make(depth, modules to collapse, runs=False) -> View: layout's view builder for one choice
 Make = Callable[..., "View"]
 
-PROBLEM_STATES = frozenset({NodeState.DRY, NodeState.CUT, NodeState.ZERO, NodeState.UNUSED, FAILED})
+PROBLEM_STATES = frozenset({NodeState.DRY, NodeState.CUT, NodeState.ZERO, NodeState.UNUSED, NodeState.FAILED})
+
+
+def _modules_free_of(bases: list["Base"], wrong: Callable[["Base"], bool]) -> set[str]:
+    """Modules none of whose nodes is ``wrong``."""
+    every: set[str] = set()
+    holding: set[str] = set()
+    for base in bases:
+        every.update(base.owner)
+        if wrong(base):
+            holding.update(base.owner)
+    return every - holding
 
 
 def healthy_modules(bases: list["Base"]) -> set[str]:
     """Modules with nothing dry, cut, zero or unused anywhere inside."""
-    sick: set[str] = set()
-    every: set[str] = set()
-    for base in bases:
-        every.update(base.owner)
-        if base.state in PROBLEM_STATES:
-            sick.update(base.owner)
-    return every - sick
+    return _modules_free_of(bases, lambda base: base.state in PROBLEM_STATES)
 
 
 def open_levels(view: "View", collapse: set[str], openable: set[str], bases: list["Base"], budget: int, make: Make) -> "View":
@@ -60,14 +64,11 @@ def open_levels(view: "View", collapse: set[str], openable: set[str], bases: lis
 def _modules_without(bases: list["Base"], *, problem_params: bool) -> set[str]:
     """Modules with no cutting node inside and, with ``problem_params``, no parameter that will
     not learn either: what the automatic view may collapse."""
-    keep: set[str] = set()
-    every: set[str] = set()
-    for base in bases:
-        every.update(base.owner)
-        cutting = base.attrs.get("reason") or base.state == NodeState.CUT
-        if cutting or (problem_params and base.kind == "param" and base.state in PROBLEM_STATES):
-            keep.update(base.owner)
-    return every - keep
+    def wrong(base: "Base") -> bool:
+        cutting = bool(base.attrs.get("reason")) or base.state == NodeState.CUT
+        return cutting or (problem_params and base.kind == "param" and base.state in PROBLEM_STATES)
+
+    return _modules_free_of(bases, wrong)
 
 
 SCREEN_RANKS = 24  # the automatic view aims at no more boxes than this from input to output

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 import graphviz
 
+from ..verdicts import NodeState
 from . import style
 from .labels import MARKER_COLOR, html_text, node_attrs, plain, small, tooltip_of
 from .legend import legend_table
@@ -95,7 +96,7 @@ def _marker_words(counts) -> str:
 def _paramtooltip(name: str, state: str, parameter: "ParameterReport | None") -> graphviz.quoting.NoHtml:
     if parameter is None:
         return tooltip_of([name, f"parameter, state {state}"])
-    shape = "x".join(str(s) for s in parameter.shape) or "scalar"
+    shape = shape_text(parameter.shape)
     cut = ", ".join(f"{s.op} @ {s.source or s.node}" for s in parameter.cut_by)
     return tooltip_of([
         name, f"parameter {shape}", f"state {state}",
@@ -109,7 +110,7 @@ def _paramtooltip(name: str, state: str, parameter: "ParameterReport | None") ->
 def _param_node(name: str, state: str, cluster: tuple[str, ...], parameter: "ParameterReport | None",
                 *extra_classes: str) -> tuple[str, dict[str, str]]:
     words = _relative(name, cluster)
-    if state == style.FAILED and parameter is not None and parameter.dynamic:
+    if state == NodeState.FAILED and parameter is not None and parameter.dynamic:
         words += f" ({parameter.dynamic} grad)"  # which way the real backward failed it
     label = "<" + small(words) + ">"
     return label, node_attrs(state, style.node_class(state, "param", *extra_classes),
@@ -253,11 +254,11 @@ def _emit_never(graph: graphviz.Digraph, never: list[NeverCalled], ctx: _Context
 
 # -- edges, title, legend --------------------------------------------------------------------
 def _emit_links(graph: graphviz.Digraph, links: list[Link]) -> None:
-    scale = style.edge_width_scale([l.norm for l in links if l.state == "wet" and l.norm is not None])
+    scale = style.edge_width_scale([l.norm for l in links if l.state == NodeState.WET and l.norm is not None])
     for link in links:
-        look = style.EDGE_STYLES.get(link.state, style.EDGE_STYLES["dry"])
+        look = style.EDGE_STYLES.get(link.state, style.EDGE_STYLES[NodeState.DRY])
         width, color = look.penwidth, look.color
-        if link.state == "wet" and scale is not None:
+        if link.state == NodeState.WET and scale is not None:
             width, color = style.wet_edge_look(link.norm, scale)
         attrs = {"class": f"fxflow-edge fxflow-edge-{link.state}", "color": color, "penwidth": f"{width:g}",
                  "tooltip": tooltip_of([f"{link.source} -> {link.target}", f"state {link.state}",

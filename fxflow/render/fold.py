@@ -7,6 +7,7 @@ from __future__ import annotations
 import re
 from collections import Counter
 
+from ..verdicts import NodeState
 from .style import worst
 from .view import Base, Item
 
@@ -35,7 +36,7 @@ def collapse_modules(bases: list[Base], depth: int | None, classes: dict[str, st
             key = "module." + module
             box = items.get(key)
             if box is None:
-                box = items[key] = Item(key, "module", "inert", base.owner[:depth_here], base.order, module=module,
+                box = items[key] = Item(key, "module", NodeState.INERT, base.owner[:depth_here], base.order, module=module,
                                         module_class=classes.get(module), norms=list(module_norms.get(module, [])))
             box.members.append(base)
             box.order = min(box.order, base.order)

@@ -12,7 +12,7 @@ import math
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..health import LayerStep
+    from ..dynamic.health import LayerStep
     from ..report import Report
 
 WIDTH, HEIGHT, MARGIN = 640, 180, 34

@@ -20,7 +20,7 @@ import re
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from ..verdicts import PARAMETER_STATE, DynamicVerdict, NodeState
+from ..verdicts import FAILING_DYNAMIC, PARAMETER_STATE, NodeState
 from . import style
 from .dot import shape_text
 from .health_chart import health_section
@@ -32,7 +32,6 @@ if TYPE_CHECKING:  # pragma: no cover
 
 FULL_VIEW_LIMIT = NODE_BUDGET  # views with more boxes than this are not pre-rendered (GPT-2's whole graph: 1.2 MB)
 NOTEBOOK_HEIGHT_PX = 640
-_FAILING = (DynamicVerdict.MISSING, DynamicVerdict.ZERO, DynamicVerdict.NONFINITE)  # dynamic verdicts that fail the check
 
 
 @dataclass
@@ -140,7 +139,7 @@ def _parameter_rows(report: "Report") -> list[dict[str, Any]]:
         rows.append({"name": parameter.name, "shape": shape_text(parameter.shape), "static": str(parameter.static),
                      "dynamic": parameter.dynamic, "norm": parameter.grad_norm, "state": str(state),
                      "problem": parameter.problem,
-                     "dynamic_fails": bool(parameter.problem and parameter.dynamic in _FAILING),
+                     "dynamic_fails": bool(parameter.problem and parameter.dynamic in FAILING_DYNAMIC),
                      "cut_by": [f"{s.op} @ {s.source or s.node}" for s in parameter.cut_by]})
     return rows
 

@@ -6,6 +6,7 @@ from typing import Iterable
 
 import graphviz
 
+from ..verdicts import NodeState
 from . import style
 
 NL = "&#10;"  # a newline inside a tooltip, for dot and graphviz-pure alike
@@ -35,7 +36,7 @@ def small(words: str, color: str | None = None) -> str:
 
 def node_attrs(state: str, classes: str, tooltip: graphviz.quoting.NoHtml, **extra: str) -> dict[str, str]:
     """The look of a node in ``state`` (fill, border, font, pen) plus ``extra``."""
-    look = style.NODE_STYLES.get(state, style.NODE_STYLES["inert"])
+    look = style.NODE_STYLES.get(state, style.NODE_STYLES[NodeState.INERT])
     attrs = {"class": classes, "tooltip": tooltip, "fillcolor": look.fill, "color": look.border,
              "fontcolor": look.font, "style": look.style, "penwidth": f"{look.penwidth:g}"}
     attrs.update(extra)

@@ -1,6 +1,6 @@
 """What the diagram shows: which boxes, in which clusters, joined by which wires.
 
-Reads ``report.graph`` (attributes documented in :mod:`fxflow.analyze`) and produces a
+Reads ``report.graph`` (attributes documented in :mod:`fxflow.static.analyze`) and produces a
 :class:`~.view.View`, plain data (:mod:`.view`) that :mod:`fxflow.render.dot` turns into DOT. The choices made here:
 
 * one item per fx node worth seeing, and one per parameter (a ``get_attr`` that only reads a
@@ -30,11 +30,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..verdicts import PARAM_PREFIX as PARAM, NodeState
+from ..verdicts import PARAM_PREFIX as PARAM, PARAMETER_STATE, NodeState
 from .auto import TALL_RANKS, Make, choose_automatically, healthy_modules, ranks
 from .fold import collapse_modules, fold_siblings, merge_runs
 from .inert import Hidden, hide_inert
-from .style import EDGE_PRECEDENCE, FAILED, NONFINITE
+from .style import EDGE_PRECEDENCE
 from .view import Base, Item, Link, NeverCalled, View, counted, owner_module
 from .wide import MAX_WIDTH_PT, modules_on_wide_ranks, sibling_modules, stacking, widest
 
@@ -44,9 +44,6 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..report import ParameterReport, Report
 
 NODE_BUDGET = 300  # above this many items the depth is chosen automatically
-
-# Static verdict -> the state a parameter is drawn with when no graph was captured.
-VERDICT_STATE = {"reachable": "wet", "cut": "dry", "zero": "zero", "frozen": "frozen", "unused": "unused"}
 
 
 def _prefixes(qualname: str) -> list[str]:
@@ -86,7 +83,7 @@ def _bases(graph: "nx.DiGraph", classes: dict[str, str]) -> tuple[list[Base], di
             owner = path + (target,)
         for i in range(len(path)):
             paths.setdefault(path[i], path[: i + 1])
-        bases.append(Base(name, name, kind, data.get("state") or "inert", path, owner, data.get("order", 0), data))
+        bases.append(Base(name, name, kind, data.get("state") or NodeState.INERT, path, owner, data.get("order", 0), data))
     for name, data in nodes:
         if data.get("kind") != "param" or never_read(graph, name):
             continue
@@ -98,7 +95,7 @@ def _bases(graph: "nx.DiGraph", classes: dict[str, str]) -> tuple[list[Base], di
                 cluster = paths[prefix]
                 break
         owner = cluster + (module,) if module in called and module not in cluster else cluster
-        bases.append(Base(name, "param." + parameter, "param", data.get("state") or "inert", cluster, owner,
+        bases.append(Base(name, "param." + parameter, "param", data.get("state") or NodeState.INERT, cluster, owner,
                           data.get("order", 0), data, parameter))
     return bases, aliases
 
@@ -114,7 +111,7 @@ def painted(state: str, parameter: "ParameterReport | None") -> str:
     """The state a parameter is drawn with: its graph state, unless the table fails it while the
     graph says the gradient arrives (a dead ReLU's exact zeros, an expert no token reached)."""
     if parameter is not None and parameter.problem and state in (NodeState.WET, NodeState.INERT):
-        return FAILED
+        return NodeState.FAILED
     return state
 
 
@@ -125,7 +122,7 @@ def _paint_failures(bases: list[Base], report: "Report") -> set[str]:
     for base in bases:
         if base.kind == "param":
             base.state = painted(base.state, parameters.get(base.param or ""))
-            if base.state == FAILED:
+            if base.state == NodeState.FAILED:
                 failed.add(base.name)
     return failed
 
@@ -138,7 +135,7 @@ def _paint_births(bases: list[Base], report: "Report") -> None:
     found = {b.attrs.get("source") for b in exact}
     # an op the capture names otherwise (a method, an operator): every node of that line
     for base in exact + [b for b in ops if b.attrs.get("source") in {s for _, s in births} - found]:
-        base.state = NONFINITE
+        base.state = NodeState.NONFINITE
 
 
 def _bookkeeping(graph: "nx.DiGraph", name: str, data: dict) -> bool:
@@ -149,12 +146,13 @@ def _bookkeeping(graph: "nx.DiGraph", name: str, data: dict) -> bool:
 
 
 def _parameter_bases(report: "Report") -> list[Base]:
-    """Without a graph: one base per parameter, clustered by the dotted prefixes of its name."""
+    """Without a graph: one base per parameter, clustered by the dotted prefixes of its name and
+    drawn in the state its static verdict gives."""
     bases = []
     for order, parameter in enumerate(report.parameters):
         path = tuple(_prefixes(owner_module(parameter.name)))
         bases.append(Base(PARAM + parameter.name, "param." + parameter.name, "param",
-                          painted(VERDICT_STATE.get(parameter.static, "inert"), parameter), path, path, order,
+                          painted(PARAMETER_STATE.get(parameter.static, NodeState.INERT), parameter), path, path, order,
                           {"kind": "param", "label": parameter.name}, parameter.name))
     return bases
 
@@ -205,11 +203,11 @@ def _links(graph: "nx.DiGraph | None", edges: list[tuple[str, str, dict]], where
         head, tail = where.get(aliases.get(source, source)), where.get(aliases.get(target, target))
         if head is None or tail is None or head == tail:
             continue
-        state = data.get("state") or "dry"
-        if state == "dry" and graph.nodes[source].get("state") in ("inert", "frozen"):
-            state = "inert"
+        state = data.get("state") or NodeState.DRY
+        if state == NodeState.DRY and graph.nodes[source].get("state") in (NodeState.INERT, NodeState.FROZEN):
+            state = NodeState.INERT
         elif aliases.get(source, source) in failed:
-            state = FAILED
+            state = NodeState.FAILED
         norm = node_norms.get(source, grad.get(source))
         box = items[head]
         measured = [n for n in box.norms if n is not None]  # a call no gradient reached has no norm
@@ -233,7 +231,7 @@ def _never_called(report: "Report", graph: "nx.DiGraph | None", classes: dict[st
     groups: dict[str, list[tuple[str, str]]] = {}
     for parameter in report.parameters:
         if PARAM + parameter.name not in graph or never_read(graph, PARAM + parameter.name):
-            state = painted(VERDICT_STATE.get(parameter.static, "unused"), parameter)
+            state = painted(PARAMETER_STATE.get(parameter.static, NodeState.UNUSED), parameter)
             groups.setdefault(owner_module(parameter.name), []).append((parameter.name, state))
     return [NeverCalled(module, classes.get(module), sorted(params)) for module, params in sorted(groups.items())]
 

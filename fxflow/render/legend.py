@@ -7,6 +7,7 @@ and line style the drawing uses for that state, and its words.
 """
 from __future__ import annotations
 
+from ..verdicts import NodeState
 from . import style
 from .labels import MARKER_COLOR, html_text
 from .view import View
@@ -26,11 +27,11 @@ def legend_entries(view: View) -> list[tuple[str, str]]:
     kinds = {i.kind for i in items}
     entries = [(_swatch(state), words) for state, words in style.LEGEND if state in states]
     if "param" in kinds or (view.never_called and not view.collapse_never):
-        entries.append((_swatch("inert", shape="param"), "square: a parameter"))
+        entries.append((_swatch(NodeState.INERT, shape="param"), "square: a parameter"))
     if kinds & {"module", "run"} or (view.collapse_never and view.never_called):
-        entries.append((_swatch("inert", shape="module"), "bold: a collapsed module"))
+        entries.append((_swatch(NodeState.INERT, shape="module"), "bold: a collapsed module"))
     if "fold" in kinds:
-        entries.append((_swatch("inert", shape="fold"), "double, x12: identical blocks"))
+        entries.append((_swatch(NodeState.INERT, shape="fold"), "double, x12: identical blocks"))
     if any(i.base is not None and i.base.name in view.markers for i in items):
         entries.append((f'<td width="18"><font point-size="{LEGEND_FONT}" color="{MARKER_COLOR}">+ mask</font></td>',
                         "inputs without gradient, hidden"))
@@ -46,7 +47,7 @@ def legend_entries(view: View) -> list[tuple[str, str]]:
 
 def _swatch(state: str, shape: str = "state") -> str:
     """A small box cell drawn like a node in ``state``."""
-    look = style.NODE_STYLES.get(state, style.NODE_STYLES["inert"])
+    look = style.NODE_STYLES.get(state, style.NODE_STYLES[NodeState.INERT])
     border = {"module": 2, "fold": 3}.get(shape, 1)
     width = 10 if shape == "param" else 18
     dashed = ' style="dashed"' if "dashed" in look.style else ""

@@ -1,28 +1,33 @@
 """Colors, shapes and CSS classes of the flow diagram, one entry per state.
 
-States come from :mod:`fxflow.analyze` (``wet dry cut zero frozen unused inert``), plus
-``failed``: a parameter the graph reaches but whose real backward failed (its dynamic verdict is
-missing, zero or nonfinite), so that the picture never paints green what the table fails. Every drawn
-node carries ``class="fxflow-<state> ..."`` so the SVG can be restyled with CSS and checked by
-machines.
+States (:class:`fxflow.verdicts.NodeState`) come from :mod:`fxflow.static.analyze` (``wet dry cut
+zero frozen unused inert``), plus two the renderer gives from the real run: ``failed``, a parameter
+the graph reaches but whose real backward failed (its dynamic verdict is missing, zero or
+nonfinite), so that the picture never paints green what the table fails, and ``nonfinite``, the op
+where a NaN or inf was born. Every drawn node carries ``class="fxflow-<state> ..."`` so the SVG can
+be restyled with CSS and checked by machines.
 """
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
 
+from ..verdicts import NodeState
+
 FONT = "Helvetica"
 
-FAILED = "failed"  # render-only state: reachable in the graph, failed in the real backward
-NONFINITE = "nonfinite"  # render-only state: the op where the real run first made a NaN or an inf
+WET, DRY, CUT, ZERO = NodeState.WET, NodeState.DRY, NodeState.CUT, NodeState.ZERO
+FAILED = NodeState.FAILED  # render-only state: reachable in the graph, failed in the real backward
+NONFINITE = NodeState.NONFINITE  # render-only state: the op where the real run first made a NaN or an inf
+FROZEN, UNUSED, INERT = NodeState.FROZEN, NodeState.UNUSED, NodeState.INERT
 
-STATES = ("wet", "dry", "cut", "zero", FAILED, NONFINITE, "frozen", "unused", "inert")
+STATES = tuple(NodeState)
 
 # Severity: a collapsed box takes the worst state among what it hides.
-SEVERITY = {"cut": 7, NONFINITE: 7, "dry": 6, FAILED: 5, "zero": 4, "unused": 3, "frozen": 2, "wet": 1, "inert": 0}
+SEVERITY = {CUT: 7, NONFINITE: 7, DRY: 6, FAILED: 5, ZERO: 4, UNUSED: 3, FROZEN: 2, WET: 1, INERT: 0}
 
 # Which of two edges between the same boxes to draw: a cut wins, then flowing gradient.
-EDGE_PRECEDENCE = {"cut": 6, "wet": 5, FAILED: 4, "zero": 3, "dry": 2, "inert": 1}
+EDGE_PRECEDENCE = {CUT: 6, WET: 5, FAILED: 4, ZERO: 3, DRY: 2, INERT: 1}
 
 
 @dataclass(frozen=True)
@@ -35,15 +40,15 @@ class NodeStyle:
 
 
 NODE_STYLES = {
-    "wet": NodeStyle("#dcf2dc", "#2e7d32"),
-    "dry": NodeStyle("#f1e7d6", "#a1887f", "#5d4037"),
-    "cut": NodeStyle("#ffcdd2", "#c62828", "#b71c1c", penwidth=3.0),
-    "zero": NodeStyle("#ffe0b2", "#ef6c00", "#8a3b00", penwidth=1.8),
+    WET: NodeStyle("#dcf2dc", "#2e7d32"),
+    DRY: NodeStyle("#f1e7d6", "#a1887f", "#5d4037"),
+    CUT: NodeStyle("#ffcdd2", "#c62828", "#b71c1c", penwidth=3.0),
+    ZERO: NodeStyle("#ffe0b2", "#ef6c00", "#8a3b00", penwidth=1.8),
     FAILED: NodeStyle("#f8d7ee", "#ad1457", "#880e4f", penwidth=1.8),
     NONFINITE: NodeStyle("#fff59d", "#6a1b9a", "#4a148c", penwidth=3.0),
-    "frozen": NodeStyle("#e6e6e6", "#9e9e9e", "#616161"),
-    "unused": NodeStyle("#ffffff", "#9e9e9e", "#757575", style="rounded,filled,dashed"),
-    "inert": NodeStyle("#ffffff", "#b0bec5", "#455a64"),
+    FROZEN: NodeStyle("#e6e6e6", "#9e9e9e", "#616161"),
+    UNUSED: NodeStyle("#ffffff", "#9e9e9e", "#757575", style="rounded,filled,dashed"),
+    INERT: NodeStyle("#ffffff", "#b0bec5", "#455a64"),
 }
 
 
@@ -55,12 +60,12 @@ class EdgeStyle:
 
 
 EDGE_STYLES = {
-    "wet": EdgeStyle("#2e7d32", penwidth=1.6),
-    "dry": EdgeStyle("#bcaaa4"),
-    "cut": EdgeStyle("#d50000", "dashed", 2.4),
-    "zero": EdgeStyle("#ef6c00", penwidth=1.4),
+    WET: EdgeStyle("#2e7d32", penwidth=1.6),
+    DRY: EdgeStyle("#bcaaa4"),
+    CUT: EdgeStyle("#d50000", "dashed", 2.4),
+    ZERO: EdgeStyle("#ef6c00", penwidth=1.4),
     FAILED: EdgeStyle("#ad1457", "dotted", 1.4),
-    "inert": EdgeStyle("#cfd8dc", penwidth=0.8),
+    INERT: EdgeStyle("#cfd8dc", penwidth=0.8),
 }
 
 # Wet edges fade from dark to pale green as the gradient norm that flowed shrinks (log scale).
@@ -69,24 +74,24 @@ WET_FAINT = (0xA5, 0xD6, 0xA7)
 MIN_WIDTH, MAX_WIDTH = 0.6, 3.2
 
 LEGEND = (
-    ("wet", "wet: the gradient arrives"),
-    ("dry", "dry: no gradient (before a cut)"),
-    ("cut", "cut: severs the gradient"),
-    ("zero", "zero: the gradient is exactly 0"),
+    (WET, "wet: the gradient arrives"),
+    (DRY, "dry: no gradient (before a cut)"),
+    (CUT, "cut: severs the gradient"),
+    (ZERO, "zero: the gradient is exactly 0"),
     (FAILED, "failed: no, zero or NaN gradient in the real backward"),
     (NONFINITE, "NaN/inf born here (first from finite values)"),
-    ("frozen", "frozen: requires_grad=False"),
-    ("unused", "unused: does not reach the output"),
-    ("inert", "inert: carries no gradient (inputs)"),
+    (FROZEN, "frozen: requires_grad=False"),
+    (UNUSED, "unused: does not reach the output"),
+    (INERT, "inert: carries no gradient (inputs)"),
 )
 
 LEGEND_EDGES = (
-    ("wet", "gradient (width: log norm)"),
-    ("cut", "severed"),
-    ("zero", "exact-zero gradient"),
+    (WET, "gradient (width: log norm)"),
+    (CUT, "severed"),
+    (ZERO, "exact-zero gradient"),
     (FAILED, "into a failed parameter"),
-    ("dry", "no gradient flows"),
-    ("inert", "input, no gradient"),
+    (DRY, "no gradient flows"),
+    (INERT, "input, no gradient"),
 )
 
 CLUSTER_FILLS = ("#f6f8fa", "#ffffff")
@@ -103,7 +108,7 @@ def node_class(state: str, *extra: str) -> str:
 
 def worst(states: list[str] | set[str]) -> str:
     """The most severe state of a collection (``inert`` when empty)."""
-    return max(states, key=lambda s: SEVERITY.get(s, 0), default="inert")
+    return max(states, key=lambda s: SEVERITY.get(s, 0), default=INERT)
 
 
 DECADES = 6.0  # a norm this many powers of ten below the largest draws as the faintest wire
@@ -122,7 +127,7 @@ def wet_edge_look(norm: float | None, top: float | None) -> tuple[float, str]:
     darkest, one :data:`DECADES` powers of ten smaller draws thin and pale.
     """
     if norm is None or top is None or not math.isfinite(norm):
-        return EDGE_STYLES["wet"].penwidth, EDGE_STYLES["wet"].color
+        return EDGE_STYLES[WET].penwidth, EDGE_STYLES[WET].color
     if norm <= 0:
         return MIN_WIDTH, _hex(WET_FAINT)
     t = min(max(1.0 + (math.log10(norm) - top) / DECADES, 0.0), 1.0)

@@ -8,9 +8,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Any, Iterable
 
-# How the state names read in labels.
-STATE_WORDS = {"wet": "wet", "dry": "dry", "cut": "cut", "zero": "zero", "failed": "failed", "nonfinite": "NaN born", "frozen": "frozen",
-               "unused": "unused", "inert": "no grad"}
+from ..verdicts import NodeState
+
+# How the state names read in labels: the state's own word, but for these two.
+STATE_WORDS = {**{state: str(state) for state in NodeState}, NodeState.NONFINITE: "NaN born", NodeState.INERT: "no grad"}
 
 
 @dataclass

@@ -34,7 +34,7 @@ PEERS = {"torchviz": "torchviz", "torchview": "torchview", "torchlens": "torchle
 
 # -- one measurement (child process) ---------------------------------------------------------
 def _loss(output: Any) -> Any:
-    from fxflow.probe import projection_loss
+    from fxflow.dynamic.probe import projection_loss
 
     return projection_loss(output)
 
@@ -107,7 +107,7 @@ def measure(model_name: str, tool: str, workdir: str) -> dict[str, Any]:
 
 # -- render: the default view, as SVG, PNG at scale 1 and 2, and the HTML report ---------------
 def _gpt2_planted_cut() -> tuple[Any, tuple[Any, ...]]:
-    from fxflow.load import load_target
+    from fxflow.prepare.load import load_target
 
     cwd = os.getcwd()
     os.chdir(ROOT)  # source lines read examples/...

@@ -1,4 +1,4 @@
-"""What localizing zero and vanishing gradients costs (fxflow.localize), per model.
+"""What localizing zero and vanishing gradients costs (fxflow.diagnose.localize), per model.
 
     python tests/benchmarks/bench_localize.py                 # seed, gpt2, bert, synthetic-20k
     python tests/benchmarks/bench_localize.py --models gpt2
@@ -20,10 +20,10 @@ sys.path[:0] = [HERE, os.path.dirname(os.path.dirname(HERE))]
 
 import torch  # noqa: E402
 
-from fxflow.localize import localize  # noqa: E402
-from fxflow.probe import GradientProbe, projection_loss  # noqa: E402
+from fxflow.diagnose.localize import localize  # noqa: E402
+from fxflow.dynamic.probe import GradientProbe, projection_loss  # noqa: E402
 from fxflow.reconcile import dynamic_verdicts  # noqa: E402
-from fxflow.state import untouched  # noqa: E402
+from fxflow.prepare.state import untouched  # noqa: E402
 from models import MODELS  # noqa: E402
 
 

@@ -19,8 +19,8 @@ from typing import Any
 
 import torch
 
-from fxflow.probe import labels_in, training_loss
-from fxflow.state import ModelSnapshot
+from fxflow.dynamic.probe import labels_in, training_loss
+from fxflow.prepare.state import ModelSnapshot
 from fxflow.verdicts import DynamicVerdict, StaticVerdict
 
 

@@ -34,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from .verdicts import EdgeKind
+from ..verdicts import EdgeKind
 
 DIFF, ZERO, NONE = EdgeKind.DIFF, EdgeKind.ZERO, EdgeKind.NONE
 
@@ -78,7 +78,7 @@ def table() -> dict[str, Formulas]:
     path = derivatives_yaml()
     try:
         import yaml
-    except ImportError:  # PyYAML is not a torch dependency: fall back to fxflow.rules' hand table
+    except ImportError:  # PyYAML is not a torch dependency: fall back to fxflow.static.rules' hand table
         return {}
     if path is None:
         return {}

@@ -1,5 +1,5 @@
-"""From what a node's history reached to its :class:`~fxflow.flow.NodeFlow`: the edges of one node
-(a part of :class:`fxflow.annotate.FlowInterpreter`).
+"""From what a node's history reached to its :class:`~fxflow.static.flow.NodeFlow`: the edges of one node
+(a part of :class:`fxflow.static.annotate.FlowInterpreter`).
 
 An edge per input and per parameter, with its kind (``diff``, ``zero``, ``none``); per element of a
 tuple result where the elements reach different things (an integer element, like ``max``'s
@@ -15,14 +15,14 @@ import torch.fx as fx
 from torch.utils._pytree import tree_map
 
 from . import rules
-from .capture import GradRegion
+from ..capture import GradRegion
 from .flow import DIFF, NONE, NodeFlow, OutputFlow, result_elements, tensors_in
 from .history import entry_key, walk_history
-from .verdicts import LOSS_OUTPUT_KEY
+from ..verdicts import LOSS_OUTPUT_KEY
 
 
 class EdgeBuilding:
-    """How :class:`~fxflow.annotate.FlowInterpreter` turns a walk into edges (a mixin: it reads the
+    """How :class:`~fxflow.static.annotate.FlowInterpreter` turns a walk into edges (a mixin: it reads the
     interpreter's ``env``, model and storage map)."""
 
     def _flow(self, node: fx.Node, inputs: list[fx.Node], reached: dict[str, str], result: Any,

@@ -16,6 +16,7 @@ backward with hooks, so only a zero or vanishing verdict pays for it.
 """
 from __future__ import annotations
 
+import itertools
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -25,10 +26,11 @@ import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
-from . import rules
-from .capture.source import current_user_source
-from .flow import gradient_norm
-from .verdicts import CutSite
+from ..static import rules
+from ..capture.source import current_user_source
+from ..static.flow import gradient_norm
+from ..static.history import reach
+from ..verdicts import CutSite, EdgeKind
 
 Node = Any  # torch.autograd.graph.Node (C++ nodes have no common Python base class to annotate with)
 
@@ -50,17 +52,11 @@ _ROUTING = frozenset({"stack", "cat", "unbind", "split", "splitwithsizes", "chun
 
 def autograd_nodes(roots: Iterable[Node]) -> list[Node]:
     """Every autograd node reachable from ``roots`` through ``next_functions``, each once."""
-    seen: set[Node] = set()
-    order: list[Node] = []
-    stack = [root for root in roots if root is not None]
-    while stack:
-        node = stack.pop()
-        if node in seen:
-            continue
-        seen.add(node)
-        order.append(node)
-        stack.extend(child for child, _ in node.next_functions if child is not None and child not in seen)
-    return order
+    return reach([(root, 0) for root in roots if root is not None], kinds=_every_edge).nodes
+
+
+def _every_edge(function: Node) -> Iterable[str]:
+    return itertools.repeat(EdgeKind.DIFF)
 
 
 @dataclass(frozen=True)

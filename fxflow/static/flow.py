@@ -10,7 +10,7 @@ import torch
 import torch.fx as fx
 from torch.utils._pytree import tree_flatten
 
-from .verdicts import FLOW_KEY, EdgeKind, GradRegion
+from ..verdicts import FLOW_KEY, EdgeKind, GradRegion
 
 META_KEY = FLOW_KEY  # node.meta[META_KEY] is the node's NodeFlow
 

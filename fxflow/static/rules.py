@@ -1,7 +1,7 @@
 """What carries no gradient, what has a zero derivative, and what has no derivative at all.
 
 The analysis decides differentiability by running each node on fake tensors with autograd on
-(see :mod:`fxflow.annotate`), so most cuts need no rule at all: a comparison returns a bool
+(see :mod:`fxflow.static.annotate`), so most cuts need no rule at all: a comparison returns a bool
 tensor, ``detach`` returns a tensor without history, ``zeros_like`` ignores its input's values.
 What the history alone does not say is what each autograd node's backward computes, per input:
 
@@ -10,7 +10,7 @@ What the history alone does not say is what each autograd node's backward comput
 * no derivative (``floor_divide``, ``heaviside``, ``igamma`` in its first argument): the
   backward raises when gradient reaches the edge, so nothing upstream can get a gradient.
 
-Both come from torch's own derivative table (:mod:`fxflow.derivatives`), with the hand table
+Both come from torch's own derivative table (:mod:`fxflow.static.derivatives`), with the hand table
 below as the fallback where that table cannot be read, and for the one rule it cannot express.
 ``tests/test_rules.py`` and ``tests/test_opdb.py`` check them against real autograd. Name rules
 serve the fallback used when no example inputs exist, so nothing can run.
@@ -27,12 +27,12 @@ import torch.fx as fx
 from . import derivatives
 from .flow import DIFF, NONE, ZERO, NodeFlow, data_inputs, resolve_attribute_of
 # node.meta[NO_DERIVATIVE_KEY]: the inputs (and "param:<name>"s) that reach this node's result only
-# through an op with no derivative; set by the annotation, read by fxflow.explain for the reason.
-from .verdicts import GRAD_MODE_KEY, NO_DERIVATIVE_KEY, EdgeKind
+# through an op with no derivative; set by the annotation, read by fxflow.static.explain for the reason.
+from ..verdicts import GRAD_MODE_KEY, NO_DERIVATIVE_KEY, EdgeKind
 
 # Autograd nodes whose backward is identically zero, by exact class name -> which of their inputs
 # (positions in ``next_functions``) get the zero; ``None`` means all of them. The fallback where
-# torch's derivative table cannot be read (fxflow.derivatives), and the same facts: tests/test_rules.py
+# torch's derivative table cannot be read (fxflow.static.derivatives), and the same facts: tests/test_rules.py
 # checks each entry against real autograd and against that table. Exact names matter:
 # ``FillBackward1``/``FillBackward3`` (fill with a *tensor* value) pass ``grad.sum()`` to the value,
 # and ``CopysignBackward0`` is zero only for the sign source. Each entry is checked against real

@@ -1,5 +1,5 @@
 """Running a node on real stand-in values, and a custom Function's own backward (a part of
-:class:`fxflow.annotate.FlowInterpreter`).
+:class:`fxflow.static.annotate.FlowInterpreter`).
 
 Meta twins hold no values: a node whose result depends on them (``.item()``, a boolean mask, a
 whole ``nn.Transformer``) runs here on real tensors of the same shapes instead, and a custom
@@ -17,11 +17,11 @@ from torch.nn.utils.stateless import _reparametrize_module
 from torch.utils._pytree import tree_flatten, tree_map
 
 from .aliasing import state, storage_key, written_members
-from .capture import OPAQUE_KEY, GradRegion
+from ..capture import OPAQUE_KEY, GradRegion
 from .flow import META_KEY, NONE, result_elements, tensors_in
 from .history import backward_kinds, entry_key, walk_history
 from .twins import StandIn, make_twin, random_stand_in_maker, real_copy, stand_in
-from .verdicts import BACKWARD_RAN_KEY, PARAM_PREFIX
+from ..verdicts import BACKWARD_RAN_KEY, PARAM_PREFIX
 
 
 class _NotRun:
@@ -32,7 +32,7 @@ NOT_RUN = _NotRun()
 
 
 class StandInRuns:
-    """What :class:`~fxflow.annotate.FlowInterpreter` does when twins are not enough (a mixin: it
+    """What :class:`~fxflow.static.annotate.FlowInterpreter` does when twins are not enough (a mixin: it
     reads the interpreter's ``env``, twins and storage map)."""
 
     def _run_on_stand_ins(self, node: fx.Node, inputs: list[fx.Node], members: list[tuple[str, torch.Tensor]],

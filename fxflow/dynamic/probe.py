@@ -15,15 +15,15 @@ from typing import Any, Callable, Sequence
 import torch
 from torch._subclasses.fake_tensor import is_fake
 
-from .errors import FxflowError, first_line
-from .flow import gradient_norm, tensors_in
+from ..errors import FxflowError, first_line
+from ..static.flow import gradient_norm, tensors_in
 from .gradients import GradInfo, read_gradients
-from .fake import fake_inputs, fake_weights, new_fake_mode
+from ..prepare.fake import fake_inputs, fake_weights, new_fake_mode
 from .no_derivative import StopAtMissingDerivatives, stop_at_missing_derivatives
-from .nonfinite import NonfiniteSite
-from .state import RandomState, untouched
+from ..diagnose.nonfinite import NonfiniteSite
+from ..prepare.state import RandomState, untouched
 from .unregistered import unregistered_tensors
-from .verdicts import CutSite
+from ..verdicts import CutSite
 
 
 LOSS_GIVEN = "the given loss function"
@@ -38,7 +38,7 @@ class ProbeResult:
     module_grad_norms: dict[str, list[float | None]] = field(default_factory=dict)  # per call, in call order
     measurable: bool = True  # False on meta/fake tensors: presence only
     notes: list[str] = field(default_factory=list)
-    # Zero or vanishing parameters -> where their gradient died or shrank most (fxflow.localize).
+    # Zero or vanishing parameters -> where their gradient died or shrank most (fxflow.diagnose.localize).
     explanations: dict[str, CutSite] = field(default_factory=dict)
     # Ops with no derivative that the gradient reached: the real backward raises there, this one stopped.
     backward_raises: list[CutSite] = field(default_factory=list)
@@ -46,7 +46,7 @@ class ProbeResult:
     loss_finite: bool = True  # the loss's value was finite
     # The model's own loss: its position among the output's tensors, and how many tensors there are.
     loss_output: tuple[int, int] | None = None
-    # Where a NaN or inf was born, when the loss or a gradient is not finite (fxflow.nonfinite).
+    # Where a NaN or inf was born, when the loss or a gradient is not finite (fxflow.diagnose.nonfinite).
     nonfinite: list[NonfiniteSite] = field(default_factory=list)
     # Tensors that require grad and received a gradient but model.parameters() does not list:
     # attribute path -> what the gradient was.
@@ -205,7 +205,7 @@ def higher_order_ops(outputs: Any) -> list[str]:
     """
     if "torch._dynamo" not in sys.modules:
         return []
-    from .localize import autograd_nodes
+    from ..diagnose.localize import autograd_nodes
 
     roots = [t.grad_fn for t in floating_outputs(outputs) if t.grad_fn is not None]
     names = {node.name() for node in autograd_nodes(roots)}
@@ -237,7 +237,7 @@ class GradientProbe:
 
     The run-time capture already runs forward for real; it wraps that very call in
     :meth:`forward` and hands the outputs to :meth:`backward`, so an expensive model's forward runs
-    once, not twice. Otherwise :meth:`run` does both. Use inside :func:`fxflow.state.untouched`.
+    once, not twice. Otherwise :meth:`run` does both. Use inside :func:`fxflow.prepare.state.untouched`.
     """
 
     def __init__(self, model: torch.nn.Module, *, loss_fn: Callable[[Any], torch.Tensor] | None = None,
@@ -318,7 +318,7 @@ def measure_gradients(model: torch.nn.Module, inputs: Sequence[Any], *,
                       kwargs: dict[str, Any] | None = None, labels_given: bool = False) -> ProbeResult:
     """The real forward and backward, reading every gradient; the caller restores the model.
 
-    Call it inside :func:`fxflow.state.untouched`, which starts every ``.grad`` at None.
+    Call it inside :func:`fxflow.prepare.state.untouched`, which starts every ``.grad`` at None.
     """
     probe = GradientProbe(model, loss_fn=loss_fn, seed=seed, labels_given=labels_given)
     result = probe.run(inputs, kwargs)

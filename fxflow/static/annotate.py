@@ -6,7 +6,7 @@ inputs (meta tensors: no memory, no compute; or, for small models, cheap real co
 :func:`choose_twins`) whose autograd history is real, and the history of its result says exactly which
 inputs it is differentiable in: a comparison returns a bool tensor, ``detach`` a tensor without
 history, ``zeros_like`` one that ignores its input. No list of op names is needed for any of
-that; only zero derivatives come from :mod:`fxflow.rules`.
+that; only zero derivatives come from :mod:`fxflow.static.rules`.
 
 The user's weights are never swapped: ``get_attr`` returns a weight's twin, and ``call_module``
 passes twins to the module for that one call (``torch.func.functional_call``), so an analysis
@@ -19,11 +19,11 @@ Call tree::
         run_node(node)                         # per node, under its recorded grad mode
           placeholder / get_attr / call_* / output   (torch.fx.Interpreter; call_module: twins passed in)
           walk_history(outputs, entries, ...)         # the result's grad_fn history back to the inputs
-          _flow(node, ...)                     # the node's edges          (fxflow/node_edges.py)
+          _flow(node, ...)                     # the node's edges          (fxflow/static/node_edges.py)
           _run_custom_backward(node)           # a custom autograd.Function: its own backward decides
         _run_on_stand_ins(node)                # what meta twins cannot run (.item(), masks, a whole
                                                # nn.Transformer): real stand-ins, modules' real weights
-                                               #                           (fxflow/stand_ins.py)
+                                               #                           (fxflow/static/stand_ins.py)
         annotate_by_rules(node)                # nodes that could not run at all, or no example inputs
 
 Result: ``node.meta["fxflow"]`` is a :class:`NodeFlow`.
@@ -38,11 +38,11 @@ import torch
 import torch.fx as fx
 
 from .aliasing import StorageMap, state, written_members
-from .capture import GRAD_MODE_KEY, OPAQUE_KEY
+from ..capture import GRAD_MODE_KEY, OPAQUE_KEY
 from .flow import META_KEY, data_inputs, parameter_names, resolve_attribute_of, result_elements, tensors_in
 from .history import entry_key, walk_history
 from .rules import annotate_by_rules, in_place
-from .state import call_with_weights, weights_of
+from ..prepare.state import call_with_weights, weights_of
 from .node_edges import EdgeBuilding
 from .stand_ins import NOT_RUN, StandInRuns
 from .twins import choose_twins, make_twin

@@ -2,20 +2,20 @@
 
 A stage after the dynamic verdicts (:func:`fxflow.reconcile.dynamic_verdicts`): it needs to know
 which gradients are exactly zero, vanishing or not finite, and it asks the probe that made the
-real run (:class:`fxflow.probe.GradientProbe`) to run forward once more, with the same random
-draws. :mod:`fxflow.localize` names where a zero or vanishing gradient died or shrank;
-:mod:`fxflow.nonfinite`, where a NaN or inf was born. Both are extras: a replay that fails leaves a
+real run (:class:`fxflow.dynamic.probe.GradientProbe`) to run forward once more, with the same random
+draws. :mod:`fxflow.diagnose.localize` names where a zero or vanishing gradient died or shrank;
+:mod:`fxflow.diagnose.nonfinite`, where a NaN or inf was born. Both are extras: a replay that fails leaves a
 note, never a failed check.
 """
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from .errors import first_line
-from .verdicts import DynamicVerdict
+from ..errors import first_line
+from ..verdicts import DynamicVerdict
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .probe import GradientProbe, ProbeResult
+    from ..dynamic.probe import GradientProbe, ProbeResult
 
 
 def diagnose(run: "GradientProbe", result: "ProbeResult", verdicts: dict[str, DynamicVerdict]) -> None:

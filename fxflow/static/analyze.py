@@ -1,6 +1,6 @@
 """The backward walk: one pass from the output decides every parameter's static verdict.
 
-Reads the :class:`~fxflow.annotate.NodeFlow` annotations and builds a networkx graph with one
+Reads the :class:`~fxflow.static.annotate.NodeFlow` annotations and builds a networkx graph with one
 node per fx node plus one ``param:<name>`` node per parameter, each edge labelled with its kind
 (``diff``, ``zero``, ``none``). Then, all parameters together:
 
@@ -31,10 +31,10 @@ import networkx as nx
 import torch
 import torch.fx as fx
 
-from .capture.source import user_frames
+from ..capture.source import user_frames
 from .flow import DIFF, META_KEY, NONE, ZERO
 from .explain import describe_cut, describe_raise, describe_zero, node_op, node_source
-from .verdicts import (BACKWARD_RAN_KEY, LOSS_OUTPUT_KEY, NO_DERIVATIVE_KEY, OPAQUE_KEY, PARAM_PREFIX, PARAMETER_STATE, CutSite, NodeState,
+from ..verdicts import (BACKWARD_RAN_KEY, LOSS_OUTPUT_KEY, NO_DERIVATIVE_KEY, OPAQUE_KEY, PARAM_PREFIX, PARAMETER_STATE, CutSite, NodeState,
                        StaticVerdict as Static)
 
 PARAM = PARAM_PREFIX

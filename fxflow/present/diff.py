@@ -13,35 +13,10 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .baseline import read_json
-from .errors import FxflowError
-from .present.findings import split_source
-from .report import ParameterReport, Report, TraceInfo
-from .nonfinite import NonfiniteSite
-from .verdicts import CutSite
-
-
-def report_from_dict(data: dict[str, Any]) -> Report:
-    """Rebuild a Report from its JSON form (``Report.to_dict()``)."""
-    try:
-        parameters = [
-            ParameterReport(name=p["name"], shape=tuple(p["shape"]), static=p["static"], dynamic=p.get("dynamic"),
-                            grad_norm=p.get("grad_norm"), cut_by=[_site(site) for site in p.get("cut_by", [])],
-                            agree=p.get("agree"), diagnosis=p.get("diagnosis"), allowed=bool(p.get("allowed")),
-                            random_ops=list(p.get("random_ops", [])),
-                            steps_with_gradient=p.get("steps_with_gradient"), missed_steps=list(p.get("missed_steps", [])))
-            for p in data["parameters"]
-        ]
-        return Report(target=data["target"], trace=TraceInfo(**data["trace"]), parameters=parameters,
-                      backward=data.get("backward", True), device=data.get("device"), notes=list(data.get("notes", [])),
-                      backward_raises=[_site(site) for site in data.get("backward_raises", [])],
-                      nonfinite=[NonfiniteSite(**site) for site in data.get("nonfinite", [])],
-                      loss=data.get("loss"), static_only=bool(data.get("static_only")), steps=data.get("steps", 1))
-    except (KeyError, TypeError) as error:
-        raise FxflowError(f"not an fxflow JSON report: missing or malformed {error}") from error
-
-
-def _site(data: dict[str, Any]) -> CutSite:
-    return CutSite(**{**data, "frames": tuple(data.get("frames", ()))})
+from ..errors import FxflowError
+from .findings import split_source
+from ..report import ParameterReport, Report
+from ..verdicts import CutSite
 
 
 def load_report(spec: str, check_target: Callable[[str], Report]) -> Report:
@@ -49,7 +24,7 @@ def load_report(spec: str, check_target: Callable[[str], Report]) -> Report:
     if spec.endswith(".json") or (os.path.isfile(spec) and not spec.endswith(".py")):
         data = read_json(spec, "report")
         try:
-            return report_from_dict(data if isinstance(data, dict) else {})
+            return Report.from_dict(data if isinstance(data, dict) else {})
         except FxflowError as error:
             raise FxflowError(f"{spec}: {error.message}") from error
     return check_target(spec)

@@ -9,7 +9,7 @@ world of one) the collectives are skipped and the local values are returned.
   module with meta-device parameters of the full (unsharded) shape, and without FSDP's hooks,
   so the static analysis can trace it without running a single collective.
 * :func:`all_gather` is the one collective (what every rank saw of the gradients:
-  :func:`fxflow.gradients.read_gradients`).
+  :func:`fxflow.dynamic.gradients.read_gradients`).
 * :func:`ddp_guidance` says whether ``find_unused_parameters=True`` is needed, and which
   parameters would make DDP fail with "Expected to have finished reduction in the prior iteration".
 """
@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from typing import Any, Iterator
+from typing import Any, Iterable, Iterator
 
 import torch
 from torch import nn
+from torch.utils._pytree import tree_map_only
 
-from .verdicts import DynamicVerdict as Dynamic, StaticVerdict as Static
+from ..verdicts import DynamicVerdict as Dynamic, StaticVerdict as Static
 
 def is_ddp(model: nn.Module) -> bool:
     """True for ``DistributedDataParallel`` (and ``DataParallel``, which has the same ``module.`` prefix)."""
@@ -108,7 +109,7 @@ def plain_structure(model: nn.Module) -> Iterator[nn.Module]:
     if not is_sharded(model) and not any(_fsdp_base_class(m) for m in model.modules()):
         yield model
         return
-    from .state import preserved_module_attributes
+    from ..prepare.state import preserved_module_attributes
 
     classes = [(m, type(m)) for m in model.modules()]
     replacements: dict[int, nn.Parameter] = {}
@@ -138,13 +139,7 @@ def plain_structure(model: nn.Module) -> Iterator[nn.Module]:
 
 def to_meta(value: Any) -> Any:
     """Tensors (nested in tuples, lists, dicts) as meta tensors of the same shape and dtype."""
-    if isinstance(value, torch.Tensor):
-        return torch.empty(value.shape, dtype=value.dtype, device="meta")
-    if isinstance(value, (list, tuple)):
-        return type(value)(to_meta(v) for v in value)
-    if isinstance(value, dict):
-        return {k: to_meta(v) for k, v in value.items()}
-    return value
+    return tree_map_only(torch.Tensor, lambda t: torch.empty(t.shape, dtype=t.dtype, device="meta"), value)
 
 
 # -- DDP guidance --------------------------------------------------------------------------
@@ -153,11 +148,14 @@ DDP_ERROR = "Expected to have finished reduction in the prior iteration before s
 
 @dataclass
 class DDPGuidance:
-    """Whether DistributedDataParallel needs ``find_unused_parameters=True`` for this model and step."""
+    """Whether DistributedDataParallel needs ``find_unused_parameters=True`` for this model, from one
+    step or, over many steps, from each parameter's count of steps with a gradient."""
 
-    needed: bool  # some trainable parameter got no gradient in this step
-    parameters: list[str] = field(default_factory=list)  # those parameters (they make DDP fail)
+    needed: bool  # some trainable parameter got no gradient in some step
+    parameters: list[str] = field(default_factory=list)  # trainable parameters with no gradient in any step
     configured: bool | None = None  # the wrapper's current find_unused_parameters, when known
+    intermittent: list[str] = field(default_factory=list)  # over many steps: a gradient in some, not all
+    steps: int = 1
 
     @property
     def will_fail(self) -> bool:
@@ -167,13 +165,18 @@ class DDPGuidance:
     def message(self) -> str:
         """The advice in one paragraph."""
         if not self.needed:
+            every = "on every step" if self.steps > 1 else ""
             if self.configured:
-                return ("DDP: every trainable parameter got a gradient, so find_unused_parameters=True is not "
-                        "needed; turning it off saves a graph traversal per iteration")
+                return (f"DDP: every trainable parameter got a gradient{' ' + every if every else ''}, so "
+                        "find_unused_parameters=True is not needed; turning it off saves a graph traversal per iteration")
+            if every:
+                return f"DDP: every trainable parameter got a gradient {every}: find_unused_parameters=False is safe"
             return "DDP: every trainable parameter got a gradient; find_unused_parameters=True is not needed"
-        names = ", ".join(self.parameters[:8]) + (f" and {len(self.parameters) - 8} more" if len(self.parameters) > 8 else "")
-        head = (f"DDP: {len(self.parameters)} trainable parameter{'s' if len(self.parameters) != 1 else ''} got no gradient "
-                f"({names})")
+        if self.steps > 1:
+            head = self._over_steps()
+        else:
+            count = len(self.parameters)
+            head = f"DDP: {count} trainable parameter{'s' if count != 1 else ''} got no gradient ({_names(self.parameters, 8)})"
         if self.configured:
             return head + "; find_unused_parameters=True is set and is needed for them (or fix the cut, or freeze them)"
         fail = "will fail" if self.configured is False else "fails"
@@ -181,18 +184,40 @@ class DDPGuidance:
                 "Fix the cut, freeze them (requires_grad_(False) before wrapping), or pass "
                 "find_unused_parameters=True. The grad norms shown are this rank's own: DDP left their buckets unreduced")
 
+    def _over_steps(self) -> str:
+        dead = (f"{_names(self.parameters)} got no gradient on any of the {self.steps} steps: dead (remove it, or "
+                "--allow it)") if self.parameters else ""
+        if not self.intermittent:
+            return f"DDP: {dead}; every other parameter got one on every step"
+        return (f"DDP: {_names(self.intermittent)} got no gradient on some steps: find_unused_parameters=True is required"
+                + (f"; {dead}" if dead else ""))
+
 
 def ddp_guidance(report: Any, ddp: nn.Module | None = None) -> DDPGuidance:
-    """DDP advice from a Report: the trainable parameters with a missing gradient.
+    """DDP advice from a Report: the trainable parameters with a missing gradient (:func:`guidance`)."""
+    return guidance(report.parameters, ddp, getattr(report, "steps", 1) or 1)
 
-    DDP only registers parameters with ``requires_grad=True``; each one that gets no gradient keeps
-    its bucket from being reduced, and the next forward raises. Without a backward, the static
-    verdicts (cut, unused) stand in for the missing gradients.
+
+def guidance(parameters: Iterable[Any], ddp: nn.Module | None = None, steps: int = 1) -> DDPGuidance:
+    """DDP advice from parameter reports.
+
+    DDP only registers parameters with ``requires_grad=True``; each one that gets no gradient in a
+    step keeps its bucket from being reduced, and the next forward raises. Over many steps, a
+    parameter with a gradient on some steps only needs ``find_unused_parameters=True`` as much as
+    one with none; one with none on any step is dead. Without a backward, the static verdicts (cut,
+    unused) stand in for the missing gradients.
     """
-    dry = sorted(
-        p.name for p in report.parameters
-        if p.static != Static.FROZEN
-        and (p.dynamic == Dynamic.MISSING if p.dynamic is not None else p.static in (Static.CUT, Static.UNUSED))
-    )
+    trainable = [p for p in parameters if p.static not in (Static.FROZEN, Static.UNREGISTERED)]
+    if steps > 1:
+        dry = [p.name for p in trainable if p.steps_with_gradient == 0]
+        sometimes = [p.name for p in trainable if p.dynamic == Dynamic.INTERMITTENT]
+    else:
+        dry = sorted(p.name for p in trainable if (
+            p.dynamic == Dynamic.MISSING if p.dynamic is not None else p.static in (Static.CUT, Static.UNUSED)))
+        sometimes = []
     configured = bool(getattr(ddp, "find_unused_parameters")) if ddp is not None else None
-    return DDPGuidance(bool(dry), dry, configured)
+    return DDPGuidance(bool(dry or sometimes), dry, configured, sometimes, steps)
+
+
+def _names(names: list[str], limit: int = 4) -> str:
+    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from .verdicts import DynamicVerdict
+from ..verdicts import DynamicVerdict
 
 ROOT = "(root)"  # the layer name of parameters the model holds itself
 _MEDIAN_OF = 3  # layers an exploding one is compared with, at least
@@ -54,9 +54,11 @@ class HealthRecorder:
     """Collects per-layer gradient statistics step by step (see the module docstring)."""
 
     sums: dict[tuple[int, str], list[float]] = field(default_factory=dict)  # (step, layer) -> [sum|g|, count, max]
-    before: dict[str, tuple[int, torch.Tensor]] = field(default_factory=dict)  # parameter -> (step, its value then)
+    # parameter -> (step, its value then, its norm then); the value's buffer is reused step after step
+    before: dict[str, tuple[int, torch.Tensor, float]] = field(default_factory=dict)
     updates: dict[tuple[int, str], list[float]] = field(default_factory=dict)  # (step, layer) -> [Σ|Δw|², Σ|w|²]
     order: list[str] = field(default_factory=list)  # the layers in the model's order (history lists them so)
+    buffers: dict[str, torch.Tensor] = field(default_factory=dict)
 
     def record(self, step: int, name: str, parameter: torch.Tensor, grad: torch.Tensor) -> float:
         """One parameter's gradient in ``step``; also closes the update of its previous step.
@@ -65,27 +67,33 @@ class HealthRecorder:
         values = grad.detach()
         if values.is_sparse:
             values = values.coalesce().values()
-        # two reductions, no copy: the sum of |g| (exact about zero: no squares to underflow) and the largest
-        total = float(torch.linalg.vector_norm(values, 1)) if values.numel() else 0.0
-        largest = float(torch.linalg.vector_norm(values, math.inf)) if values.numel() else 0.0
+        value = parameter.detach()
+        buffer = self.buffers.get(name)
+        if buffer is None or buffer.shape != value.shape or buffer.dtype != value.dtype:
+            buffer = self.buffers[name] = torch.empty_like(value)
+        # |g| goes through the same buffer the parameter's value is then copied into: a model-sized
+        # allocation per step would cost more than the reductions themselves
+        magnitude = torch.abs(values, out=buffer) if _fits(values, buffer) else values.abs()
+        total, largest = (float(magnitude.sum()), float(magnitude.max())) if values.numel() else (0.0, 0.0)
         entry = self.sums.setdefault((step, layer_of(name)), [0.0, 0, 0.0])
-        entry[0] += total
+        entry[0] += total  # the sum of |g|: exact about zero (no squares to underflow), NaN and inf kept
         entry[1] += values.numel()
         entry[2] = max(entry[2], largest)
-        self.before[name] = (step, parameter.detach().clone())
+        buffer.copy_(value)
+        self.before[name] = (step, buffer, float(torch.linalg.vector_norm(value)))
         return total
 
     def settle(self, name: str, parameter: torch.Tensor) -> None:
         """What the optimizer did to ``name`` since its last recorded step (nothing: no entry)."""
         if name not in self.before:
             return
-        step, old = self.before.pop(name)
-        change = float(torch.dist(parameter.detach(), old)) ** 2
+        step, old, size = self.before.pop(name)
+        change = float(torch.linalg.vector_norm(old.sub_(parameter.detach()))) ** 2  # in place: the buffer is ours
         if change == 0.0:
             return  # no optimizer step between: no update to speak of
         entry = self.updates.setdefault((step, layer_of(name)), [0.0, 0.0])
         entry[0] += change
-        entry[1] += float(torch.linalg.vector_norm(old)) ** 2
+        entry[1] += size ** 2
 
     def history(self) -> dict[str, list[LayerStep]]:
         """Per layer, its steps in order."""
@@ -123,3 +131,9 @@ def flags(history: dict[str, list[LayerStep]], factor: float = 1e-3) -> list[Hea
             if since is not None:
                 found.append(HealthFlag(layer, kind, since, ratio))
     return found
+
+
+
+def _fits(values: torch.Tensor, buffer: torch.Tensor) -> bool:
+    """Whether ``|values|`` can be written into ``buffer`` (a real gradient of the parameter's own shape)."""
+    return values.shape == buffer.shape and values.dtype == buffer.dtype and not values.is_complex()

@@ -16,11 +16,11 @@ import os
 from dataclasses import dataclass, field
 from typing import Any
 
-from .errors import FxflowError
-from .present.findings import split_source
-from .present.text import verdict_of
-from .report import ParameterReport, Report
-from .verdicts import CutSite
+from ..errors import FxflowError
+from .findings import split_source
+from .text import verdict_of
+from ..report import ParameterReport, Report
+from ..verdicts import CutSite
 
 FORMAT_VERSION = 1
 DEFAULT_PATH = "fxflow-baseline.json"

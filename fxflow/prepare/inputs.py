@@ -9,7 +9,7 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_flatten
 
-from .errors import FxflowError
+from ..errors import FxflowError
 from .signature import bind_keywords, check_input_count, positional_names, required_inputs  # noqa: F401 (check_input_count: re-exported for the CLI)
 
 _DTYPES = {

@@ -20,7 +20,7 @@ class FakeWeights:
     """Fake twins of a model's parameters and buffers, passed in at call time.
 
     Calling it runs the model with the fakes in place of its own tensors (the same mechanism
-    the analysis uses, :func:`fxflow.state.call_with_weights`); the real tensors, their grads and
+    the analysis uses, :func:`fxflow.prepare.state.call_with_weights`); the real tensors, their grads and
     the module tables are never replaced outside that call.
     """
 

@@ -1,19 +1,23 @@
 """What a node's result owes to its inputs: walks of its autograd history, and one backward through it.
 
-The annotation (:mod:`fxflow.annotate`) runs each node on twin tensors and asks two questions of
+The annotation (:mod:`fxflow.static.annotate`) runs each node on twin tensors and asks two questions of
 the result's history, which this module answers without knowing anything of fx:
 
 * :func:`walk_history`: which of the node's inputs (and which parameter leaves) the history
   reaches, and over which kind of edge (differentiable, identically zero, no derivative), reading
-  torch's own derivative table through :func:`fxflow.rules.derivative_kinds`;
+  torch's own derivative table through :func:`fxflow.static.rules.derivative_kinds`;
 * :func:`backward_kinds`: the same from one real backward of seeded random cotangents, for what
   only running the backward tells (a custom ``autograd.Function``'s own backward).
 
 Inputs are known by :func:`entry_key`: where a tensor's gradient enters autograd's graph.
+:func:`reach` is fxflow's one walk of autograd's graph: the walks here, the probe's tripwires
+(:mod:`fxflow.dynamic.no_derivative`) and localization (:mod:`fxflow.diagnose.localize`) all run it.
 """
 from __future__ import annotations
 
-from typing import Any, Mapping
+import math
+from dataclasses import dataclass, field
+from typing import Any, Callable, Collection, Container, Iterable, Mapping
 
 import torch
 
@@ -32,11 +36,63 @@ def entry_key(tensor: torch.Tensor) -> tuple:
     return (id(tensor.grad_fn), tensor.output_nr)
 
 
-def _next_key(function: Any, output_nr: int) -> tuple:
+def node_key(function: Any, output_nr: int) -> tuple:
+    """The :func:`entry_key` of the tensor whose gradient arrives at ``function``'s ``output_nr``."""
     variable = getattr(function, "variable", None)
     if variable is not None:  # AccumulateGrad: the gradient lands in a leaf
         return ("leaf", id(variable))
     return (id(function), output_nr)
+
+
+EVERY_KIND = frozenset({DIFF, ZERO, NONE})
+
+
+@dataclass
+class Reach:
+    """What one :func:`reach` saw."""
+
+    stopped: list[tuple] = field(default_factory=list)  # the stop keys it arrived at, in order
+    leaves: list[torch.Tensor] = field(default_factory=list)  # leaves (AccumulateGrad) not among the stops
+    nodes: list[Any] = field(default_factory=list)  # every node it entered, each once, in order
+    skipped: set[str] = field(default_factory=set)  # kinds of edge it met and did not cross
+    cut_short: bool = False  # it stopped at ``limit`` with graph left to see
+
+
+def reach(roots: Iterable[tuple[Any, int]], stops: Container[tuple] = (), crossable: Collection[str] = EVERY_KIND,
+          kinds: Callable[[Any], Iterable[str]] | None = None, limit: float = math.inf) -> Reach:
+    """Walk autograd's graph from ``roots`` ((node, output number) pairs) towards the leaves.
+
+    A key (:func:`node_key`) in ``stops`` is recorded and not walked past; an edge is crossed when
+    its kind (``kinds(node)``, one per ``next_functions`` entry; torch's derivative table by
+    default) is in ``crossable``. Each node is entered once; after ``limit`` nodes the walk stops.
+    """
+    kinds = kinds or rules.derivative_kinds
+    found = Reach()
+    entered: set[int] = set()
+    stack = list(roots)
+    while stack and len(entered) < limit:
+        function, output_nr = stack.pop()
+        key = node_key(function, output_nr)
+        if key in stops:
+            found.stopped.append(key)
+            continue
+        if id(function) in entered:
+            continue
+        entered.add(id(function))
+        found.nodes.append(function)
+        variable = getattr(function, "variable", None)
+        if variable is not None:
+            found.leaves.append(variable)
+            continue
+        for kind, (next_function, number) in zip(kinds(function), function.next_functions):
+            if next_function is None:
+                continue
+            if kind not in crossable:
+                found.skipped.add(kind)
+                continue
+            stack.append((next_function, number))
+    found.cut_short = bool(stack)
+    return found
 
 
 _STRENGTH = {NONE: 0, ZERO: 1, DIFF: 2}
@@ -104,7 +160,7 @@ def walk_history(outputs: list[torch.Tensor], entries: dict[tuple, list[str]], k
     through an input counts too (``torch.autograd.grad(y, x, create_graph=True)`` is
     differentiable in everything ``y``'s derivative reads, which the call is not given). NONE: reached only through an op with no
     derivative for it (``floor_divide``): its backward raises, so no gradient gets there. Each pass
-    crosses one more kind of edge (see :func:`fxflow.rules.derivative_kinds`); a pass runs only
+    crosses one more kind of edge (see :func:`fxflow.static.rules.derivative_kinds`); a pass runs only
     if the one before skipped such an edge.
     """
     roots = [(t.grad_fn, t.output_nr) for t in outputs if t.grad_fn is not None]
@@ -113,42 +169,36 @@ def walk_history(outputs: list[torch.Tensor], entries: dict[tuple, list[str]], k
     for key in leaves:
         for name in entries.get(key, ()):
             reached[name] = DIFF
+    stops = _Either(entries, known)
     skipped: set[str] = {DIFF}
     for crossing in (DIFF, ZERO, NONE):  # edges of this kind and the ones before it are crossed
         if crossing not in skipped:
             continue
-        crossable = _CROSSABLE[crossing]
-        seen: set[tuple] = set()
-        stack = list(roots)
-        while stack and len(seen) < _WALK_LIMIT:
-            function, output_nr = stack.pop()
-            key = _next_key(function, output_nr)
-            if key in seen:
-                continue
-            seen.add(key)
+        walk = reach(roots, stops, _CROSSABLE[crossing], limit=_WALK_LIMIT)
+        skipped |= walk.skipped
+        for key in walk.stopped:
             if key in entries:
                 for name in entries[key]:
                     reached.setdefault(name, crossing)
-                continue
-            variable = getattr(function, "variable", None)
-            if variable is not None:
-                name = parameter_names.get(id(variable))
-                if name:
-                    reached.setdefault("param:" + name, crossing)
-                continue
-            if key in known:  # the result of an earlier node that is not an input here
-                if isinstance(known, Mapping):
-                    reached.earlier.setdefault(known[key], crossing)
-                continue
-            for kind, (next_function, number) in zip(rules.derivative_kinds(function), function.next_functions):
-                if next_function is None:
-                    continue
-                if kind not in crossable:  # gradient arrives as an exact zero, or not at all: a later pass
-                    skipped.add(kind)
-                    continue
-                stack.append((next_function, number))
-        reached.cut_short = reached.cut_short or bool(stack)
+            elif isinstance(known, Mapping):  # the result of an earlier node that is not an input here
+                reached.earlier.setdefault(known[key], crossing)
+        for variable in walk.leaves:
+            name = parameter_names.get(id(variable))
+            if name:
+                reached.setdefault("param:" + name, crossing)
+        reached.cut_short = reached.cut_short or walk.cut_short
     return reached
+
+
+class _Either:
+    """The inputs' keys, and the earlier results' keys except leaves (a parameter reached is
+    named as a parameter, not as the earlier node that read it)."""
+
+    def __init__(self, inputs: Container[tuple], earlier: Container[tuple]) -> None:
+        self.inputs, self.earlier = inputs, earlier
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.inputs or (key[0] != "leaf" and key in self.earlier)
 
 
 _CROSSABLE = {DIFF: {DIFF}, ZERO: {DIFF, ZERO}, NONE: {DIFF, ZERO, NONE}}

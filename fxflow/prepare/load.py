@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any, Sequence
 
-from .errors import FxflowError
+from ..errors import FxflowError
 
 
 @dataclass

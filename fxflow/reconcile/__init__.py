@@ -4,7 +4,7 @@ Three steps, in order, for every parameter:
 
 1. :func:`dynamic_verdicts`: the real gradient's statistics become a verdict (missing, zero,
    vanishing, nonfinite, ok; present on meta runs).
-2. :func:`parameter_reports`: the static verdict (from :mod:`fxflow.analyze`) and the dynamic one
+2. :func:`parameter_reports`: the static verdict (from :mod:`fxflow.static.analyze`) and the dynamic one
    side by side in one :class:`~fxflow.report.ParameterReport`.
 3. :func:`judge`: ``agree`` and ``diagnosis``. A disagreement is never hidden by trusting one
    side: both verdicts stay, and the diagnosis says what the mismatch most likely means.
@@ -22,12 +22,12 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 import torch
 
-from .report import ParameterReport
-from .verdicts import PARAM_PREFIX, CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static
+from ..report import ParameterReport
+from ..verdicts import PARAM_PREFIX, CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static
 
 if TYPE_CHECKING:  # pragma: no cover
-    from .analyze import StaticAnalysis
-    from .probe import ProbeResult
+    from ..static.analyze import StaticAnalysis
+    from ..dynamic.probe import ProbeResult
 
 # Which dynamic verdicts each static verdict predicts. UNKNOWN predicts nothing: no agreement is claimed.
 _EXPECTED: dict[Static, set[Dynamic]] = {
@@ -103,7 +103,7 @@ def parameter_reports(model: torch.nn.Module, static: "StaticAnalysis | None", r
 
 def _note_randomness(report: ParameterReport, static: "StaticAnalysis") -> None:
     """A failure of values (not of the graph) behind a random op may not hold on another seed: say so."""
-    from .randomness import random_ops_affecting
+    from ..static.randomness import random_ops_affecting
 
     key = PARAM_PREFIX + report.name
     if key not in static.graph:
@@ -119,7 +119,7 @@ def _note_randomness(report: ParameterReport, static: "StaticAnalysis") -> None:
 def unregistered_reports(result: "ProbeResult", vanishing: float) -> list[ParameterReport]:
     """One record per tensor that the real backward reached but ``model.parameters()`` does not list:
     it gets a gradient that no optimizer built from the model will ever apply."""
-    from .unregistered import advice
+    from ..dynamic.unregistered import advice
 
     if not result.unregistered:
         return []
@@ -131,7 +131,7 @@ def unregistered_reports(result: "ProbeResult", vanishing: float) -> list[Parame
 
 
 def _localized(result: "ProbeResult | None", name: str, verdict: object) -> str | None:
-    """Where the real backward's zero or vanishing gradient of ``name`` died or shrank (fxflow.localize),
+    """Where the real backward's zero or vanishing gradient of ``name`` died or shrank (fxflow.diagnose.localize),
     unless a static cut site already names that line."""
     site = result.explanations.get(name) if result is not None else None
     if site is None or (verdict is not None and any(s.source == site.source for s in verdict.cut_by)):
@@ -175,7 +175,7 @@ def judge(parameter: ParameterReport, opaque_path: str | None = None) -> None:
         parameter.diagnosis = f"static verdict {static} does not match runtime verdict {dynamic}"
 
 
-# The fallback when the place was not located (fxflow.localize explains it from a replayed run;
+# The fallback when the place was not located (fxflow.diagnose.localize explains it from a replayed run;
 # fxflow.watch cannot replay the user's step, and a replay can fail): the usual causes.
 _AGREEING_DIAGNOSES = {
     (Static.REACHABLE, Dynamic.ZERO): (

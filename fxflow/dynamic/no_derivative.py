@@ -7,7 +7,7 @@ with a crash, though the answer is plain: nothing upstream of that input gets a 
 
 :func:`stop_at_missing_derivatives` runs forward under a :class:`TorchFunctionMode` that looks
 at the history each torch call adds. Where an input reaches the result only through an edge with
-no derivative (per :func:`fxflow.rules.derivative_kinds`, the table the static analysis uses),
+no derivative (per :func:`fxflow.static.rules.derivative_kinds`, the table the static analysis uses),
 the result is rebased in place, keeping the same tensor object (the run-time capture knows
 tensors by identity): with no differentiable input left it is detached; otherwise the call runs
 again with the blocked inputs detached and the result takes that history. The backward then
@@ -27,16 +27,17 @@ from __future__ import annotations
 
 import contextlib
 import itertools
-from typing import Any, Callable, Iterator, Sequence
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import torch
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from . import rules
-from .capture.source import current_user_source
-from .flow import call_tensors
-from .verdicts import CutSite, EdgeKind, raises_reason
+from ..static import rules
+from ..static.history import EVERY_KIND, entry_key, reach
+from ..capture.source import current_user_source
+from ..static.flow import call_tensors
+from ..verdicts import CutSite, EdgeKind, raises_reason
 
 _ALL_DIFF = itertools.repeat(EdgeKind.DIFF)
 
@@ -45,46 +46,24 @@ _ALL_DIFF = itertools.repeat(EdgeKind.DIFF)
 _WALK_LIMIT = 10_000
 
 
-_ACCUMULATE_GRAD = torch._C._functions.AccumulateGrad  # the node where a gradient lands in a leaf
-
-
-def _key(tensor: torch.Tensor) -> tuple:
-    return ("leaf", id(tensor)) if tensor.grad_fn is None else (id(tensor.grad_fn), tensor.output_nr)
-
-
 def blocked_inputs(outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tensor]) -> tuple[set[int], bool]:
     """Which ``inputs`` reach ``outputs`` only through an edge with no derivative.
 
     Returns the positions of those inputs, and whether any such edge lies in the outputs'
     history back to the inputs at all (it can, with no input blocked: ``igamma(x, x)``).
     """
-    stops = {_key(t): index for index, t in enumerate(inputs)}
+    stops = {entry_key(t): index for index, t in enumerate(inputs)}
     roots = [(t.grad_fn, t.output_nr) for t in outputs]
-    reached: dict[bool, set[int]] = {False: set(), True: set()}
-    found_none = False
-    for cross_none in (False, True):  # the second pass only where the first skipped such an edge
-        seen: set[tuple] = set()
-        stack = list(roots)
-        while stack and len(seen) < _WALK_LIMIT:
-            function, output_nr = stack.pop()
-            key = ("leaf", id(function.variable)) if type(function) is _ACCUMULATE_GRAD else (id(function), output_nr)
-            if key in stops:
-                reached[cross_none].add(stops[key])
-                continue
-            if key in seen or key[0] == "leaf":
-                continue
-            seen.add(key)
-            kinds = rules.derivative_kinds(function) if rules.may_lack_derivative(function) else _ALL_DIFF
-            for kind, (next_function, number) in zip(kinds, function.next_functions):
-                if next_function is None:
-                    continue
-                if kind == EdgeKind.NONE and not cross_none:
-                    found_none = True
-                    continue
-                stack.append((next_function, number))
-        if not found_none:
-            return set(), False
-    return reached[True] - reached[False], True
+    past_zero = reach(roots, stops, (EdgeKind.DIFF, EdgeKind.ZERO), kinds=_kinds, limit=_WALK_LIMIT)
+    if EdgeKind.NONE not in past_zero.skipped:  # the second walk only where the first met such an edge
+        return set(), False
+    past_none = reach(roots, stops, EVERY_KIND, kinds=_kinds, limit=_WALK_LIMIT)
+    return {stops[key] for key in past_none.stopped} - {stops[key] for key in past_zero.stopped}, True
+
+
+def _kinds(function: Any) -> Iterable[str]:
+    """Torch's derivative table only for the few ops that may lack a derivative: the rest are all DIFF here."""
+    return rules.derivative_kinds(function) if rules.may_lack_derivative(function) else _ALL_DIFF
 
 
 class StopAtMissingDerivatives(TorchFunctionMode):

@@ -8,7 +8,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from .verdicts import PARAM_PREFIX as PARAM
+from ..verdicts import PARAM_PREFIX as PARAM
 
 if TYPE_CHECKING:  # pragma: no cover
     import networkx as nx

@@ -1,6 +1,6 @@
 """Gradient statistics: what a ``.grad`` holds, as one process or every rank together saw it.
 
-The one way fxflow reads gradients, whether the backward was its own (:mod:`fxflow.probe`) or the
+The one way fxflow reads gradients, whether the backward was its own (:mod:`fxflow.dynamic.probe`) or the
 user's training step (:mod:`fxflow.watching`): a single process is the world-size-1 case. Each
 rank summarises its own ``.grad`` (:func:`local_grad`: a sharded ``DTensor`` only its local
 shard), one ``all_gather_object`` collects the summaries, and :func:`combine` makes one
@@ -14,8 +14,8 @@ from typing import Any
 
 import torch
 
-from .distributed import is_dtensor, all_gather
-from .flow import l2_norm, stored_values
+from ..integrations.distributed import is_dtensor, all_gather
+from ..static.flow import l2_norm, stored_values
 
 
 @dataclass

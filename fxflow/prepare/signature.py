@@ -11,7 +11,7 @@ from typing import Any, Sequence
 
 from torch import nn
 
-from .errors import FxflowError
+from ..errors import FxflowError
 
 
 def forward_parameters(module: nn.Module) -> list[inspect.Parameter] | None:

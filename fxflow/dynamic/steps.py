@@ -16,11 +16,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable
 
-from .verdicts import CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static
+from ..verdicts import CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static
 
 if TYPE_CHECKING:  # pragma: no cover
     from .gradients import GradInfo
-    from .report import ParameterReport
+    from ..report import ParameterReport
 
 
 @dataclass
@@ -75,23 +75,3 @@ def intermittent_reason(parameter: "ParameterReport", count: int, steps: int) ->
         site = parameter.cut_by[0]
         reason += f", where {site.op} @ {site.source or site.node} cut it ({site.reason})"
     return reason + ": under DDP this needs find_unused_parameters=True"
-
-
-def ddp_advice(parameters: "Iterable[ParameterReport]") -> str | None:
-    """What many steps say about DDP's ``find_unused_parameters`` (None when nothing is trainable)."""
-    trainable = [p for p in parameters if p.static not in (Static.FROZEN, Static.UNREGISTERED)]
-    if not trainable:
-        return None
-    dead = [p.name for p in trainable if p.steps_with_gradient == 0]
-    sometimes = [p.name for p in trainable if p.dynamic == Dynamic.INTERMITTENT]
-    if sometimes:
-        return (f"DDP: {_names(sometimes)} got no gradient on some steps: find_unused_parameters=True is required"
-                + (f"; {_names(dead)} got none on any step: dead (remove it, or --allow it)" if dead else ""))
-    if dead:
-        return (f"DDP: {_names(dead)} got no gradient on any step: dead (remove it, or --allow it); "
-                "every other parameter got one on every step")
-    return "DDP: every trainable parameter got a gradient on every step: find_unused_parameters=False is safe"
-
-
-def _names(names: list[str], limit: int = 4) -> str:
-    return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")

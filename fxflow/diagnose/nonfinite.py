@@ -25,8 +25,8 @@ from typing import Any, Callable, Sequence
 import torch
 from torch.overrides import TorchFunctionMode
 
-from .capture.source import current_user_source
-from .flow import call_tensors
+from ..capture.source import current_user_source
+from ..static.flow import call_tensors
 
 _MAX_SITES = 3  # births reported per phase: the first few explain the rest
 

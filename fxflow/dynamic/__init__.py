@@ -1,0 +1,1 @@
+"""Dynamic stage: one real forward and backward of the user's module, and what it measured."""
