@@ -4,6 +4,7 @@ were checked on, per capture path, against a plain forward/backward.
     python scripts/zoo.py --jobs 2        # from the repository root; rewrites docs/tested-on.md
     python scripts/zoo.py --pin           # also rewrites tests/zoo/availability.py from this run
     python scripts/zoo.py bert nn_lstm    # some models only, table printed, page left alone
+    python scripts/zoo.py --pin bert      # some models only, their pins rewritten, the others' kept
 
 The checks are exactly those of tests/test_zoo.py. A disagreement listed in tests/zoo/known.py
 (the xfails) is shown as a disagreement with its failure class; one that is not is marked NEW.
@@ -109,11 +110,14 @@ def unbuildable() -> list[str]:
             *(f"| {model_type} | {reason.replace('|', '/')} |" for model_type, reason in sorted(UNBUILDABLE.items()))]
 
 
-def pins(results: list[ZooResult]) -> str:
-    """tests/zoo/availability.py: every (model, capture path) whose capture failed in this run."""
-    table = {r.name: {p.path: p.why_unavailable.split(":")[0] or "no reason given"
-                      for p in r.paths.values() if not p.available and p.path != DEFAULT_CHAIN.name}
-             for r in results}
+def pins(results: list[ZooResult], kept: dict[str, dict[str, str]] | None = None) -> str:
+    """tests/zoo/availability.py: every (model, capture path) whose capture failed in this run, and
+    the pins in ``kept`` of the models this run did not check (a run of some models only)."""
+    checked = {r.name for r in results}
+    table = {name: paths for name, paths in (kept or {}).items() if name not in checked and name in SPECIMENS}
+    table.update({r.name: {p.path: p.why_unavailable.split(":")[0] or "no reason given"
+                           for p in r.paths.values() if not p.available and p.path != DEFAULT_CHAIN.name}
+                  for r in results})
     table = {name: paths for name, paths in sorted(table.items()) if paths}
     return ('"""Written by `python scripts/zoo.py --pin`: the zoo\'s (model, capture path) pairs whose capture\n'
             'fails today, with the exception it fails with. tests/zoo_matrix expects exactly these to fail."""\n\n'
@@ -198,7 +202,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("models", nargs="*", help="check only these (the page is then not written)")
     parser.add_argument("--jobs", type=int, default=1, help="models checked at once, one process each")
-    parser.add_argument("--pin", action="store_true", help="also write tests/zoo/availability.py from this run")
+    parser.add_argument("--pin", action="store_true", help="also write tests/zoo/availability.py from this run "
+                        "(with models named: theirs only, the other pins kept)")
     args = parser.parse_args(argv)
     unknown = [name for name in args.models if name not in SPECIMENS]
     if unknown:
@@ -213,8 +218,9 @@ def main(argv: list[str] | None = None) -> int:
             print(f"{result.name}: " + ", ".join(f"{p.path} {p.outcome}" for p in result.paths.values()),
                   file=sys.stderr, flush=True)
     text = page(results, time.perf_counter() - started)
-    if args.pin and not args.models:
-        PINS.write_text(pins(results))
+    if args.pin:
+        from zoo.availability import UNAVAILABLE
+        PINS.write_text(pins(results, UNAVAILABLE if args.models else None))
         print(f"wrote {PINS.relative_to(ROOT)}", file=sys.stderr)
     if args.models:
         print(text)

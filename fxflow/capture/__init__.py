@@ -35,7 +35,7 @@ from torch.utils._pytree import tree_flatten
 
 from ..errors import describe
 from ..prepare.signature import defaulted_arguments
-from ..prepare.state import preserved_module_attributes
+from ..prepare.state import RandomState, preserved_module_attributes
 from .functions import (OPAQUE_KEY, CheckpointGate, OpaqueFunction, checkpoint_inputs, checkpointed_call,
                         intercepted_apply, is_checkpoint, is_user_function, opaque_reason)
 from .grad_mode import META_KEY as GRAD_MODE_KEY, GradRegion
@@ -125,17 +125,24 @@ def capture(model: torch.nn.Module, inputs: Sequence[object] | None = None, *,
     A wrapped model (``torch.compile``, DataParallel, DDP) is captured through its inner module;
     the graph's attribute targets still name attributes of ``model`` itself. ``methods`` restricts
     the chain to some of :data:`METHODS`, in the chain's order.
+
+    Each attempt starts from the random state the call found, and only a run-time capture that
+    ran forward itself leaves it advanced: a trace runs forward's Python, and a ``torch.rand`` it
+    runs for real (LayerDrop's draw) would otherwise shift every draw of what runs after it (in
+    ``fxflow.watch`` and ``fxflow.check --steps``, a real run).
     """
     unknown = set(methods or ()) - set(METHODS)
     if unknown:
         raise ValueError(f"unknown capture method {sorted(unknown)[0]!r}; choose from {', '.join(METHODS)}")
     inner, prefix, notes = unwrap(model)
+    random_state = RandomState.save()
     for name, method in _methods():
         if methods is not None and name not in methods:
             continue
         if method is _runtime and recorded is not None and recorded.graph_module is None:
             notes.append(f"{name} failed: {recorded.failure}")
             continue
+        random_state.restore()
         try:
             if method is _runtime and recorded is not None:
                 graph_module = recorded.graph_module
@@ -146,6 +153,8 @@ def capture(model: torch.nn.Module, inputs: Sequence[object] | None = None, *,
         except Exception as error:  # any failure means: try the next capture
             notes.append(f"{name} failed: {describe(error, limit=200)}")
             continue
+        if method is not _runtime:
+            random_state.restore()
         return Capture(graph_module, name, notes)
     notes.append("no capture worked")
     return Capture(None, "none", notes)

@@ -6,8 +6,8 @@ the result's history, which this module answers without knowing anything of fx:
 * :func:`walk_history`: which of the node's inputs (and which parameter leaves) the history
   reaches, and over which kind of edge (differentiable, identically zero, no derivative), reading
   torch's own derivative table through :func:`fxflow.static.rules.derivative_kinds`;
-* :func:`backward_kinds`: the same from one real backward of ones, for what only running the
-  backward tells (a custom ``autograd.Function``'s own backward).
+* :func:`backward_kinds`: the same from one real backward of seeded random cotangents, for what
+  only running the backward tells (a custom ``autograd.Function``'s own backward).
 
 Inputs are known by :func:`entry_key`: where a tensor's gradient enters autograd's graph.
 :func:`reach` is fxflow's one walk of autograd's graph: the walks here, the probe's tripwires
@@ -99,20 +99,43 @@ _STRENGTH = {NONE: 0, ZERO: 1, DIFF: 2}
 
 
 def backward_kinds(result: Any, arguments: list[torch.Tensor], entries: dict[tuple, list[str]]) -> dict[str, str]:
-    """``{input node: NONE|ZERO|DIFF}`` from one backward of ones through ``result`` to ``arguments``."""
+    """``{input node: NONE|ZERO|DIFF}`` from one backward through ``result`` to ``arguments``.
+
+    The cotangents are seeded random values, not ones: a backward of ones through a softmax (or
+    any normalization) is exactly zero, which the real loss's backward is not. A gradient that a
+    custom backward accumulates into an argument's ``.grad`` itself (it runs ``backward`` inside)
+    counts as well.
+    """
     outputs = [t for t in tensors_in(result) if t.requires_grad]
     sources = list({id(t): t for t in arguments if t.requires_grad and entry_key(t) in entries}.values())
     if not outputs or not sources:
         return {}
-    grads = torch.autograd.grad(outputs, sources, grad_outputs=[torch.ones_like(t) for t in outputs],
+    generators: dict[torch.device, torch.Generator] = {}
+    grads = torch.autograd.grad(outputs, sources, grad_outputs=[_cotangent(t, generators) for t in outputs],
                                 allow_unused=True, retain_graph=True)
     kinds: dict[str, str] = {}
     for source, grad in zip(sources, grads):
-        kind = NONE if grad is None else DIFF if grad.is_meta or bool(grad.any()) else ZERO
+        kind = stronger(grad_kind(grad), grad_kind(source.grad) if source.is_leaf else NONE)
         for name in entries[entry_key(source)]:
-            if _STRENGTH[kind] >= _STRENGTH[kinds.get(name, NONE)]:
-                kinds[name] = kind
+            kinds[name] = stronger(kind, kinds.get(name, NONE))
     return kinds
+
+
+def grad_kind(grad: torch.Tensor | None) -> str:
+    """NONE for no gradient, ZERO for one of exact zeros, else DIFF."""
+    return NONE if grad is None else DIFF if grad.is_meta or bool(grad.any()) else ZERO
+
+
+def stronger(kind: str, other: str) -> str:
+    """The kind that carries more: DIFF over ZERO over NONE."""
+    return kind if _STRENGTH[kind] >= _STRENGTH[other] else other
+
+
+def _cotangent(tensor: torch.Tensor, generators: dict[torch.device, torch.Generator]) -> torch.Tensor:
+    if tensor.is_meta:
+        return torch.ones_like(tensor)
+    generator = generators.setdefault(tensor.device, torch.Generator(tensor.device).manual_seed(0))
+    return torch.randn(tuple(tensor.shape), dtype=tensor.dtype, device=tensor.device, generator=generator)
 
 
 class Reached(dict):

@@ -158,7 +158,7 @@ def annotate_by_rules(node: fx.Node, model: torch.nn.Module, names: dict[int, st
     op = op_name(node.target) if node.op in ("call_function", "call_method") else ""
     if node.op == "call_function" and node.target is getattr and len(node.args) > 1:
         op = str(node.args[1])
-    if region is not None or op in NON_DIFFERENTIABLE_OPS or _casts_to_integer(node):
+    if region is not None or op in NON_DIFFERENTIABLE_OPS or _casts_to_integer(node) or _index_element(node):
         kind = NONE
     elif op in ZERO_DERIVATIVE_OPS:
         kind = ZERO
@@ -182,6 +182,22 @@ def in_place(node: fx.Node) -> bool:
     """A method that mutates its tensor, by PyTorch's naming convention (``detach_``, ``fill_``)."""
     return (node.op == "call_method" and isinstance(node.target, str) and node.target.endswith("_")
             and not node.target.endswith("__") and bool(node.args) and isinstance(node.args[0], fx.Node))
+
+
+# ops whose result is (values, indices): the indices are integers, never differentiable
+_WITH_INDICES = frozenset({"max", "min", "topk", "sort", "kthvalue", "mode", "median", "nanmedian", "cummax",
+                           "cummin", "max_pool1d_with_indices", "max_pool2d_with_indices",
+                           "max_pool3d_with_indices", "adaptive_max_pool1d", "adaptive_max_pool2d"})
+
+
+def _index_element(node: fx.Node) -> bool:
+    """``max(x, dim)[1]`` or ``.indices``: the integer element of an op that returns indices."""
+    if node.op != "call_function" or node.target not in (operator.getitem, getattr) or len(node.args) < 2:
+        return False
+    source, key = node.args[0], node.args[1]
+    if not isinstance(source, fx.Node) or source.op not in ("call_function", "call_method"):
+        return False
+    return op_name(source.target) in _WITH_INDICES and key in (1, "indices")
 
 
 def _casts_to_integer(node: fx.Node) -> bool:

@@ -13,14 +13,15 @@ from typing import Any, Iterator
 
 import torch
 import torch.fx as fx
-from torch.utils._pytree import tree_map
+from torch.nn.utils.stateless import _reparametrize_module
+from torch.utils._pytree import tree_flatten, tree_map
 
 from .aliasing import state, storage_key, written_members
 from ..capture import OPAQUE_KEY, GradRegion
-from .flow import META_KEY, result_elements, tensors_in
+from .flow import META_KEY, NONE, result_elements, tensors_in
 from .history import backward_kinds, entry_key, walk_history
 from .twins import StandIn, make_twin, random_stand_in_maker, real_copy, stand_in
-from ..verdicts import BACKWARD_RAN_KEY
+from ..verdicts import BACKWARD_RAN_KEY, PARAM_PREFIX
 
 
 class _NotRun:
@@ -81,15 +82,24 @@ class StandInRuns:
         return result
 
     def _stand_in_arguments(self, node: fx.Node, inputs: list[fx.Node], make: StandIn | None = None,
-                            every_input: bool = False,
+                            every_input: bool = False, leaves: bool = False,
                             ) -> tuple[tuple, dict, dict[tuple, list[str]], dict[int, tuple[torch.Tensor, torch.Tensor]]]:
         """The node's arguments with every twin replaced by a real stand-in (one per twin, made by
         ``make``); the entry points of those stand-ins keyed as in the walk (of every input that
-        requires grad with ``every_input``); and ``{id(twin): (twin, its stand-in)}``."""
+        requires grad with ``every_input``); and ``{id(twin): (twin, its stand-in)}``. ``leaves``:
+        a result of an earlier node that requires grad becomes a leaf of its values too, so that a
+        backward to the stand-ins runs through the node whatever else it asks for."""
         stand_ins: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
         make = make or (lambda twin, device: stand_in(twin, device, self.keep_alive))
 
+        def lifted(value: Any) -> bool:
+            return leaves and isinstance(value, torch.Tensor) and value.requires_grad and not value.is_meta
+
         def real(value: Any) -> Any:
+            if lifted(value) and not self.is_twin(value):
+                if id(value) not in stand_ins:
+                    stand_ins[id(value)] = (value, value.detach().clone().requires_grad_(True))
+                return stand_ins[id(value)][1]
             if not self.is_twin(value):
                 return value
             if id(value) not in stand_ins:
@@ -100,7 +110,7 @@ class StandInRuns:
         entries: dict[tuple, list[str]] = {}
         for input_node in inputs:
             for tensor in tensors_in(self.env[input_node]):
-                if tensor.requires_grad and (every_input or self.is_twin(tensor)):
+                if tensor.requires_grad and (every_input or self.is_twin(tensor) or lifted(tensor)):
                     entries.setdefault(entry_key(real(tensor)), []).append(self._read(input_node).name)
         return args, kwargs, entries, stand_ins
 
@@ -129,25 +139,60 @@ class StandInRuns:
 
         The walk sees a Function's autograd node linked to every input, but its backward (the
         user's code, which the real backward runs anyway) may return ``None`` for one: that edge
-        carries nothing, as after ``detach``. Gradients of ones flow back from every output that
-        requires grad, on real tensors: the twins' ``result`` when they are real, else the node runs
-        again on stand-ins (random values: ones could zero a value-dependent backward). ``None``
+        carries nothing, as after ``detach``. Seeded random gradients flow back from every output
+        that requires grad, on real tensors: the twins' ``result`` when they are real, else the node
+        runs again on stand-ins (random values: ones could zero a value-dependent backward). ``None``
         -> NONE, all zeros -> ZERO, else DIFF. If the backward cannot run on them, the node stays
         opaque (no BACKWARD_RAN_KEY) and the real backward decides.
+
+        A module passed to the Function (reversible layers run inside it as an ``nn.ModuleList``)
+        has its parameters used where autograd cannot see them: its forward runs without grad, and
+        its backward recomputes them and runs ``backward`` itself. They are inputs of the node too:
+        the node runs again with real copies of them swapped in, and what reaches each copy (through
+        the graph or accumulated into its ``.grad``) is that parameter's edge.
         """
+        modules = [value for value in tree_flatten(self.fetch_args_kwargs_from_env(node))[0]
+                   if isinstance(value, torch.nn.Module)]
         try:
-            with torch.enable_grad(), self.device:
-                if self.twins == "meta" or result is None:
-                    args, kwargs, entries, _ = self._stand_in_arguments(node, inputs, random_stand_in_maker())
+            with torch.enable_grad(), self.device, self._parameter_copies(modules) as copies:
+                if self.twins == "meta" or result is None or copies:
+                    args, kwargs, entries, _ = self._stand_in_arguments(node, inputs, random_stand_in_maker(),
+                                                                        leaves=True)
                     result = self.call_function(node.target, args, kwargs)
                 else:
                     entries = self._entry_points(inputs)
                     args, kwargs = self.fetch_args_kwargs_from_env(node)
-                kinds = backward_kinds(result, tensors_in((args, kwargs)), entries)
+                entries.update({entry_key(copy): [PARAM_PREFIX + name] for name, copy in copies.items()})
+                kinds = backward_kinds(result, tensors_in((args, kwargs)) + list(copies.values()), entries)
         except Exception:
             return
-        node.meta[META_KEY].inputs.update(kinds)
+        flow = node.meta[META_KEY]
+        flow.inputs.update({name: kind for name, kind in kinds.items() if not name.startswith(PARAM_PREFIX)})
+        for part in (flow, *flow.outputs.values()):
+            for name, copy in copies.items():
+                part.params[name] = kinds.get(PARAM_PREFIX + name, NONE)
         node.meta[BACKWARD_RAN_KEY] = True
+
+    @contextlib.contextmanager
+    def _parameter_copies(self, modules: list[torch.nn.Module]) -> Iterator[dict[str, torch.Tensor]]:
+        """Real copies of the parameters of ``modules`` swapped in for them while inside (the user's
+        own are back on leaving); yields ``{parameter name: copy}``."""
+        copies: dict[str, torch.Tensor] = {}
+        by_id: dict[int, torch.Tensor] = {}
+        with contextlib.ExitStack() as stack:
+            for module in modules:
+                swapped = {}
+                for local, parameter in module.named_parameters(remove_duplicate=False):
+                    name = self.names.get(id(parameter))
+                    if name is None:
+                        continue
+                    if id(parameter) not in by_id:
+                        by_id[id(parameter)] = real_copy(parameter, self.device)
+                        copies[name] = by_id[id(parameter)]
+                    swapped[local] = by_id[id(parameter)]
+                if swapped:
+                    stack.enter_context(_reparametrize_module(module, swapped))
+            yield copies
 
     def _retwin(self, value: Any) -> Any:
         if not isinstance(value, torch.Tensor) or self.is_twin(value):

@@ -16,15 +16,28 @@ StandIn = Callable[[torch.Tensor, torch.device], torch.Tensor]
 
 
 def make_twin(tensor: torch.Tensor, kind: str) -> torch.Tensor:
-    """A stand-alone copy of ``tensor`` (shape, dtype, requires_grad): on meta, or real values."""
-    twin = tensor.detach().to("meta") if kind == "meta" else tensor.detach().clone()
+    """A stand-alone copy of ``tensor`` (shape, dtype, requires_grad): on meta, or real values.
+
+    An integer scalar keeps its value even among meta twins: it is a size, a count or a padding
+    (``padding_total`` of a convolution), never differentiable and a few bytes, and the shapes
+    computed from it must be the real ones, or later ops meet mismatched shapes.
+    """
+    meta = kind == "meta" and not is_integer_scalar(tensor)
+    twin = tensor.detach().to("meta") if meta else tensor.detach().clone()
     return twin.requires_grad_(tensor.requires_grad) if twin.is_floating_point() or twin.is_complex() else twin
+
+
+def is_integer_scalar(tensor: torch.Tensor) -> bool:
+    """A 0-dim tensor of integers (or bools) that holds values: a size, not a weight."""
+    return tensor.dim() == 0 and not tensor.is_meta and not (tensor.is_floating_point() or tensor.is_complex())
 
 
 def stand_in(twin: torch.Tensor, device: torch.device, keep_alive: list[Any]) -> torch.Tensor:
     """A real tensor shaped like ``twin``: ones (every mask entry True), zeros for integers
     (always a valid index). Where the twin requires grad, a copy of a leaf that does (autograd
     refuses in-place writes into the leaf itself, and ``h[mask] = v`` is such a write)."""
+    if is_integer_scalar(twin):  # it holds its real value: keep it
+        return twin.to(device)
     integer = not (twin.dtype.is_floating_point or twin.dtype.is_complex or twin.dtype == torch.bool)
     make = torch.zeros if integer else torch.ones
     tensor = make(tuple(twin.shape), dtype=twin.dtype, device=device)

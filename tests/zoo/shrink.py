@@ -76,9 +76,9 @@ def shrink(config: PretrainedConfig) -> PretrainedConfig:
             value = getattr(config, name, None)
             if isinstance(value, int) and value >= vocab:
                 setattr(config, name, min(2, vocab - 1))
-    if getattr(config, "head_dim", None) and getattr(config, "hidden_size", None):
+    if hasattr(config, "head_dim") and getattr(config, "hidden_size", None):  # None too: forward divides by it
         heads = getattr(config, "num_attention_heads", 2)
-        if isinstance(heads, int) and config.hidden_size % heads == 0:
+        if isinstance(heads, int) and heads and config.hidden_size % heads == 0:
             config.head_dim = config.hidden_size // heads
     if hasattr(config, "use_cache"):
         config.use_cache = False
@@ -130,6 +130,18 @@ def tiny_inputs(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     if getattr(config, "is_encoder_decoder", False) and "decoder_input_ids" in accepted:
         inputs["decoder_input_ids"] = ids(min(getattr(config, "vocab_size", None) or VOCAB, VOCAB))
     return inputs
+
+
+def boxes(count: int = TOKENS) -> torch.Tensor:
+    """One box per token, (x0, y0, x1, y1) in [0, 1] with x0 <= x1 and y0 <= y1, as layout models take them."""
+    corner = torch.rand(BATCH, count, 2) * 0.5
+    return torch.cat([corner, corner + torch.rand(BATCH, count, 2) * 0.4], -1)
+
+
+def video(model: torch.nn.Module, key: str = "pixel_values", frames: int = 4) -> dict[str, torch.Tensor]:
+    """``frames`` frames of the model's image size: (batch, frames, channels, height, width)."""
+    size = _image_size(model.config)
+    return {key: torch.randn(BATCH, frames, _channels(model.config), size, size)}
 
 
 def with_image_tokens(token_id: int, count: int, **tensors: torch.Tensor) -> dict[str, torch.Tensor]:
