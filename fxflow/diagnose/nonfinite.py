@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import torch
-from torch.overrides import TorchFunctionMode
 
-from ..capture.source import ModuleStack, current_user_source
+from ..capture.source import current_user_source
+from .localize import OriginRecorder
 from ..static.flow import call_tensors
 
 _MAX_SITES = 3  # births reported per phase: the first few explain the rest
@@ -54,51 +54,43 @@ def _kind(tensors: Sequence[torch.Tensor]) -> str:
     return "a NaN" if any(bool(torch.isnan(t).any()) for t in tensors) else "an inf"
 
 
-class BirthRecorder(TorchFunctionMode):
-    """Records, for one forward, where non-finite values are born and which calls carry them."""
+class BirthRecorder(OriginRecorder):
+    """Records, for one forward, where non-finite values are born and which calls carry them; the
+    call, line and module behind each autograd node are localization's (:class:`OriginRecorder`),
+    for the backward births."""
 
     def __init__(self, model: torch.nn.Module) -> None:
-        super().__init__()
-        self.modules = ModuleStack(model)  # entered around the forward with this mode
-        self.origins: dict[int, frozenset[int]] = {}  # id(non-finite tensor) -> the births behind it
+        super().__init__(model)
+        self.carried: dict[int, frozenset[int]] = {}  # id(non-finite tensor) -> the births behind it
         self.births: list[NonfiniteSite] = []
-        self.calls: dict[int, tuple[str, str | None, str | None]] = {}  # id(grad_fn) -> (op, source, module)
         self.keep_alive: list[Any] = []
 
     def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        result = func(*args, **(kwargs or {}))
+        result = super().__torch_function__(func, types, args, kwargs)
         with torch._C.DisableTorchFunction():
             self._look(func, args, kwargs or {}, result)
         return result
 
     def _look(self, func: Callable, args: tuple, kwargs: dict, result: Any) -> None:
         outputs = _floating(result)
-        if not outputs:
-            return
-        op = getattr(func, "__name__", str(func)).strip("_")
-        site: tuple[str, str | None, str | None] | None = None
-        for tensor in outputs:  # for the backward: which call made each autograd node
-            if tensor.grad_fn is not None and id(tensor.grad_fn) not in self.calls:
-                site = site or (op, current_user_source(), self.modules.innermost)
-                self.calls[id(tensor.grad_fn)] = site
-                self.keep_alive.append(tensor.grad_fn)
         bad = [t for t in outputs if not _finite(t)]
         if not bad:
             return
         inputs = _floating((args, kwargs))
-        carried = frozenset().union(*(self.origins.get(id(t), frozenset()) for t in inputs))
+        carried = frozenset().union(*(self.carried.get(id(t), frozenset()) for t in inputs))
         if not carried and all(_finite(t) for t in inputs):
-            source, module = (site[1], site[2]) if site else (current_user_source(),
-                                                              self.modules.innermost)
+            origin = next((self.origins[t.grad_fn] for t in outputs if t.grad_fn in self.origins), None)
+            source, module = (origin.source, origin.module) if origin else (current_user_source(), self.modules.innermost)
+            op = _op(getattr(func, "__name__", str(func)))
             self.births.append(NonfiniteSite("forward", op, source, module, forward_reason(op, inputs, bad)))
             carried = frozenset({len(self.births) - 1})
         for tensor in bad:
-            self.origins[id(tensor)] = carried
+            self.carried[id(tensor)] = carried
             self.keep_alive.append(tensor)
 
     def reaching(self, tensors: Sequence[torch.Tensor]) -> list[NonfiniteSite]:
         """The births behind these (non-finite) tensors, in the order they happened."""
-        found = sorted(set().union(*(self.origins.get(id(t), frozenset()) for t in tensors)))
+        found = sorted(set().union(*(self.carried.get(id(t), frozenset()) for t in tensors)))
         return [self.births[i] for i in found[:_MAX_SITES]]
 
 
@@ -158,9 +150,8 @@ def _backward_births(loss: torch.Tensor, recorder: BirthRecorder) -> list[Nonfin
 
         return hook
 
-    for node in recorder.keep_alive:
-        if isinstance(node, torch.autograd.graph.Node) and id(node) in recorder.calls:
-            handles.append(node.register_hook(hook_for(recorder.calls[id(node)])))
+    for node, origin in recorder.origins.items():
+        handles.append(node.register_hook(hook_for((_op(origin.op), origin.source, origin.module))))
     try:
         loss.backward()
     except RuntimeError:  # a backward that raises is reported elsewhere (backward_raises)
@@ -169,3 +160,8 @@ def _backward_births(loss: torch.Tensor, recorder: BirthRecorder) -> list[Nonfin
         for handle in handles:
             handle.remove()
     return list(dict.fromkeys(births))[:_MAX_SITES]
+
+
+def _op(name: str) -> str:
+    """A call's name as the reasons read it: ``__truediv__`` is ``truediv``."""
+    return name.strip("_")
