@@ -21,7 +21,8 @@ from .static.annotate import annotate, choose_twins
 from .capture import Capture, capture
 from .errors import FxflowError
 from .prepare import prepare
-from .dynamic.probe import GradientProbe, ProbeResult, labels_in, probe
+from .dynamic.loss import labels_in
+from .dynamic.probe import GradientProbe, ProbeResult, probe
 from .reconcile.assemble import assemble_report
 from .diagnose import diagnose
 from .dynamic.gradients import dynamic_verdicts

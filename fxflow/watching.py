@@ -140,7 +140,7 @@ class Watch:
             self._kwargs = {k: _detached(v, memo) for k, v in kwargs.items()}
 
     def _post_forward(self, module: nn.Module, args: tuple, output: Any) -> None:
-        from .dynamic.probe import floating_outputs
+        from .dynamic.loss import floating_outputs
 
         for tensor in floating_outputs(output):
             if tensor.requires_grad:

@@ -12,7 +12,7 @@ from typing import Any, Sequence
 
 import torch
 
-from fxflow.dynamic.probe import labels_in, training_loss
+from fxflow.dynamic.loss import labels_in, training_loss
 from fxflow.prepare.state import ModelSnapshot
 
 WET = {"reachable", "zero"}

@@ -32,7 +32,7 @@ EXAMPLES = [
 
 def loss_of(outputs) -> torch.Tensor:
     """The step's loss: every floating output, summed with fixed weights (what the user would write)."""
-    from fxflow.dynamic.probe import floating_outputs
+    from fxflow.dynamic.loss import floating_outputs
 
     return sum((t.float() * (index + 1)).sum() for index, t in enumerate(floating_outputs(outputs)) if t.requires_grad)
 

@@ -21,7 +21,8 @@ import torch
 from ..static.flow import call_tensors
 from .gradients import GradInfo
 from .no_derivative import StopAtMissingDerivatives
-from .probe import ProbeResult, RecordedForward, floating_outputs, training_loss
+from .loss import floating_outputs, training_loss
+from .probe import ProbeResult, RecordedForward
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..capture import Recorded

@@ -34,7 +34,7 @@ PEERS = {"torchviz": "torchviz", "torchview": "torchview", "torchlens": "torchle
 
 # -- one measurement (child process) ---------------------------------------------------------
 def _loss(output: Any) -> Any:
-    from fxflow.dynamic.probe import projection_loss
+    from fxflow.dynamic.loss import projection_loss
 
     return projection_loss(output)
 

@@ -21,7 +21,8 @@ sys.path[:0] = [HERE, os.path.dirname(os.path.dirname(HERE))]
 import torch  # noqa: E402
 
 from fxflow.diagnose.localize import localize  # noqa: E402
-from fxflow.dynamic.probe import GradientProbe, projection_loss  # noqa: E402
+from fxflow.dynamic.loss import projection_loss  # noqa: E402
+from fxflow.dynamic.probe import GradientProbe  # noqa: E402
 from fxflow.dynamic.gradients import dynamic_verdicts  # noqa: E402
 from fxflow.prepare.state import untouched  # noqa: E402
 from models import MODELS  # noqa: E402
