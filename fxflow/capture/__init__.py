@@ -106,7 +106,7 @@ class Capture:
 
 def _methods() -> list[tuple[str, CaptureMethod]]:
     """The capture methods, in the order they are tried: the cheap static trace first; then the
-    recording of the real run, which the check needs anyway (its backward rides along); then
+    recording of the real run, which the check makes anyway (its probe hands the recording in); then
     torch.export, which traces the whole model again and is left for what the recording cannot
     follow (``torch.cond``)."""
     return [("symbolic_trace", _symbolic), ("runtime", _runtime), ("torch.export", _export)]
