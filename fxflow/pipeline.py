@@ -17,7 +17,7 @@ from typing import Any, Callable, Iterable, Iterator, Sequence
 import torch
 
 from .static.analyze import StaticAnalysis, analyze
-from .static.annotate import annotate, choose_twins
+from .static.annotate import annotate
 from .capture import Capture, capture
 from .errors import FxflowError
 from .prepare import prepare
@@ -201,9 +201,9 @@ def analyze_capture(captured: Capture, model: torch.nn.Module, example: tuple[An
         return None, []
     step = step or (lambda *args, **kwargs: None)
     step("analysing gradient flow", phase="annotate")
+    values, captured.values = captured.values, None  # the recorded run's results: read once, then let go
     with _gc_paused():
-        notes = annotate(captured.graph_module, model, example, twins=choose_twins(model, example),
-                         loss_output=loss_output)
+        notes = annotate(captured.graph_module, model, example, loss_output=loss_output, recorded=values)
         step("walking the graph", phase="static walk")
         static = analyze(captured.graph_module, model)
         # The collector's deferred work (mostly the annotation's allocations) runs when it is

@@ -39,10 +39,11 @@ from ..prepare.state import RandomState, preserved_module_attributes
 from .functions import (OPAQUE_KEY, CheckpointGate, OpaqueFunction, checkpoint_inputs, checkpointed_call,
                         intercepted_apply, is_checkpoint, is_user_function, opaque_reason)
 from .grad_mode import META_KEY as GRAD_MODE_KEY, GradRegion
+from .runtime import Recorded, RecordedValues, record_run
 from .symbolic import symbolic_capture
 from ..prepare.unwrap import rebase, unwrap
 
-__all__ = ["Capture", "Recorded", "capture", "GradRegion", "GRAD_MODE_KEY", "OPAQUE_KEY"]
+__all__ = ["Capture", "Recorded", "RecordedValues", "capture", "GradRegion", "GRAD_MODE_KEY", "OPAQUE_KEY"]
 
 CaptureMethod = Callable[[torch.nn.Module, Sequence[object] | None], fx.GraphModule]
 
@@ -78,17 +79,7 @@ def _export(model: torch.nn.Module, inputs: Sequence[object] | None) -> fx.Graph
 
 
 def _runtime(model: torch.nn.Module, inputs: Sequence[object] | None) -> fx.GraphModule:
-    from .runtime import runtime_capture
-
-    return runtime_capture(model, inputs)
-
-
-@dataclass(frozen=True)
-class Recorded:
-    """A recording of a real forward made elsewhere (the probe's): its graph, or why there is none."""
-
-    graph_module: fx.GraphModule | None
-    failure: str | None = None
+    return record_run(model, inputs).graph_module
 
 
 @dataclass
@@ -98,6 +89,9 @@ class Capture:
     graph_module: fx.GraphModule | None
     method: str  # "symbolic_trace", ..., or "none" when nothing could capture the model
     notes: list[str] = field(default_factory=list)
+    # The recorded run's results by node name, when the graph is that recording (Recorded.values):
+    # the static stage takes them, once (see fxflow.pipeline.analyze_capture).
+    values: RecordedValues | None = field(default=None, repr=False)
 
     @property
     def node_count(self) -> int:
@@ -143,9 +137,13 @@ def capture(model: torch.nn.Module, inputs: Sequence[object] | None = None, *,
             notes.append(f"{name} failed: {recorded.failure}")
             continue
         random_state.restore()
+        values = None
         try:
-            if method is _runtime and recorded is not None:
-                graph_module = recorded.graph_module
+            if method is _runtime:  # what each node returned comes with the graph
+                if recorded is None:
+                    with preserved_module_attributes(inner):
+                        recorded = record_run(inner, inputs)
+                graph_module, values = recorded.graph_module, recorded.values
             else:
                 with preserved_module_attributes(inner):
                     graph_module = method(inner, inputs)
@@ -155,6 +153,6 @@ def capture(model: torch.nn.Module, inputs: Sequence[object] | None = None, *,
             continue
         if method is not _runtime:
             random_state.restore()
-        return Capture(graph_module, name, notes)
+        return Capture(graph_module, name, notes, values)
     notes.append("no capture worked")
     return Capture(None, "none", notes)

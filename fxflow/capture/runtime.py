@@ -18,7 +18,8 @@ from __future__ import annotations
 import contextlib
 import enum
 import operator
-from typing import Any, Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import torch
 import torch.fx as fx
@@ -111,10 +112,15 @@ class RunRecorder(TorchFunctionMode):
         self.scalars: dict[int, tuple[fx.Node, Any]] = {}  # id(float an escape returned) -> (escape, float)
         self.linked: set[fx.Node] = set()
         self.paused = 0
+        # What each node returned, and whether every call left its arguments unwritten: then the
+        # results' own histories are what running the graph again would build (see Recording.values).
+        self.values: dict[fx.Node, Any] = {}
+        self.wrote = False
 
     # -- graph building ---------------------------------------------------------------------
     def bind(self, value: Any, node: fx.Node) -> None:
         """Remember ``node`` as the producer of every tensor in ``value``."""
+        self.values[node] = value
         if isinstance(value, torch.Tensor):
             self.nodes[id(value)] = node
             self.alive.append(value)
@@ -169,15 +175,30 @@ class RunRecorder(TorchFunctionMode):
             return self.add("call_function", Constant(value), (), {})
         return value
 
+    def _versions_before(self, leaves: list[Any]) -> list[int] | None:
+        if self.wrote:
+            return None  # already known: no need to look
+        versions = _versions(leaves)
+        self.wrote = versions is None
+        return versions
+
+    def _check_writes(self, leaves: list[Any], before: list[int] | None) -> None:
+        """A call that moved an argument's version counter wrote into it (or into a view of it)."""
+        if before is not None and before != _versions(leaves):
+            self.wrote = True
+
     # -- interception -----------------------------------------------------------------------
     def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
+        leaves = _leaves((args, kwargs))
+        versions = self._versions_before(leaves)
         result = func(*args, **kwargs)
         if self.paused:
             return result
+        self._check_writes(leaves, versions)
         name = getattr(func, "__name__", "")
         tracked = any(isinstance(t, torch.Tensor) and (id(t) in self.nodes or id(t) in self.attributes)
-                      for t in _leaves((args, kwargs)))
+                      for t in leaves)
         if name in _ESCAPES and args and isinstance(args[0], torch.Tensor):
             node = self.add("call_function", Escape(name), (self.node_of(args[0]),), {})
             self.escapes.append((node, result))
@@ -221,11 +242,14 @@ class RunRecorder(TorchFunctionMode):
             return output
         if not is_user_function(cls):
             return call(*args, **kwargs)
+        leaves = _leaves((args, kwargs))
+        versions = self._versions_before(leaves)
         self.paused += 1
         try:
             result = call(*args, **kwargs)
         finally:
             self.paused -= 1
+        self._check_writes(leaves, versions)
         node = self._record(OpaqueFunction(cls), cls.__name__, args, kwargs)
         node.meta[OPAQUE_KEY] = opaque_reason(cls)
         self.bind(result, node)
@@ -238,11 +262,14 @@ class RunRecorder(TorchFunctionMode):
             if self.paused:
                 return original(*options_and_args, **kwargs)
             options, args = options_and_args[:5], options_and_args[5:]
+            leaves = _leaves((args, kwargs))
+            versions = self._versions_before(leaves)
             self.paused += 1
             try:
                 result = original(*options, *args, **kwargs)
             finally:
                 self.paused -= 1
+            self._check_writes(leaves, versions)
             self.bind(result, self._record(Vmapped(original, options), "vmap", args, kwargs))
             return result
 
@@ -264,6 +291,15 @@ def _is_literal(value: Any) -> bool:
     if isinstance(value, slice):
         return all(_is_literal(part) for part in (value.start, value.stop, value.step))
     return isinstance(value, _LITERALS)
+
+
+def _versions(leaves: list[Any]) -> list[int] | None:
+    """The version counters of the tensors among ``leaves``: a write through any view moves its base's.
+    None where one has none (an inference tensor): such a run counts as written."""
+    try:
+        return [leaf._version for leaf in leaves if isinstance(leaf, torch.Tensor)]
+    except RuntimeError:
+        return None
 
 
 def _has_tensor(value: Any) -> bool:
@@ -319,6 +355,29 @@ def _input_names(model: torch.nn.Module, count: int) -> list[str]:
     return [names[i] if i < len(names) else f"input_{i}" for i in range(count)]
 
 
+@dataclass(frozen=True)
+class RecordedValues:
+    """What each node of a recorded run returned, by node name: the annotation reads these results'
+    own autograd histories instead of running the graph again (:mod:`fxflow.static.annotate`).
+
+    ``rewritten``: nodes whose results had their history changed in place after the call returned
+    (the probe's tripwires rebase the result of an op with no derivative): their own edges come from
+    running them again, while later nodes still read the recorded results.
+    """
+
+    results: dict[str, Any]
+    rewritten: frozenset[str] = frozenset()
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A recording of a real forward: its graph (or why there is none) and what its nodes returned."""
+
+    graph_module: fx.GraphModule | None
+    failure: str | None = None
+    values: RecordedValues | None = field(default=None, repr=False)
+
+
 class Recording:
     """One real forward, recorded as it runs: run it inside ``with recording:``, hand its outputs
     to :meth:`finish`, and :attr:`graph_module` is the capture.
@@ -360,6 +419,17 @@ class Recording:
         self.graph_module = _graph_module(self.model, self.recorder.graph, self.model.__class__.__name__)
         return self.graph_module
 
+    def values(self, rewritten: Iterable[torch.Tensor] = ()) -> RecordedValues | None:
+        """What each node returned in the recorded run; None when a call wrote into its arguments (a
+        write gives a tensor a new history, so earlier readers' results no longer show what they
+        read). ``rewritten``: tensors whose history was changed in place after their call returned."""
+        if self.recorder.wrote:
+            return None
+        made = [self.recorder.nodes[id(t)] for t in rewritten if id(t) in self.recorder.nodes]
+        calls = [node.args[0] if node.target is operator.getitem else node for node in made]  # a tuple's element: its call
+        return RecordedValues({node.name: value for node, value in self.recorder.values.items()},
+                              frozenset(node.name for node in calls))
+
     def restore(self) -> None:
         """Put back what the run changed in the model (buffers; parameters when copied)."""
         self.snapshot.restore()
@@ -367,11 +437,16 @@ class Recording:
 
 def runtime_capture(model: torch.nn.Module, inputs: Sequence[Any] | None) -> fx.GraphModule:
     """Run ``model`` once on ``inputs`` and return the graph of what it did; the model is left as found."""
+    return record_run(model, inputs).graph_module
+
+
+def record_run(model: torch.nn.Module, inputs: Sequence[Any] | None) -> Recorded:
+    """Run ``model`` once on ``inputs``, recorded: the graph of what it did and what each node returned."""
     recording = Recording(model, inputs)
     try:
         with recording:
             outputs = model(*inputs)
-        return recording.finish(outputs)
+        return Recorded(recording.finish(outputs), values=recording.values())
     finally:
         recording.restore()
 

@@ -55,7 +55,7 @@ class MetaProbe:
         forward = RecordedForward(self.model, inputs)
         with forward:
             try:
-                outputs = forward.run(self.forward)
+                outputs = forward.run(self.forward, lambda: self._stops.rebased)
             except Exception:  # noqa: BLE001 - the fake probe then runs and reports it as it always did
                 outputs = None
             if outputs is not None:

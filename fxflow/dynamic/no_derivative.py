@@ -72,6 +72,7 @@ class StopAtMissingDerivatives(TorchFunctionMode):
     def __init__(self) -> None:
         super().__init__()
         self._tripwires: list[tuple[CutSite, torch.Tensor]] = []  # (the op, its marker)
+        self._rebased: list[torch.Tensor] = []
 
     def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
@@ -93,11 +94,17 @@ class StopAtMissingDerivatives(TorchFunctionMode):
         lands in the marker, as in the real run it would have reached the op and raised."""
         name = getattr(func, "__name__", str(func)).strip("_")
         site = CutSite(node=name, op=name, source=current_user_source(), reason=raises_reason(name))
+        self._rebased.extend(rebased)
         for tensor in rebased:
             marker = torch.zeros((), dtype=tensor.dtype, device=tensor.device, requires_grad=True)
             with torch.enable_grad():
                 tensor.add_(marker * 0)
             self._tripwires.append((site, marker))
+
+    @property
+    def rebased(self) -> list[torch.Tensor]:
+        """The results rebased so far: their history is not the one their op made."""
+        return list(self._rebased)
 
     def reached(self) -> list[CutSite]:
         """The ops whose rebased results the backward reached: where the real backward raises."""

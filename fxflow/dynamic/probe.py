@@ -8,7 +8,7 @@ import contextlib
 import math
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import torch
 from torch._subclasses.fake_tensor import is_fake
@@ -245,7 +245,7 @@ class GradientProbe:
         random_state = RandomState.save()
         with forward:
             try:
-                outputs = forward.run(self.forward)
+                outputs = forward.run(self.forward, lambda: self._stops.rebased)
             except Exception:
                 random_state.restore()  # the plain forward draws what the recorded one drew
                 outputs = self.forward(forward.call)
@@ -289,9 +289,11 @@ class RecordedForward:
         finally:
             self._stack.close()
 
-    def run(self, forward: Callable[[Callable[[], Any]], Any]) -> Any:
+    def run(self, forward: Callable[[Callable[[], Any]], Any],
+            rewritten: Callable[[], Iterable[torch.Tensor]] = tuple) -> Any:
         """``forward(call)`` inside the recording; returns its outputs. When it raises, the error
-        goes on (the model is put back first) and :attr:`recorded` says why nothing was recorded."""
+        goes on (the model is put back first) and :attr:`recorded` says why nothing was recorded.
+        ``rewritten()``, asked after forward: results whose history forward's modes changed in place."""
         from ..capture import Recorded
         from ..capture.runtime import Recording
 
@@ -306,7 +308,7 @@ class RecordedForward:
             self.recorded = Recorded(None, describe(error, limit=200))
             raise
         try:
-            self.recorded = Recorded(self._recording.finish(outputs))
+            self.recorded = Recorded(self._recording.finish(outputs), values=self._recording.values(rewritten()))
         except Exception as error:  # forward ran; only its graph could not be built
             self.recorded = Recorded(None, describe(error, limit=200))
         return outputs

@@ -40,7 +40,7 @@ import torch.fx as fx
 from torch.utils._device import _device_constructors
 
 from .aliasing import StorageMap, state, written_members
-from ..capture import GRAD_MODE_KEY, OPAQUE_KEY
+from ..capture import GRAD_MODE_KEY, OPAQUE_KEY, RecordedValues
 from .flow import META_KEY, data_inputs, parameter_names, resolve_attribute_of, result_elements, tensors_in
 from .history import entry_key, walk_history
 from .rules import annotate_by_rules, in_place
@@ -49,12 +49,20 @@ from .node_edges import EdgeBuilding
 from .stand_ins import NOT_RUN, StandInRuns
 from .twins import choose_twins, make_twin
 
+class _Unrecorded:
+    """No recorded result for a node: it runs."""
+
+
+_UNRECORDED = _Unrecorded()
+
+
 class FlowInterpreter(StandInRuns, EdgeBuilding, fx.Interpreter):
     """Runs the graph on twin tensors and records a :class:`NodeFlow` per node."""
 
     def __init__(self, graph_module: fx.GraphModule, model: torch.nn.Module, device: torch.device, twins: str,
-                 loss_output: tuple[int, int] | None = None):
+                 loss_output: tuple[int, int] | None = None, recorded: RecordedValues | None = None):
         super().__init__(graph_module, garbage_collect_values=False)
+        self.recorded = recorded  # with twins="recorded": what each node returned in the recorded run
         self.loss_output = loss_output  # (index, count): the output tensor that is the model's loss
         self.model = model
         self.device = device  # where the model really lives: stand-ins are made there
@@ -86,7 +94,10 @@ class FlowInterpreter(StandInRuns, EdgeBuilding, fx.Interpreter):
         return twin
 
     def is_twin(self, value: Any) -> bool:
-        return isinstance(value, torch.Tensor) and (id(value) in self.twin_ids or (self.twins == "meta" and value.is_meta))
+        if not isinstance(value, torch.Tensor):
+            return False
+        # Recorded: every value is one the recorded run computed, and plays the part of a twin.
+        return self.twins == "recorded" or id(value) in self.twin_ids or (self.twins == "meta" and value.is_meta)
 
     # -- node kinds: the user's weights are never swapped, their twins are passed in ------------
     def get_attr(self, target: str, args: tuple, kwargs: dict) -> Any:
@@ -114,18 +125,43 @@ class FlowInterpreter(StandInRuns, EdgeBuilding, fx.Interpreter):
         entries = self._entry_points(inputs, members)
         states = {id(t): state(t) for _, t in members}
         region = node.meta.get(GRAD_MODE_KEY)
+        recorded = self._recorded_result(node)
+        if recorded is not _UNRECORDED and node.name not in self.recorded.rewritten:
+            try:  # the history autograd built for this very call in the real run
+                return self._annotate_result(node, inputs, members, entries, states, region, recorded)
+            except RuntimeError:  # it reads a saved tensor the real backward freed (sgn: the input's dtype)
+                pass  # so the call runs again, on the recorded inputs
         try:
             with torch.no_grad() if region else contextlib.nullcontext():
                 args, kwargs = self.fetch_args_kwargs_from_env(node)
                 result = getattr(self, node.op)(node.target, args, kwargs)
         except Exception:  # a data-dependent op (.item(), a boolean mask): retry on real stand-ins
-            return self._run_on_stand_ins(node, inputs, members, region)
+            result = self._run_on_stand_ins(node, inputs, members, region)
+        else:
+            result = self._annotate_result(node, inputs, members, entries, states, region, result)
+        if recorded is _UNRECORDED or result is NOT_RUN:
+            return result
+        # Later nodes' recorded results were made from the recorded one: they must find it.
+        self._flow_keys(node, tensors_in(recorded))
+        self.storages.register(node.name, recorded)
+        return recorded
+
+    def _recorded_result(self, node: fx.Node) -> Any:
+        """What the node returned in the recorded run, when the graph is that run (else _UNRECORDED)."""
+        if self.recorded is None or node.op not in ("call_function", "call_method"):
+            return _UNRECORDED
+        return self.recorded.results.get(node.name, _UNRECORDED)
+
+    def _annotate_result(self, node: fx.Node, inputs: list[fx.Node], members: list[tuple[str, torch.Tensor]],
+                         entries: dict[tuple, list[str]], states: dict[int, tuple], region: Any, result: Any) -> Any:
+        """Write the node's flow, given its ``result``; the walks of its history come first, so an
+        error there leaves everything as it was."""
         written = written_members(members, states)
         outputs = tensors_in(result) + [t for _, t in written]
         reached = walk_history(outputs, entries, self.known, self.leaf_names) if node.op != "output" else {}
-        self.storages.spread(reached, self._readers(inputs), written)
         elements = {key: walk_history(tensors, entries, self.known, self.leaf_names)
                     for key, tensors in result_elements(result).items()} if node.op != "output" else {}
+        self.storages.spread(reached, self._readers(inputs), written)
         rerun = elements and not written and not region  # a second run must not write twice
         depends = self._element_dependencies(node, inputs, reached) if rerun else None
         node.meta[META_KEY] = self._flow(node, inputs, reached, result, region, written, elements, depends)
@@ -177,7 +213,7 @@ class FlowInterpreter(StandInRuns, EdgeBuilding, fx.Interpreter):
 
 def annotate(graph_module: fx.GraphModule, model: torch.nn.Module,
              inputs: Sequence[Any] | None, twins: str | None = None,
-             loss_output: tuple[int, int] | None = None) -> list[str]:
+             loss_output: tuple[int, int] | None = None, recorded: RecordedValues | None = None) -> list[str]:
     """Write a :class:`NodeFlow` into ``node.meta["fxflow"]`` for every node of the graph.
 
     With example inputs every node runs on twin tensors; without, edges come from name rules.
@@ -193,7 +229,10 @@ def annotate(graph_module: fx.GraphModule, model: torch.nn.Module,
                 aliases[node.args[0].name] = node.name
         return []
     device = next((p.device for p in model.parameters()), torch.device("cpu"))
-    interpreter = FlowInterpreter(graph_module, model, device, twins or choose_twins(model, inputs), loss_output)
+    if recorded is not None:
+        twins = "recorded"
+    interpreter = FlowInterpreter(graph_module, model, device, twins or choose_twins(model, inputs), loss_output,
+                                  recorded)
     twin_inputs = [interpreter.twin(x) if isinstance(x, torch.Tensor) else x for x in inputs]
     interpreter.run(*twin_inputs)
     return _rule_notes(interpreter.by_rules)

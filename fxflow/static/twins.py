@@ -22,6 +22,8 @@ def make_twin(tensor: torch.Tensor, kind: str) -> torch.Tensor:
     (``padding_total`` of a convolution), never differentiable and a few bytes, and the shapes
     computed from it must be the real ones, or later ops meet mismatched shapes.
     """
+    if kind == "recorded":  # the graph's values are the recorded run's own tensors: nothing to copy
+        return tensor
     meta = kind == "meta" and not is_integer_scalar(tensor)
     twin = tensor.detach().to("meta") if meta else tensor.detach().clone()
     return twin.requires_grad_(tensor.requires_grad) if twin.is_floating_point() or twin.is_complex() else twin
