@@ -76,7 +76,10 @@ def check(
     if example is not None and not fake:
         notes.extend(materialize_lazy(runner, lambda: runner(*example)))
 
-    with untouched(model) as restore_notes:  # the run and the tracing run forward's Python: it can change the model
+    # The run and the tracing run forward's Python, which can change the model; the recording and the
+    # passes allocate many small objects that all stay alive, which would set off full collections
+    # of the user's whole heap (0.05 s on GPT-2 small): the collector waits until the report is made.
+    with untouched(model) as restore_notes, gc_paused():
         # The real forward and backward go first: a forward that raises is the model's own error,
         # and the run-time capture is the recording of this very forward.
         result: ProbeResult | None = None
@@ -117,7 +120,7 @@ def check(
             tally = _later_steps(model, result, static, steps, batches, inputs, loss_fn, seed, device)
         step("restoring the model", phase="restore")
     step("reconciling", phase="reconcile")
-    with _gc_paused():
+    with gc_paused():
         report = assemble_report(
             model, target=target or type(model).__name__, captured=captured, static=static, result=result,
             failure=failure, notes=notes, static_notes=static_notes + restore_notes, vanishing=vanishing,
@@ -202,7 +205,7 @@ def analyze_capture(captured: Capture, model: torch.nn.Module, example: tuple[An
     step = step or (lambda *args, **kwargs: None)
     step("analysing gradient flow", phase="annotate")
     values, captured.values = captured.values, None  # the recorded run's results: read once, then let go
-    with _gc_paused():
+    with gc_paused():
         notes = annotate(captured.graph_module, model, example, loss_output=loss_output, recorded=values)
         step("walking the graph", phase="static walk")
         static = analyze(captured.graph_module, model)
@@ -213,7 +216,7 @@ def analyze_capture(captured: Capture, model: torch.nn.Module, example: tuple[An
 
 
 @contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
+def gc_paused() -> Iterator[None]:
     """Pause the cyclic garbage collector: the passes allocate many small objects that all stay
     alive, and with a big model in memory each full collection rescans hundreds of thousands of
     objects for nothing (on a 20,000-node graph it doubled the static walk)."""

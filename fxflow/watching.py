@@ -256,7 +256,7 @@ class Watch:
         if self._inputs is None:
             return None, None, ["no forward inputs observed: static analysis skipped"]
         from .capture import capture
-        from .pipeline import analyze_capture
+        from .pipeline import analyze_capture, gc_paused
         from .prepare import prepare
         from .prepare.signature import as_call_dict
         from .prepare.state import untouched
@@ -270,7 +270,7 @@ class Watch:
             prepared = prepare(plain, observed, None, infer=False)  # the call as fxflow.check makes it
             if prepared.example is None:
                 return None, None, ["forward was called with keyword arguments fxflow cannot bind: static analysis skipped"]
-            with untouched(plain) as notes:  # tracing runs forward's Python: leave no trace
+            with untouched(plain) as notes, gc_paused():  # tracing runs forward's Python: leave no trace
                 captured = capture(prepared.runner, prepared.example)
                 static, static_notes = analyze_capture(captured, prepared.runner, prepared.example)
         return captured, static, static_notes + notes

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import enum
 import operator
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
@@ -29,7 +30,8 @@ from torch.utils._pytree import SUPPORTED_NODES, tree_flatten, tree_map
 
 from ..static.flow import tensors_in
 from ..prepare.signature import positional_names
-from .source import ModuleStack, python_stack_trace
+from .snapshots import History, Snapshots, Unsupported
+from .source import ModuleStack
 from ..prepare.state import ModelSnapshot
 
 from .functions import (OPAQUE_KEY, CheckpointGate, Constant, OpaqueFunction, checkpoint_inputs, checkpointed_call,
@@ -112,10 +114,10 @@ class RunRecorder(TorchFunctionMode):
         self.scalars: dict[int, tuple[fx.Node, Any]] = {}  # id(float an escape returned) -> (escape, float)
         self.linked: set[fx.Node] = set()
         self.paused = 0
-        # What each node returned, and whether every call left its arguments unwritten: then the
-        # results' own histories are what running the graph again would build (see Recording.values).
+        # What each node returned, and each tensor's state when it was returned: unchanged at the end,
+        # the results' own histories are what running the graph again would build (Recording.values).
         self.values: dict[fx.Node, Any] = {}
-        self.wrote = False
+        self.states: list[tuple[torch.Tensor, tuple | None]] = []
 
     # -- graph building ---------------------------------------------------------------------
     def bind(self, value: Any, node: fx.Node) -> None:
@@ -124,6 +126,7 @@ class RunRecorder(TorchFunctionMode):
         if isinstance(value, torch.Tensor):
             self.nodes[id(value)] = node
             self.alive.append(value)
+            self.states.append((value, _state(value)))
         elif isinstance(value, (tuple, list)):
             for index, item in enumerate(value):
                 if _has_tensor(item):
@@ -131,7 +134,7 @@ class RunRecorder(TorchFunctionMode):
 
     def add(self, op: str, target: Any, args: tuple, kwargs: dict) -> fx.Node:
         node = self.graph.create_node(op, target, args, kwargs)
-        node.meta["stack_trace"] = python_stack_trace()
+        node.meta["stack_trace"] = self.modules.stack_trace(sys._getframe())
         if self.modules.entries:
             node.meta["nn_module_stack"] = {name: (name, cls) for name, cls in self.modules.entries}
         region = self.grad_modes.current()
@@ -175,30 +178,15 @@ class RunRecorder(TorchFunctionMode):
             return self.add("call_function", Constant(value), (), {})
         return value
 
-    def _versions_before(self, leaves: list[Any]) -> list[int] | None:
-        if self.wrote:
-            return None  # already known: no need to look
-        versions = _versions(leaves)
-        self.wrote = versions is None
-        return versions
-
-    def _check_writes(self, leaves: list[Any], before: list[int] | None) -> None:
-        """A call that moved an argument's version counter wrote into it (or into a view of it)."""
-        if before is not None and before != _versions(leaves):
-            self.wrote = True
-
     # -- interception -----------------------------------------------------------------------
     def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
         kwargs = kwargs or {}
-        leaves = _leaves((args, kwargs))
-        versions = self._versions_before(leaves)
         result = func(*args, **kwargs)
         if self.paused:
             return result
-        self._check_writes(leaves, versions)
         name = getattr(func, "__name__", "")
         tracked = any(isinstance(t, torch.Tensor) and (id(t) in self.nodes or id(t) in self.attributes)
-                      for t in leaves)
+                      for t in _leaves((args, kwargs)))
         if name in _ESCAPES and args and isinstance(args[0], torch.Tensor):
             node = self.add("call_function", Escape(name), (self.node_of(args[0]),), {})
             self.escapes.append((node, result))
@@ -242,14 +230,11 @@ class RunRecorder(TorchFunctionMode):
             return output
         if not is_user_function(cls):
             return call(*args, **kwargs)
-        leaves = _leaves((args, kwargs))
-        versions = self._versions_before(leaves)
         self.paused += 1
         try:
             result = call(*args, **kwargs)
         finally:
             self.paused -= 1
-        self._check_writes(leaves, versions)
         node = self._record(OpaqueFunction(cls), cls.__name__, args, kwargs)
         node.meta[OPAQUE_KEY] = opaque_reason(cls)
         self.bind(result, node)
@@ -262,14 +247,11 @@ class RunRecorder(TorchFunctionMode):
             if self.paused:
                 return original(*options_and_args, **kwargs)
             options, args = options_and_args[:5], options_and_args[5:]
-            leaves = _leaves((args, kwargs))
-            versions = self._versions_before(leaves)
             self.paused += 1
             try:
                 result = original(*options, *args, **kwargs)
             finally:
                 self.paused -= 1
-            self._check_writes(leaves, versions)
             self.bind(result, self._record(Vmapped(original, options), "vmap", args, kwargs))
             return result
 
@@ -293,11 +275,11 @@ def _is_literal(value: Any) -> bool:
     return isinstance(value, _LITERALS)
 
 
-def _versions(leaves: list[Any]) -> list[int] | None:
-    """The version counters of the tensors among ``leaves``: a write through any view moves its base's.
-    None where one has none (an inference tensor): such a run counts as written."""
+def _state(tensor: torch.Tensor) -> tuple | None:
+    """What a write changes in a tensor: its data version (moved by a write through any view), its
+    history and its ``requires_grad``; None where there is no version to read (an inference tensor)."""
     try:
-        return [leaf._version for leaf in leaves if isinstance(leaf, torch.Tensor)]
+        return tensor._version, tensor.grad_fn, tensor.requires_grad
     except RuntimeError:
         return None
 
@@ -358,15 +340,18 @@ def _input_names(model: torch.nn.Module, count: int) -> list[str]:
 @dataclass(frozen=True)
 class RecordedValues:
     """What each node of a recorded run returned, by node name: the annotation reads these results'
-    own autograd histories instead of running the graph again (:mod:`fxflow.static.annotate`).
+    autograd histories instead of running the graph again (:mod:`fxflow.static.annotate`). The
+    results are snapshots (meta tensors and the histories of the real ones), so the real tensors
+    are freed as the backward goes, as in a plain step.
 
     ``rewritten``: nodes whose results had their history changed in place after the call returned
     (the probe's tripwires rebase the result of an op with no derivative): their own edges come from
     running them again, while later nodes still read the recorded results.
     """
 
-    results: dict[str, Any]
+    results: dict[str, Any]  # node name -> its result, each tensor a meta snapshot (fxflow.capture.snapshots)
     rewritten: frozenset[str] = frozenset()
+    histories: dict[int, History] = field(default_factory=dict)  # id(snapshot) -> the real tensor's history
 
 
 @dataclass(frozen=True)
@@ -420,15 +405,26 @@ class Recording:
         return self.graph_module
 
     def values(self, rewritten: Iterable[torch.Tensor] = ()) -> RecordedValues | None:
-        """What each node returned in the recorded run; None when a call wrote into its arguments (a
-        write gives a tensor a new history, so earlier readers' results no longer show what they
-        read). ``rewritten``: tensors whose history was changed in place after their call returned."""
-        if self.recorder.wrote:
-            return None
-        made = [self.recorder.nodes[id(t)] for t in rewritten if id(t) in self.recorder.nodes]
-        calls = [node.args[0] if node.target is operator.getitem else node for node in made]  # a tuple's element: its call
-        return RecordedValues({node.name: value for node, value in self.recorder.values.items()},
-                              frozenset(node.name for node in calls))
+        """What each node returned in the recorded run, as snapshots; the recording then lets go of the
+        real tensors. None when forward changed a tensor after it was made (a write, ``detach_``, a
+        ``requires_grad`` flip): its result then no longer shows what later nodes read.
+        ``rewritten``: tensors changed on purpose after their call returned."""
+        recorder = self.recorder
+        try:
+            rewritten = list(rewritten)
+            skip = {id(t) for t in rewritten}
+            if any(state is None or _state(t) != state for t, state in recorder.states if id(t) not in skip):
+                return None
+            made = [recorder.nodes[id(t)] for t in rewritten if id(t) in recorder.nodes]
+            calls = [node.args[0] if node.target is operator.getitem else node for node in made]  # an element: its call
+            snapshots = Snapshots()
+            try:
+                results = {node.name: snapshots.of(value) for node, value in recorder.values.items()}
+            except Unsupported:
+                return None
+            return RecordedValues(results, frozenset(node.name for node in calls), snapshots.histories)
+        finally:  # the backward frees the activations as it goes, as in a plain step
+            recorder.nodes, recorder.alive, recorder.values, recorder.states = {}, [], {}, []
 
     def restore(self) -> None:
         """Put back what the run changed in the model (buffers; parameters when copied)."""

@@ -5,6 +5,7 @@ import functools
 import os
 import re
 import sys
+from types import FrameType
 from typing import Iterable
 
 import torch
@@ -101,29 +102,64 @@ def current_user_source() -> str | None:
     return pick_user_frame(frames)
 
 
+class StackTexts:
+    """The live Python stack as ``node.meta["stack_trace"]`` text (fx's format, outermost frame first),
+    built one frame at a time and shared.
+
+    A stack is a *chain*: the chain of the frames above, plus one frame (its code and current line).
+    Each chain is numbered once and its text made once from its parent's, so a model's layers, which
+    run the same lines, reuse the texts of the first; and a caller that knows the chain of the frames
+    above some frame of the stack (:class:`ModuleStack` does, for the running module) walks only the
+    frames below it. Code objects are keyed by identity and kept alive with the table, so no other
+    code object can take their ids.
+    """
+
+    def __init__(self) -> None:
+        self._chains: dict[tuple[int, int, int], int] = {}  # (chain above, id(code), line) -> chain
+        self._texts: list[str] = [""]  # chain -> its text; chain 0 is the empty stack
+        self._codes: list[object] = []
+
+    def chain(self, frame: FrameType | None, last: FrameType | None = None, above: int = 0) -> int:
+        """The chain of the stack from ``frame`` outwards: up to and including ``last``, on top of
+        ``above`` (the chain of the frames beyond ``last``); the whole stack if ``last`` is not on it."""
+        frames = []
+        while frame is not None:
+            frames.append(frame)
+            if frame is last:
+                break
+            frame = frame.f_back
+        else:
+            above = 0  # `last` is not on this stack (another thread's module): every frame was walked
+        chain = above
+        for frame in reversed(frames):
+            code, line = frame.f_code, frame.f_lineno
+            key = (chain, id(code), line)
+            found = self._chains.get(key)
+            if found is None:
+                found = self._chains[key] = len(self._texts)
+                text = f'  File "{code.co_filename}", line {line}, in {code.co_name}'
+                self._texts.append(f"{self._texts[chain]}\n{text}" if chain else text)
+                self._codes.append(code)
+            chain = found
+        return chain
+
+    def text(self, chain: int) -> str:
+        return self._texts[chain]
+
+    def __len__(self) -> int:
+        return len(self._texts)
+
+
 def python_stack_trace() -> str:
     """The live Python stack in ``node.meta["stack_trace"]`` format, outermost frame first."""
-    frame = sys._getframe(1)
-    frames = []
-    while frame is not None:
-        frames.append((frame.f_code, frame.f_lineno))
-        frame = frame.f_back
-    # The recorder asks this for every node, and a model's layers run the same lines: the text of
-    # a stack seen before is reused (on GPT-2 11 of its 12 layers), not formatted again. Code
-    # objects are keyed by identity (equal code in two files compares equal) and kept alive with
-    # the text, so no other code object can take their ids while the entry exists.
-    key = tuple((id(code), line) for code, line in frames)
-    cached = _STACKS.get(key)
-    if cached is None:
-        text = "\n".join(f'  File "{code.co_filename}", line {line}, in {code.co_name}' for code, line in reversed(frames))
-        if len(_STACKS) >= _STACKS_KEPT:
-            _STACKS.clear()
-        cached = _STACKS[key] = (text, [code for code, _ in frames])
-    return cached[0]
+    global _TEXTS
+    if len(_TEXTS) > _TEXTS_KEPT:
+        _TEXTS = StackTexts()
+    return _TEXTS.text(_TEXTS.chain(sys._getframe(1)))
 
 
-_STACKS: dict[tuple, tuple[str, list]] = {}  # (id(code), line) of every frame -> (the text, the codes)
-_STACKS_KEPT = 4096
+_TEXTS = StackTexts()
+_TEXTS_KEPT = 65536
 
 
 class ModuleStack:
@@ -140,11 +176,21 @@ class ModuleStack:
         self.model = model
         self.entries: list[tuple[str, str]] = []
         self._handles: list[torch.utils.hooks.RemovableHandle] = []
+        self._texts = StackTexts()
+        # Per running submodule: the frame that called its forward (torch's `Module._call_impl`),
+        # alive while it runs, and the chain of the frames above that one (see stack_trace).
+        self._frames: list[tuple[FrameType, int]] = []
 
     @property
     def innermost(self) -> str | None:
         """The qualified name of the innermost running submodule (None: only the root runs)."""
         return self.entries[-1][0] if self.entries else None
+
+    def stack_trace(self, frame: FrameType) -> str:
+        """The stack from ``frame`` outwards as ``node.meta["stack_trace"]`` text
+        (:func:`python_stack_trace`'s), walking only the frames inside the running submodule."""
+        last, above = self._frames[-1] if self._frames else (None, 0)
+        return self._texts.text(self._texts.chain(frame, last, above))
 
     def __enter__(self) -> "ModuleStack":
         for name, module in self.model.named_modules():
@@ -162,7 +208,11 @@ class ModuleStack:
     def _enter(self, entry: tuple[str, str], *_: object) -> None:
         if not torch.compiler.is_compiling():
             self.entries.append(entry)
+            caller = sys._getframe(1)  # the module's _call_impl: the hooks are called from it
+            last, above = self._frames[-1] if self._frames else (None, 0)
+            self._frames.append((caller, self._texts.chain(caller.f_back, last, above)))
 
     def _leave(self, entry: tuple[str, str], *_: object) -> None:
         if not torch.compiler.is_compiling() and self.entries and self.entries[-1] == entry:
             self.entries.pop()
+            self._frames.pop()

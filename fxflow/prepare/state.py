@@ -25,18 +25,27 @@ def preserved_module_attributes(model: torch.nn.Module) -> Iterator[None]:
     saved = []
     for module in model.modules():
         # The tables are plain dicts, except on a torch.jit.script'ed module, whose C++ tables
-        # Python cannot change (and cannot copy as dicts) anyway.
-        containers = {key: _copy_container(value) for key, value in module.__dict__.items()
-                      if isinstance(value, _CONTAINERS)}
-        saved.append((module, dict(module.__dict__), containers))
+        # Python cannot change (and cannot copy as dicts) anyway. Most are empty (hook tables): those
+        # are only emptied again if something filled them.
+        filled, empty = {}, []
+        for key, value in module.__dict__.items():
+            if isinstance(value, _CONTAINERS):
+                if value:
+                    filled[key] = _copy_container(value)
+                else:
+                    empty.append(key)
+        saved.append((module, dict(module.__dict__), filled, empty))
     try:
         yield
     finally:
-        for module, attributes, containers in saved:
+        for module, attributes, filled, empty in saved:
             module.__dict__.clear()
             module.__dict__.update(attributes)
-            for key, content in containers.items():
-                _restore_container(module.__dict__[key], content)
+            for key, content in filled.items():
+                _restore_container(attributes[key], content)
+            for key in empty:
+                if attributes[key]:
+                    attributes[key].clear()
 
 
 

@@ -41,13 +41,17 @@ from torch.utils._device import _device_constructors
 
 from .aliasing import StorageMap, state, written_members
 from ..capture import GRAD_MODE_KEY, OPAQUE_KEY, RecordedValues
+from ..capture.snapshots import History, history_of
 from .flow import META_KEY, data_inputs, parameter_names, resolve_attribute_of, result_elements, tensors_in
-from .history import entry_key, walk_history
+from .history import entry_key as _own_key, walk_history
 from .rules import annotate_by_rules, in_place
 from ..prepare.state import call_with_weights, weights_of
 from .node_edges import EdgeBuilding
 from .stand_ins import NOT_RUN, StandInRuns
 from .twins import choose_twins, make_twin
+
+_META = ("meta", "recorded")  # twin kinds that run nodes on meta tensors (recorded: where a node runs again)
+
 
 class _Unrecorded:
     """No recorded result for a node: it runs."""
@@ -63,6 +67,8 @@ class FlowInterpreter(StandInRuns, EdgeBuilding, fx.Interpreter):
                  loss_output: tuple[int, int] | None = None, recorded: RecordedValues | None = None):
         super().__init__(graph_module, garbage_collect_values=False)
         self.recorded = recorded  # with twins="recorded": what each node returned in the recorded run
+        # id(snapshot or twin) -> the history of the real tensor it stands for (fxflow.capture.snapshots)
+        self.histories: dict[int, History] = dict(recorded.histories) if recorded is not None else {}
         self.loss_output = loss_output  # (index, count): the output tensor that is the model's loss
         self.model = model
         self.device = device  # where the model really lives: stand-ins are made there
@@ -86,6 +92,8 @@ class FlowInterpreter(StandInRuns, EdgeBuilding, fx.Interpreter):
         twin = self.twin_of.get(id(tensor))
         if twin is None:
             twin = make_twin(tensor, self.twins)
+            if self.recorded is not None:  # recorded results' histories lead to the real tensor
+                self.histories[id(twin)] = history_of(tensor)
             if isinstance(tensor, torch.nn.Parameter):
                 self.twin_names[id(twin)] = self.names.get(id(tensor), "")
             self.twin_of[id(tensor)] = twin
@@ -96,8 +104,7 @@ class FlowInterpreter(StandInRuns, EdgeBuilding, fx.Interpreter):
     def is_twin(self, value: Any) -> bool:
         if not isinstance(value, torch.Tensor):
             return False
-        # Recorded: every value is one the recorded run computed, and plays the part of a twin.
-        return self.twins == "recorded" or id(value) in self.twin_ids or (self.twins == "meta" and value.is_meta)
+        return id(value) in self.twin_ids or (self.twins in _META and value.is_meta)
 
     # -- node kinds: the user's weights are never swapped, their twins are passed in ------------
     def get_attr(self, target: str, args: tuple, kwargs: dict) -> Any:
@@ -110,7 +117,7 @@ class FlowInterpreter(StandInRuns, EdgeBuilding, fx.Interpreter):
 
     # -- per node ---------------------------------------------------------------------------
     def run_node(self, node: fx.Node) -> Any:
-        if self.twins == "meta" and needs_default_device(node):  # factories inside land on meta
+        if self.twins in _META and needs_default_device(node):  # factories inside land on meta
             with torch.device("meta"):
                 return self._run_node(node)
         return self._run_node(node)
@@ -126,11 +133,13 @@ class FlowInterpreter(StandInRuns, EdgeBuilding, fx.Interpreter):
         states = {id(t): state(t) for _, t in members}
         region = node.meta.get(GRAD_MODE_KEY)
         recorded = self._recorded_result(node)
-        if recorded is not _UNRECORDED and node.name not in self.recorded.rewritten:
-            try:  # the history autograd built for this very call in the real run
-                return self._annotate_result(node, inputs, members, entries, states, region, recorded)
-            except RuntimeError:  # it reads a saved tensor the real backward freed (sgn: the input's dtype)
-                pass  # so the call runs again, on the recorded inputs
+        if recorded is not _UNRECORDED:
+            if node.name not in self.recorded.rewritten:
+                try:  # the history autograd built for this very call in the real run
+                    return self._annotate_result(node, inputs, members, entries, states, region, recorded, True)
+                except RuntimeError:  # it reads a saved tensor the real backward freed (sgn: the input's dtype)
+                    pass  # so the call runs again, on the snapshots: as on meta twins
+            entries = self._entry_points(inputs, members, own=True)
         try:
             with torch.no_grad() if region else contextlib.nullcontext():
                 args, kwargs = self.fetch_args_kwargs_from_env(node)
@@ -153,13 +162,16 @@ class FlowInterpreter(StandInRuns, EdgeBuilding, fx.Interpreter):
         return self.recorded.results.get(node.name, _UNRECORDED)
 
     def _annotate_result(self, node: fx.Node, inputs: list[fx.Node], members: list[tuple[str, torch.Tensor]],
-                         entries: dict[tuple, list[str]], states: dict[int, tuple], region: Any, result: Any) -> Any:
-        """Write the node's flow, given its ``result``; the walks of its history come first, so an
-        error there leaves everything as it was."""
+                         entries: dict[tuple, list[str]], states: dict[int, tuple], region: Any, result: Any,
+                         recorded: bool = False) -> Any:
+        """Write the node's flow, given its ``result`` (``recorded``: the recorded run's, whose walks
+        start from the real tensors' histories); the walks come first, so an error there leaves
+        everything as it was."""
         written = written_members(members, states)
         outputs = tensors_in(result) + [t for _, t in written]
-        reached = walk_history(outputs, entries, self.known, self.leaf_names) if node.op != "output" else {}
-        elements = {key: walk_history(tensors, entries, self.known, self.leaf_names)
+        histories = self.histories if recorded else None
+        reached = walk_history(outputs, entries, self.known, self.leaf_names, histories) if node.op != "output" else {}
+        elements = {key: walk_history(tensors, entries, self.known, self.leaf_names, histories)
                     for key, tensors in result_elements(result).items()} if node.op != "output" else {}
         self.storages.spread(reached, self._readers(inputs), written)
         rerun = elements and not written and not region  # a second run must not write twice
@@ -170,6 +182,11 @@ class FlowInterpreter(StandInRuns, EdgeBuilding, fx.Interpreter):
         self.storages.wrote(node, written)
         self.storages.register(node.name, result)
         return result
+
+    def key(self, tensor: torch.Tensor) -> tuple:
+        """:func:`entry_key` of a tensor, or of the recorded tensor a snapshot stands for."""
+        history = self.histories.get(id(tensor))
+        return history.key if history is not None else _own_key(tensor)
 
     def _by_rules(self, node: fx.Node) -> None:
         self.by_rules.append(node)
@@ -186,15 +203,17 @@ class FlowInterpreter(StandInRuns, EdgeBuilding, fx.Interpreter):
         """(name read, tensor) for every tensor the node is called with."""
         return [(self._read(i).name, t) for i in inputs for t in tensors_in(self.env[i])]
 
-    def _entry_points(self, inputs: list[fx.Node],
-                      members: Sequence[tuple[str, torch.Tensor]] = ()) -> dict[tuple, list[str]]:
+    def _entry_points(self, inputs: list[fx.Node], members: Sequence[tuple[str, torch.Tensor]] = (),
+                      own: bool = False) -> dict[tuple, list[str]]:
         """Where each input tensor's gradient would enter autograd, keyed as in the walk.
 
         The tensors are the ones the node is called with (``env[input]``); the name is the node a
         read of that input sees (the last write into its storage). ``members`` (values sharing
-        storage with an input) are entries too: a write through a view reads its base.
+        storage with an input) are entries too: a write through a view reads its base. A snapshot
+        is keyed by its recorded tensor's history, unless ``own`` (the node runs again on it).
         """
         entries: dict[tuple, list[str]] = {}
+        entry_key = _own_key if own else self.key
 
         def add(key: tuple, name: str) -> None:
             names = entries.setdefault(key, [])
@@ -229,10 +248,9 @@ def annotate(graph_module: fx.GraphModule, model: torch.nn.Module,
                 aliases[node.args[0].name] = node.name
         return []
     device = next((p.device for p in model.parameters()), torch.device("cpu"))
-    if recorded is not None:
-        twins = "recorded"
-    interpreter = FlowInterpreter(graph_module, model, device, twins or choose_twins(model, inputs), loss_output,
-                                  recorded)
+    twins = twins or choose_twins(model, inputs, recorded=recorded is not None)
+    interpreter = FlowInterpreter(graph_module, model, device, twins, loss_output,
+                                  recorded if twins == "recorded" else None)
     twin_inputs = [interpreter.twin(x) if isinstance(x, torch.Tensor) else x for x in inputs]
     interpreter.run(*twin_inputs)
     return _rule_notes(interpreter.by_rules)

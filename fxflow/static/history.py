@@ -151,7 +151,7 @@ class Reached(dict):
 
 
 def walk_history(outputs: list[torch.Tensor], entries: dict[tuple, list[str]], known: Mapping[tuple, str] | set[tuple],
-          parameter_names: dict[int, str]) -> Reached:
+          parameter_names: dict[int, str], histories: Mapping[int, Any] | None = None) -> Reached:
     """Which inputs (and parameters) the outputs' history reaches, and whether only through zeros.
 
     Returns ``{input node name: DIFF|ZERO|NONE}`` plus ``{"param:<name>": ...}`` entries for leaves
@@ -161,10 +161,18 @@ def walk_history(outputs: list[torch.Tensor], entries: dict[tuple, list[str]], k
     differentiable in everything ``y``'s derivative reads, which the call is not given). NONE: reached only through an op with no
     derivative for it (``floor_divide``): its backward raises, so no gradient gets there. Each pass
     crosses one more kind of edge (see :func:`fxflow.static.rules.derivative_kinds`); a pass runs only
-    if the one before skipped such an edge.
+    if the one before skipped such an edge. ``histories``: where an output is a snapshot of a recorded
+    tensor (:mod:`fxflow.capture.snapshots`), the walk starts from that tensor's history.
     """
-    roots = [(t.grad_fn, t.output_nr) for t in outputs if t.grad_fn is not None]
-    leaves = [("leaf", id(t)) for t in outputs if t.requires_grad and t.grad_fn is None]
+    if histories:
+        recorded = [histories.get(id(t)) for t in outputs]
+        roots = [(h.grad_fn, h.output_nr) if h else (t.grad_fn, t.output_nr) for t, h in zip(outputs, recorded)]
+        leaves = [h.key if h else ("leaf", id(t)) for t, h, (grad_fn, _) in zip(outputs, recorded, roots)
+                  if t.requires_grad and grad_fn is None]
+        roots = [root for root in roots if root[0] is not None]
+    else:
+        roots = [(t.grad_fn, t.output_nr) for t in outputs if t.grad_fn is not None]
+        leaves = [("leaf", id(t)) for t in outputs if t.requires_grad and t.grad_fn is None]
     reached = Reached()
     for key in leaves:
         for name in entries.get(key, ()):

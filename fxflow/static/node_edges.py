@@ -120,7 +120,7 @@ class EdgeBuilding:
         """Walks of later nodes stop at these tensors: they are results of ``node``."""
         for tensor in tensors:
             if tensor.requires_grad:
-                self.known[entry_key(tensor)] = node.name
+                self.known[self.key(tensor)] = node.name  # a snapshot: its recorded tensor's key
                 self.keep_alive.append(tensor.grad_fn)
 
     def _own_names(self) -> dict[str, str]:

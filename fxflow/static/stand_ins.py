@@ -155,8 +155,7 @@ class StandInRuns:
                    if isinstance(value, torch.nn.Module)]
         try:
             with torch.enable_grad(), self.device, self._parameter_copies(modules) as copies:
-                # Meta twins hold no values, and the recorded run's history was differentiated already
-                # (its saved tensors are freed): the node runs again on stand-ins.
+                # Meta twins hold no values (nor do the recorded run's snapshots): stand-ins do.
                 if self.twins in ("meta", "recorded") or result is None or copies:
                     args, kwargs, entries, _ = self._stand_in_arguments(node, inputs, random_stand_in_maker(),
                                                                         leaves=True)

@@ -22,9 +22,7 @@ def make_twin(tensor: torch.Tensor, kind: str) -> torch.Tensor:
     (``padding_total`` of a convolution), never differentiable and a few bytes, and the shapes
     computed from it must be the real ones, or later ops meet mismatched shapes.
     """
-    if kind == "recorded":  # the graph's values are the recorded run's own tensors: nothing to copy
-        return tensor
-    meta = kind == "meta" and not is_integer_scalar(tensor)
+    meta = kind in ("meta", "recorded") and not is_integer_scalar(tensor)  # recorded: what runs again is on meta
     twin = tensor.detach().to("meta") if meta else tensor.detach().clone()
     return twin.requires_grad_(tensor.requires_grad) if twin.is_floating_point() or twin.is_complex() else twin
 
@@ -70,8 +68,14 @@ def real_copy(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:
     return copy.requires_grad_(tensor.requires_grad) if copy.is_floating_point() or copy.is_complex() else copy
 
 
-def choose_twins(model: torch.nn.Module, inputs: Sequence[Any] | None = None) -> str:
-    """``real`` for small weights and inputs, else ``meta`` (``FXFLOW_TWINS`` overrides).
+def choose_twins(model: torch.nn.Module, inputs: Sequence[Any] | None = None, recorded: bool = False) -> str:
+    """``recorded`` when the graph is a recorded run whose results are at hand (``recorded``); else
+    ``real`` for small weights and inputs, else ``meta``. ``FXFLOW_TWINS`` overrides (``recorded``
+    only where there is a recording to read).
+
+    Recorded: nothing runs again; each node's edges come from the history of the result the run
+    itself computed, which is what the meta and real twins rebuild (``tests/test_recorded.py``
+    compares them node by node).
 
     Decided by size alone, never by a measured time, so a busy machine gets the same twins as
     an idle one; the verdicts do not depend on the choice either (a node that cannot run on meta
@@ -80,8 +84,10 @@ def choose_twins(model: torch.nn.Module, inputs: Sequence[Any] | None = None) ->
     cost microseconds; real twins copy the weights and compute forward's ops once more.
     """
     forced = os.environ.get("FXFLOW_TWINS")
-    if forced in ("meta", "real"):
+    if forced in ("meta", "real") or (forced == "recorded" and recorded):
         return forced
+    if recorded:
+        return "recorded"
     tensors = list(model.parameters()) + list(model.buffers())
     if any(t.is_meta for t in tensors):
         return "meta"
