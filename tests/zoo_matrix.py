@@ -39,3 +39,21 @@ def test_every_path_captures_as_pinned_and_agrees(name: str, path: Path) -> None
     assert result.available, f"{path.name} no longer captures {name}: {result.why_unavailable}"
     assert not result.error, result.error
     assert [str(d) for d in result.disagreements] == []
+
+
+@pytest.mark.parametrize("name", list(SPECIMENS))
+def test_recorded_edges_are_the_edges_real_twins_rebuild(name: str) -> None:
+    """The check annotates a recorded run from its own results (twins ``recorded``): node by node, the
+    same edges as running the graph again on real twins (tests/recorded_flows.py). A model whose
+    forward changes a tensor after making it cannot be read back (tests/zoo/writes.py pins which):
+    the check uses twins for it, which the paths above check."""
+    from recorded_flows import flow_differences
+    from zoo.writes import WRITES_IN_FORWARD
+
+    model, inputs, _ = built(name)
+    differences = flow_differences(model, inputs, ("real",))
+    if name in WRITES_IN_FORWARD:
+        assert differences is None, f"{name} no longer changes a tensor in forward: unpin it (python tests/zoo/writes.py)"
+        return
+    assert differences is not None, f"{name} now changes a tensor in forward: pin it (python tests/zoo/writes.py)"
+    assert differences == []
