@@ -39,7 +39,8 @@ from ..prepare.state import RandomState, preserved_module_attributes
 from .functions import (OPAQUE_KEY, CheckpointGate, OpaqueFunction, checkpoint_inputs, checkpointed_call,
                         intercepted_apply, is_checkpoint, is_user_function, opaque_reason)
 from .grad_mode import META_KEY as GRAD_MODE_KEY, GradRegion
-from .runtime import Recorded, RecordedValues, record_run
+from .recorded import Recorded, RecordedValues
+from .runtime import record_run
 from .symbolic import symbolic_capture
 from ..prepare.unwrap import rebase, unwrap
 

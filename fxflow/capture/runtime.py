@@ -19,7 +19,6 @@ import contextlib
 import enum
 import operator
 import sys
-from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import torch
@@ -30,7 +29,7 @@ from torch.utils._pytree import SUPPORTED_NODES, tree_flatten, tree_map
 
 from ..static.flow import tensors_in
 from ..prepare.signature import positional_names
-from .snapshots import History, Snapshots, Unsupported
+from .recorded import Recorded, RecordedValues, Snapshots, Unsupported
 from .source import ModuleStack
 from ..prepare.state import ModelSnapshot
 
@@ -335,32 +334,6 @@ def _input_names(model: torch.nn.Module, count: int) -> list[str]:
     """Forward's own argument names for the placeholders (``input_<i>`` where it has none)."""
     names = positional_names(model)
     return [names[i] if i < len(names) else f"input_{i}" for i in range(count)]
-
-
-@dataclass(frozen=True)
-class RecordedValues:
-    """What each node of a recorded run returned, by node name: the annotation reads these results'
-    autograd histories instead of running the graph again (:mod:`fxflow.static.annotate`). The
-    results are snapshots (meta tensors and the histories of the real ones), so the real tensors
-    are freed as the backward goes, as in a plain step.
-
-    ``rewritten``: nodes whose results had their history changed in place after the call returned
-    (the probe's tripwires rebase the result of an op with no derivative): their own edges come from
-    running them again, while later nodes still read the recorded results.
-    """
-
-    results: dict[str, Any]  # node name -> its result, each tensor a meta snapshot (fxflow.capture.snapshots)
-    rewritten: frozenset[str] = frozenset()
-    histories: dict[int, History] = field(default_factory=dict)  # id(snapshot) -> the real tensor's history
-
-
-@dataclass(frozen=True)
-class Recorded:
-    """A recording of a real forward: its graph (or why there is none) and what its nodes returned."""
-
-    graph_module: fx.GraphModule | None
-    failure: str | None = None
-    values: RecordedValues | None = field(default=None, repr=False)
 
 
 class Recording:

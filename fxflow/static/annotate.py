@@ -12,11 +12,18 @@ The user's weights are never swapped: ``get_attr`` returns a weight's twin, and 
 passes twins to the module for that one call (``torch.func.functional_call``), so an analysis
 that fails midway leaves the model as it was.
 
+Twins ``recorded``: the graph is the recording of a real forward and its results are at hand
+(:class:`fxflow.capture.RecordedValues`: meta snapshots that keep the real tensors' histories), so a
+``call_*`` node does not run; its result is the recorded one, and the walk starts from the history
+the real run gave it. What cannot be read that way runs again on the snapshots, as on meta twins: a
+history that reads a saved tensor the real backward freed, a result the probe's tripwire rebased.
+
 Call tree::
 
     annotate(graph_module, model, inputs)
       FlowInterpreter.run(*twin_inputs)
         run_node(node)                         # per node, under its recorded grad mode
+          _recorded_result(node)               # twins "recorded": the recorded result, not run again
           placeholder / get_attr / call_* / output   (torch.fx.Interpreter; call_module: twins passed in)
           walk_history(outputs, entries, ...)         # the result's grad_fn history back to the inputs
           _flow(node, ...)                     # the node's edges          (fxflow/static/node_edges.py)
@@ -41,7 +48,7 @@ from torch.utils._device import _device_constructors
 
 from .aliasing import StorageMap, state, written_members
 from ..capture import GRAD_MODE_KEY, OPAQUE_KEY, RecordedValues
-from ..capture.snapshots import History, history_of
+from ..capture.recorded import History, history_of
 from .flow import META_KEY, data_inputs, parameter_names, resolve_attribute_of, result_elements, tensors_in
 from .history import entry_key as _own_key, walk_history
 from .rules import annotate_by_rules, in_place
@@ -67,7 +74,7 @@ class FlowInterpreter(StandInRuns, EdgeBuilding, fx.Interpreter):
                  loss_output: tuple[int, int] | None = None, recorded: RecordedValues | None = None):
         super().__init__(graph_module, garbage_collect_values=False)
         self.recorded = recorded  # with twins="recorded": what each node returned in the recorded run
-        # id(snapshot or twin) -> the history of the real tensor it stands for (fxflow.capture.snapshots)
+        # id(snapshot or twin) -> the history of the real tensor it stands for (fxflow.capture.recorded)
         self.histories: dict[int, History] = dict(recorded.histories) if recorded is not None else {}
         self.loss_output = loss_output  # (index, count): the output tensor that is the model's loss
         self.model = model

@@ -162,7 +162,7 @@ def walk_history(outputs: list[torch.Tensor], entries: dict[tuple, list[str]], k
     derivative for it (``floor_divide``): its backward raises, so no gradient gets there. Each pass
     crosses one more kind of edge (see :func:`fxflow.static.rules.derivative_kinds`); a pass runs only
     if the one before skipped such an edge. ``histories``: where an output is a snapshot of a recorded
-    tensor (:mod:`fxflow.capture.snapshots`), the walk starts from that tensor's history.
+    tensor (:mod:`fxflow.capture.recorded`), the walk starts from that tensor's history.
     """
     if histories:
         recorded = [histories.get(id(t)) for t in outputs]

@@ -1,8 +1,9 @@
-"""What the annotation needs of a recorded run's tensors, without their data.
+"""A recorded run as the later stages get it: its graph, and its results without their data.
 
-A recorded forward's results are read by the annotation after the backward
-(:mod:`fxflow.static.annotate`, twins ``recorded``): their autograd history, shapes and dtypes,
-never their values. Holding the tensors themselves through the backward kept every activation
+:class:`Recorded` is what the recording of a real forward hands on (:mod:`fxflow.capture.runtime`):
+the graph, or why there is none, and :class:`RecordedValues`. The annotation reads a recorded
+forward's results after the backward (:mod:`fxflow.static.annotate`, twins ``recorded``): their
+autograd history, shapes and dtypes, never their values. Holding the tensors themselves through the backward kept every activation
 alive while the backward allocated the gradients, which then could not reuse that memory: 0.04 s
 of fresh pages on GPT-2 small, and a higher peak. So when forward returns, each result becomes a
 *snapshot*: a meta tensor of the same shape, strides, dtype and ``requires_grad``, plus its
@@ -12,9 +13,11 @@ histories hold keep only their structure.
 """
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
 import torch
+import torch.fx as fx
 from torch.utils._pytree import tree_map
 
 from ..static.twins import is_integer_scalar
@@ -66,3 +69,29 @@ class Snapshots:
         self._made[id(tensor)] = snapshot
         self.histories[id(snapshot)] = history_of(tensor)
         return snapshot
+
+
+@dataclass(frozen=True)
+class RecordedValues:
+    """What each node of a recorded run returned, by node name: the annotation reads these results'
+    autograd histories instead of running the graph again (:mod:`fxflow.static.annotate`). The
+    results are snapshots (meta tensors and the histories of the real ones), so the real tensors
+    are freed as the backward goes, as in a plain step.
+
+    ``rewritten``: nodes whose results had their history changed in place after the call returned
+    (the probe's tripwires rebase the result of an op with no derivative): their own edges come from
+    running them again, while later nodes still read the recorded results.
+    """
+
+    results: dict[str, Any]  # node name -> its result, each tensor a meta snapshot
+    rewritten: frozenset[str] = frozenset()
+    histories: dict[int, History] = field(default_factory=dict)  # id(snapshot) -> the real tensor's history
+
+
+@dataclass(frozen=True)
+class Recorded:
+    """A recording of a real forward: its graph (or why there is none) and what its nodes returned."""
+
+    graph_module: fx.GraphModule | None
+    failure: str | None = None
+    values: RecordedValues | None = field(default=None, repr=False)
