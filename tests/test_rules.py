@@ -79,27 +79,6 @@ def test_torch_derivative_table_is_read() -> None:
     assert table["DivBackward2"].zero_when_saved == "rounding_mode"
 
 
-def test_the_parsed_table_is_cached_per_torch_and_a_bad_cache_is_ignored(tmp_path, monkeypatch) -> None:
-    """Each process reads the table once; the parse is kept in the user's cache folder. What comes
-    back from the cache is the parse itself, and a cache file that is damaged is parsed again."""
-    import yaml
-
-    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
-    parsed = derivatives.parse_definitions(yaml.safe_load(derivatives.derivatives_yaml().read_text()))
-    derivatives.table.cache_clear()
-    try:
-        assert derivatives.table() == parsed
-        written = list((tmp_path / "fxflow").glob("derivatives-*.json"))
-        assert len(written) == 1
-        derivatives.table.cache_clear()
-        assert derivatives.table() == parsed  # read back
-        written[0].write_text(written[0].read_text()[:100])  # cut short, as by a crash while writing
-        derivatives.table.cache_clear()
-        assert derivatives.table() == parsed
-    finally:
-        derivatives.table.cache_clear()
-
-
 @pytest.mark.parametrize("name", sorted(BUILDERS))
 def test_torch_table_agrees_with_the_hand_table(name: str) -> None:
     """The hand table (the fallback when derivatives.yaml cannot be read) says what torch's table says."""

@@ -27,10 +27,7 @@ module needs is three formula shapes per input, which the test above verifies.
 from __future__ import annotations
 
 import functools
-import hashlib
 import importlib.util
-import json
-import os
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -77,12 +74,7 @@ def derivatives_yaml() -> Path | None:
 
 @functools.cache
 def table() -> dict[str, Formulas]:
-    """Autograd node class name -> its formulas, from the installed torch (empty if unavailable).
-
-    Reading the YAML costs 0.035 s, paid by every ``fxflow check`` process; the parsed table is kept
-    as JSON in the user's cache folder, keyed by the file's path, size and time (any other torch
-    has its own), and read back in a millisecond. A cache that cannot be read or written is skipped.
-    """
+    """Autograd node class name -> its formulas, from the installed torch (empty if unavailable)."""
     path = derivatives_yaml()
     try:
         import yaml
@@ -90,49 +82,9 @@ def table() -> dict[str, Formulas]:
         return {}
     if path is None:
         return {}
-    cache = _cache_file(path)
-    cached = _read_cache(cache) if cache is not None else None
-    if cached is not None:
-        return cached
     loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-    result = parse_definitions(yaml.load(path.read_text(), Loader=loader))
-    if cache is not None:
-        _write_cache(cache, result)
-    return result
-
-
-_CACHE_FORMAT = 1  # bump when parse_definitions changes what it makes of the same file
-
-
-def _cache_file(source: Path) -> Path | None:
-    try:
-        stat = source.stat()
-        root = Path(os.environ.get("XDG_CACHE_HOME") or Path.home() / ".cache") / "fxflow"
-    except (OSError, RuntimeError):  # no home folder
-        return None
-    key = hashlib.sha256(f"{_CACHE_FORMAT}|{source.resolve()}|{stat.st_size}|{stat.st_mtime_ns}".encode()).hexdigest()
-    return root / f"derivatives-{key[:16]}.json"
-
-
-def _read_cache(cache: Path) -> dict[str, Formulas] | None:
-    try:
-        entries = json.loads(cache.read_text())
-        return {name: Formulas(tuple(Input(n, bool(is_list), EdgeKind(kind)) for n, is_list, kind in inputs), zero_when)
-                for name, (inputs, zero_when) in entries.items()}
-    except (OSError, ValueError, TypeError, KeyError):  # missing, partial or from elsewhere: parse instead
-        return None
-
-
-def _write_cache(cache: Path, result: dict[str, Formulas]) -> None:
-    entries = {name: [[[i.name, i.is_list, i.kind.value] for i in formulas.inputs], formulas.zero_when_saved]
-               for name, formulas in result.items()}
-    try:
-        cache.parent.mkdir(parents=True, exist_ok=True)
-        partial = cache.with_suffix(f".{os.getpid()}.tmp")
-        partial.write_text(json.dumps(entries))
-        os.replace(partial, cache)  # whole or not at all, whoever writes it at the same time
-    except OSError:
-        pass
+    definitions = yaml.load(path.read_text(), Loader=loader)
+    return parse_definitions(definitions)
 
 
 def parse_definitions(definitions: list[dict[str, Any]]) -> dict[str, Formulas]:
