@@ -79,7 +79,7 @@ class FlowInterpreter(StandInRuns, EdgeBuilding, fx.Interpreter):
         self.loss_output = loss_output  # (index, count): the output tensor that is the model's loss
         self.model = model
         self.device = device  # where the model really lives: stand-ins are made there
-        self.twins = twins  # "meta" or "real": see annotate()
+        self.twins = twins  # "meta", "real" or "recorded": see annotate() and choose_twins()
         self.names = parameter_names(model)
         self.twin_of: dict[int, torch.Tensor] = {}  # id(real tensor) -> its twin
         self.twin_ids: set[int] = set()
