@@ -40,7 +40,7 @@ from .functions import (OPAQUE_KEY, CheckpointGate, OpaqueFunction, checkpoint_i
                         intercepted_apply, is_checkpoint, is_user_function, opaque_reason)
 from .grad_mode import META_KEY as GRAD_MODE_KEY, GradRegion
 from .recorded import Recorded, RecordedValues
-from .runtime import record_run
+from .recording import record_run
 from .symbolic import symbolic_capture
 from ..prepare.unwrap import rebase, unwrap
 

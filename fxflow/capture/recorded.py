@@ -1,6 +1,6 @@
 """A recorded run as the later stages get it: its graph, and its results without their data.
 
-:class:`Recorded` is what the recording of a real forward hands on (:mod:`fxflow.capture.runtime`):
+:class:`Recorded` is what the recording of a real forward hands on (:mod:`fxflow.capture.recording`):
 the graph, or why there is none, and :class:`RecordedValues`. The annotation reads a recorded
 forward's results after the backward (:mod:`fxflow.static.annotate`, twins ``recorded``): their
 autograd history, shapes and dtypes, never their values. Holding the tensors themselves through the backward kept every activation
@@ -36,6 +36,15 @@ def history_of(tensor: torch.Tensor) -> History:
     grad_fn = tensor.grad_fn
     key = ("leaf", id(tensor)) if grad_fn is None else (id(grad_fn), tensor.output_nr)
     return History(grad_fn, tensor.output_nr, key)
+
+
+def tensor_state(tensor: torch.Tensor) -> tuple | None:
+    """What a write changes in a tensor: its data version (moved by a write through any view), its
+    history and its ``requires_grad``; None where there is no version to read (an inference tensor)."""
+    try:
+        return tensor._version, tensor.grad_fn, tensor.requires_grad
+    except RuntimeError:
+        return None
 
 
 class Unsupported(Exception):

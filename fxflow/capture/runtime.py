@@ -11,7 +11,8 @@ that returns plain data; a tensor that comes back (``torch.tensor(...)``, ``torc
 any untracked tensor appearing after an escape) becomes a *re-entry* node whose inputs are the
 escapes it came from. The parameter upstream is then reported ``cut`` at the escaping op rather
 than ``unused``. Module hooks keep ``nn_module_stack``; custom ``autograd.Function`` calls are
-single opaque nodes (see :mod:`fxflow.capture.functions`).
+single opaque nodes (see :mod:`fxflow.capture.functions`). :mod:`fxflow.capture.recording` runs a
+forward under this recorder.
 """
 from __future__ import annotations
 
@@ -19,7 +20,7 @@ import contextlib
 import enum
 import operator
 import sys
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Iterator
 
 import torch
 import torch.fx as fx
@@ -27,14 +28,11 @@ from torch._functorch import apis as functorch_apis
 from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import SUPPORTED_NODES, tree_flatten, tree_map
 
-from ..static.flow import tensors_in
-from ..prepare.signature import positional_names
-from .recorded import Recorded, RecordedValues, Snapshots, Unsupported
+from .recorded import tensor_state
 from .source import ModuleStack
-from ..prepare.state import ModelSnapshot
 
 from .functions import (OPAQUE_KEY, CheckpointGate, Constant, OpaqueFunction, checkpoint_inputs, checkpointed_call,
-                        intercepted_apply, is_checkpoint, is_user_function, opaque_reason)
+                        is_checkpoint, is_user_function, opaque_reason)
 from .grad_mode import META_KEY as GRAD_MODE_KEY, GradModeRecorder
 from .patching import ThreadPatch
 
@@ -125,7 +123,7 @@ class RunRecorder(TorchFunctionMode):
         if isinstance(value, torch.Tensor):
             self.nodes[id(value)] = node
             self.alive.append(value)
-            self.states.append((value, _state(value)))
+            self.states.append((value, tensor_state(value)))
         elif isinstance(value, (tuple, list)):
             for index, item in enumerate(value):
                 if _has_tensor(item):
@@ -274,15 +272,6 @@ def _is_literal(value: Any) -> bool:
     return isinstance(value, _LITERALS)
 
 
-def _state(tensor: torch.Tensor) -> tuple | None:
-    """What a write changes in a tensor: its data version (moved by a write through any view), its
-    history and its ``requires_grad``; None where there is no version to read (an inference tensor)."""
-    try:
-        return tensor._version, tensor.grad_fn, tensor.requires_grad
-    except RuntimeError:
-        return None
-
-
 def _has_tensor(value: Any) -> bool:
     return any(isinstance(leaf, torch.Tensor) for leaf in _leaves(value))
 
@@ -328,103 +317,3 @@ def _same_data(escaped: Any, data: Any) -> bool:
             return True
         data = getattr(data, "base", None)
     return False
-
-
-def _input_names(model: torch.nn.Module, count: int) -> list[str]:
-    """Forward's own argument names for the placeholders (``input_<i>`` where it has none)."""
-    names = positional_names(model)
-    return [names[i] if i < len(names) else f"input_{i}" for i in range(count)]
-
-
-class Recording:
-    """One real forward, recorded as it runs: run it inside ``with recording:``, hand its outputs
-    to :meth:`finish`, and :attr:`graph_module` is the capture.
-
-    The check's probe runs its one real forward this way (:mod:`fxflow.dynamic.probe`), so the
-    recording costs no forward of its own; :func:`runtime_capture` does the same with a plain call.
-    The run changes buffers (running statistics) and may change parameters in place:
-    :meth:`restore` puts them back. Parameter values are copied when ``copy_parameters`` (the
-    check's own snapshot copies them otherwise).
-    """
-
-    def __init__(self, model: torch.nn.Module, inputs: Sequence[Any] | None, copy_parameters: bool = True) -> None:
-        if inputs is None:
-            raise RuntimeError("run-time capture needs example inputs")
-        self.model = model
-        self.grad_modes = GradModeRecorder()
-        self.recorder = RunRecorder(model, self.grad_modes)
-        for name, value in zip(_input_names(model, len(inputs)), inputs):
-            node = self.recorder.graph.placeholder(name)
-            if isinstance(value, torch.Tensor):
-                self.recorder.bind(value, node)
-        self.snapshot = ModelSnapshot.save(model, copy_parameters=copy_parameters)
-        self.graph_module: fx.GraphModule | None = None
-        self._stack = contextlib.ExitStack()
-
-    def __enter__(self) -> "Recording":
-        for context in (self.recorder.modules, torch.enable_grad(), self.grad_modes.recording(), intercepted_apply(self.recorder.apply_function),
-                        self.recorder.recording_vmap(), self.recorder):
-            self._stack.enter_context(context)
-        return self
-
-    def __exit__(self, *exc: Any) -> None:
-        self._stack.close()
-
-    def finish(self, outputs: Any) -> fx.GraphModule:
-        """The graph of the recorded forward, whose result was ``outputs``."""
-        result = tuple(self.recorder.node_of(t) for t in tensors_in(outputs))
-        self.recorder.graph.output(result)
-        self.graph_module = _graph_module(self.model, self.recorder.graph, self.model.__class__.__name__)
-        return self.graph_module
-
-    def values(self, rewritten: Iterable[torch.Tensor] = ()) -> RecordedValues | None:
-        """What each node returned in the recorded run, as snapshots; the recording then lets go of the
-        real tensors. None when forward changed a tensor after it was made (a write, ``detach_``, a
-        ``requires_grad`` flip): its result then no longer shows what later nodes read.
-        ``rewritten``: tensors changed on purpose after their call returned."""
-        recorder = self.recorder
-        try:
-            rewritten = list(rewritten)
-            skip = {id(t) for t in rewritten}
-            if any(state is None or _state(t) != state for t, state in recorder.states if id(t) not in skip):
-                return None
-            made = [recorder.nodes[id(t)] for t in rewritten if id(t) in recorder.nodes]
-            calls = [node.args[0] if node.target is operator.getitem else node for node in made]  # an element: its call
-            snapshots = Snapshots()
-            try:
-                results = {node.name: snapshots.of(value) for node, value in recorder.values.items()}
-            except Unsupported:
-                return None
-            return RecordedValues(results, frozenset(node.name for node in calls), snapshots.histories)
-        finally:  # the backward frees the activations as it goes, as in a plain step
-            recorder.nodes, recorder.alive, recorder.values, recorder.states = {}, [], {}, []
-
-    def restore(self) -> None:
-        """Put back what the run changed in the model (buffers; parameters when copied)."""
-        self.snapshot.restore()
-
-
-def runtime_capture(model: torch.nn.Module, inputs: Sequence[Any] | None) -> fx.GraphModule:
-    """Run ``model`` once on ``inputs`` and return the graph of what it did; the model is left as found."""
-    return record_run(model, inputs).graph_module
-
-
-def record_run(model: torch.nn.Module, inputs: Sequence[Any] | None) -> Recorded:
-    """Run ``model`` once on ``inputs``, recorded: the graph of what it did and what each node returned."""
-    recording = Recording(model, inputs)
-    try:
-        with recording:
-            outputs = model(*inputs)
-        return Recorded(recording.finish(outputs), values=recording.values())
-    finally:
-        recording.restore()
-
-
-def _graph_module(root: torch.nn.Module, graph: fx.Graph, name: str) -> fx.GraphModule:
-    """A GraphModule that writes its Python code when first called or read, not now: the analysis
-    reads the graph alone, and generating code for a GPT-2's 1,500 nodes cost 0.02 s per check."""
-    try:
-        from torch.fx._lazy_graph_module import _LazyGraphModule
-    except ImportError:  # an older torch: the code is generated at once
-        return fx.GraphModule(root, graph, name)
-    return _LazyGraphModule(root, graph, name)

@@ -157,7 +157,7 @@ class GradientProbe:
     """One real forward and backward, read out: what :func:`measure_gradients` does, in two halves.
 
     :meth:`run` does both; with ``record=True`` the forward is also recorded as an fx graph
-    (:class:`fxflow.capture.runtime.Recording`), so the capture stage gets the run-time capture
+    (:class:`fxflow.capture.recording.Recording`), so the capture stage gets the run-time capture
     without a forward of its own: :attr:`recorded`. Use inside :func:`fxflow.prepare.state.untouched`.
     """
 
@@ -256,7 +256,7 @@ class GradientProbe:
 
 class RecordedForward:
     """One forward of ``model`` on ``inputs``, recorded as an fx graph for the capture stage
-    (:class:`fxflow.capture.runtime.Recording`) while the probe runs it.
+    (:class:`fxflow.capture.recording.Recording`) while the probe runs it.
 
     Use as a context around the forward and the backward: on leaving, what the run changed in the
     model (buffers, attributes forward assigns) is put back, so later stages see it as found.
@@ -295,7 +295,7 @@ class RecordedForward:
         goes on (the model is put back first) and :attr:`recorded` says why nothing was recorded.
         ``rewritten()``, asked after forward: results whose history forward's modes changed in place."""
         from ..capture import Recorded
-        from ..capture.runtime import Recording
+        from ..capture.recording import Recording
 
         try:
             self._recording = Recording(self.inner, self.inputs, copy_parameters=False)
