@@ -120,24 +120,30 @@ class Report:
         """True only when a real backward of the loss reached every parameter the optimizer gets
         (no parameter is a problem, see :attr:`ParameterReport.problem`), the backward runs
         (:attr:`backward_raises` is empty) and something is trainable. Without a backward it is
-        never True, unless the static analysis alone was asked for (:attr:`static_only`)."""
-        if not (self.verified or self.static_only) or self.everything_frozen:
-            return False
-        return not any(p.problem for p in self.parameters) and not self.backward_raises
+        never True, not even when the static analysis alone was asked for (:attr:`static_only`)."""
+        return self.verified and self._clean()
+
+    def _clean(self) -> bool:
+        """No parameter is a problem, the backward (or the graph) raises nowhere, something trains."""
+        return not self.everything_frozen and not any(p.problem for p in self.parameters) and not self.backward_raises
 
     @property
     def status(self) -> ReportStatus:
-        """``ok``, ``problem`` (something will not learn), or ``not verified`` (no backward ran,
-        none was declined, and the graph alone found nothing wrong)."""
+        """``ok``, ``problem`` (something will not learn), ``static only`` (``--no-backward`` was asked
+        for and the graph found nothing wrong) or ``not verified`` (no backward ran, none was
+        declined, and the graph alone found nothing wrong)."""
         if self.ok:
             return ReportStatus.OK
+        if self.static_only and self._clean():
+            return ReportStatus.STATIC_ONLY
         if not (self.verified or self.static_only) and not self.problems and not self.backward_raises:
             return ReportStatus.NOT_VERIFIED
         return ReportStatus.PROBLEM
 
     @property
     def exit_code(self) -> int:
-        """The CLI's exit code for this report: 0 ok, 1 a problem, 2 not verified."""
+        """The CLI's exit code for this report: 0 ok (and, as documented, a clean static-only check),
+        1 a problem, 2 not verified."""
         return _EXIT_CODES[self.status]
 
     @property
@@ -268,7 +274,7 @@ class Report:
         return self.table()
 
 
-_EXIT_CODES = {ReportStatus.OK: 0, ReportStatus.PROBLEM: 1, ReportStatus.NOT_VERIFIED: 2}
+_EXIT_CODES = {ReportStatus.OK: 0, ReportStatus.STATIC_ONLY: 0, ReportStatus.PROBLEM: 1, ReportStatus.NOT_VERIFIED: 2}
 
 
 def _parameter_dict(parameter: ParameterReport) -> dict[str, Any]:

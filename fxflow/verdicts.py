@@ -72,6 +72,7 @@ class ReportStatus(StrEnum):
     OK = "ok"  # a real backward reached every trainable parameter
     PROBLEM = "problem"  # something will not learn, or the backward raises
     NOT_VERIFIED = "not verified"  # no backward ran and the graph alone found nothing wrong
+    STATIC_ONLY = "static only"  # --no-backward was asked for and the graph alone found nothing wrong
 
 
 # A parameter's state in the diagram follows from its static verdict.

@@ -250,6 +250,7 @@ def test_no_backward_asked_for_keeps_its_own_wording():
     model = nn.Sequential(nn.Linear(10, 4), nn.ReLU(), nn.Linear(4, 2))
     report = check(model, torch.randn(2, 10), backward=False)
     assert report.static_only and report.exit_code == 0 and not report.verified
+    assert not report.ok and report.status == "static only" and report.to_dict()["ok"] is False  # never "ok" unverified
     assert report.summary().startswith("static only (--no-backward): all 4 trainable parameters")
     assert "ok" not in report.summary().split(":")[0]
 
