@@ -20,6 +20,7 @@ import torch
 import torch.fx as fx
 from torch.utils._pytree import tree_map
 
+from ..static.history import entry_key
 from ..static.twins import is_integer_scalar
 
 
@@ -33,14 +34,14 @@ class History(NamedTuple):
 
 def history_of(tensor: torch.Tensor) -> History:
     """The :class:`History` of a live tensor."""
-    grad_fn = tensor.grad_fn
-    key = ("leaf", id(tensor)) if grad_fn is None else (id(grad_fn), tensor.output_nr)
-    return History(grad_fn, tensor.output_nr, key)
+    return History(tensor.grad_fn, tensor.output_nr, entry_key(tensor))
 
 
 def tensor_state(tensor: torch.Tensor) -> tuple | None:
     """What a write changes in a tensor: its data version (moved by a write through any view), its
-    history and its ``requires_grad``; None where there is no version to read (an inference tensor)."""
+    history and its ``requires_grad``; None where there is no version to read (an inference tensor).
+    The autograd node itself, not its id as :func:`fxflow.static.aliasing.state` has it: a node
+    replaced during forward may be freed, and a new one take its address."""
     try:
         return tensor._version, tensor.grad_fn, tensor.requires_grad
     except RuntimeError:

@@ -164,15 +164,11 @@ def walk_history(outputs: list[torch.Tensor], entries: dict[tuple, list[str]], k
     if the one before skipped such an edge. ``histories``: where an output is a snapshot of a recorded
     tensor (:mod:`fxflow.capture.recorded`), the walk starts from that tensor's history.
     """
-    if histories:
-        recorded = [histories.get(id(t)) for t in outputs]
-        roots = [(h.grad_fn, h.output_nr) if h else (t.grad_fn, t.output_nr) for t, h in zip(outputs, recorded)]
-        leaves = [h.key if h else ("leaf", id(t)) for t, h, (grad_fn, _) in zip(outputs, recorded, roots)
-                  if t.requires_grad and grad_fn is None]
-        roots = [root for root in roots if root[0] is not None]
-    else:
-        roots = [(t.grad_fn, t.output_nr) for t in outputs if t.grad_fn is not None]
-        leaves = [("leaf", id(t)) for t in outputs if t.requires_grad and t.grad_fn is None]
+    recorded = [histories.get(id(t)) if histories else None for t in outputs]
+    starts = [(h.grad_fn, h.output_nr, h.key) if h else (t.grad_fn, t.output_nr, ("leaf", id(t)))
+              for t, h in zip(outputs, recorded)]
+    roots = [(grad_fn, number) for grad_fn, number, _ in starts if grad_fn is not None]
+    leaves = [key for t, (grad_fn, _, key) in zip(outputs, starts) if t.requires_grad and grad_fn is None]
     reached = Reached()
     for key in leaves:
         for name in entries.get(key, ()):
