@@ -1,18 +1,14 @@
 """Where a gradient died or faded: the autograd node, the user's line, and why.
 
-For parameters the real backward left exactly zero or vanishing, forward and backward are
-replayed once (same inputs, same random state) with two recorders:
-
-* forward, under a :class:`~torch.overrides.TorchFunctionMode`: which torch call, user line and
-  module created each autograd node, and where ``register_hook`` was called;
-* backward, with post-hooks on the autograd nodes between the loss and those parameters: the
-  norm of the gradient arriving at each node and of the one it passes to each input.
-
-An exact zero is then traced from the parameter towards the loss to the node that received a
-nonzero gradient and passed back 0 (an op) or where a gradient hook turned it into 0. A vanishing
-gradient is followed up its largest contributions to the loss, and the stretch where its norm
-fell most is named. Nothing here runs for healthy models: the replay costs a forward and a
-backward with hooks, so only a zero or vanishing verdict pays for it.
+For parameters the real backward left exactly zero or vanishing, forward and backward (a plain
+``loss.backward()``, as the real run's) are replayed once, same inputs and random state, with two
+recorders: forward, under a :class:`~torch.overrides.TorchFunctionMode`, the torch call, user line
+and module behind each autograd node and where ``register_hook`` was called; backward, post-hooks
+on the nodes between the loss and those parameters, the gradient norm arriving at each node and
+passed to each input. An exact zero is traced from the parameter towards the loss to the node that
+received a nonzero gradient and passed back 0 (an op) or where a hook made it 0; a vanishing one is
+followed up its largest contributions to the loss, and the stretch where its norm fell most is
+named. Healthy models never pay for the replay.
 """
 from __future__ import annotations
 
@@ -382,11 +378,7 @@ def localize(model: torch.nn.Module, forward: Callable[[], Any], loss_of: Callab
         return {}
     norms = GradientNorms()
     norms.watch(graph.towards_loss(graph.leaves[id(p)] for p in targets.values()))
-    try:
-        grads = torch.autograd.grad(loss, list(targets.values()), allow_unused=True)
-    finally:
-        norms.remove()
-    final = {id(p): (0.0 if g is None else _norm((g,))) for p, g in zip(targets.values(), grads)}
+    final = _plain_backward(loss, graph, list(targets.values()), norms)
     localizer = Localizer(graph, norms, origins, final)
     found: dict[str, CutSite] = {}
     for name, parameter in targets.items():
@@ -398,3 +390,21 @@ def localize(model: torch.nn.Module, forward: Callable[[], Any], loss_of: Callab
         if site is not None:
             found[name] = site
     return found
+
+
+def _plain_backward(loss: torch.Tensor, graph: AutogradGraph, targets: list[torch.nn.Parameter],
+                    norms: GradientNorms) -> dict[int, float]:
+    """{id(target): its gradient's norm} from ``loss.backward()``, the call the check's own backward made
+    (every leaf's ``.grad`` put back): never a pruned ``autograd.grad(loss, some_parameters)``, which the
+    check does not need and which segfaults on timm's poolformerv2 with torch 2.13 (issue 30)."""
+    leaves = [node.variable for node in graph.leaves.values()]
+    kept = [leaf.grad for leaf in leaves]
+    for leaf in leaves:
+        leaf.grad = None
+    try:
+        loss.backward()
+        return {id(p): (0.0 if p.grad is None else _norm((p.grad,))) for p in targets}
+    finally:
+        norms.remove()
+        for leaf, grad in zip(leaves, kept):
+            leaf.grad = grad
