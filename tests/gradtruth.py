@@ -1,19 +1,23 @@
 """The ground truth every capture test compares against: one real forward and backward.
 
-``real_grads(model, inputs)`` runs the user's module with the loss it is trained on, chosen as the
-probe chooses it (its own ``loss`` output, else the same seeded projection of every output) and returns which parameters received a gradient; the model is left as found
-(grads cleared back, RNG restored). ``assert_agrees(report, truth)`` checks that every static
-verdict matches it: reachable/zero where a gradient arrived, dry (cut, unused, frozen) where none
-did; an opaque ``autograd.Function`` on the path is the one case where the real backward decides.
+``real_grads(model, inputs)`` runs the user's module with the loss it is trained on (its own
+``loss`` output, else a seeded random projection of every floating output) and returns which
+parameters received a gradient; the model is left as found (grads, flags, values, buffers, modes,
+random state). ``assert_agrees(report, truth)`` checks that every static verdict matches it:
+reachable/zero where a gradient arrived, dry (cut, unused, frozen) where none did; an opaque
+``autograd.Function`` on the path is the one case where the real backward decides.
+
+The loss (:func:`plain_loss`) and the snapshot (:class:`Untouched`) are written here, without
+fxflow's code, so a bug there cannot make the oracle agree with it (issue 28, item 7).
 """
 from __future__ import annotations
 
+import dataclasses
+import random
 from typing import Any, Sequence
 
+import numpy
 import torch
-
-from fxflow.dynamic.loss import labels_in, training_loss
-from fxflow.prepare.state import ModelSnapshot
 
 WET = {"reachable", "zero"}
 
@@ -27,17 +31,97 @@ def real_gradients(model: torch.nn.Module, inputs: Sequence[Any],
                    keywords: dict[str, Any] | None = None) -> dict[str, torch.Tensor | None]:
     """{parameter name: a copy of its .grad (a sparse one coalesced to the rows it holds)} from a
     real backward of ``model(*inputs, **keywords)``; the model is left as found."""
-    snapshot = ModelSnapshot.save(model)
-    try:
+    with Untouched(model):
         for parameter in model.parameters():
             parameter.grad = None
         with torch.enable_grad():
-            loss = training_loss(model(*inputs, **(keywords or {})), labels_given=labels_in(keywords)).tensor
+            loss = plain_loss(model(*inputs, **(keywords or {})), labels_given=has_labels(keywords))
             if loss is not None and loss.requires_grad:
                 loss.backward()
         return {name: _stored(p.grad) for name, p in model.named_parameters()}
-    finally:
-        snapshot.restore()
+
+
+def has_labels(inputs: Any) -> bool:
+    """Keyword inputs with labels (``labels``, ``start_positions``): the model computes its own loss."""
+    return isinstance(inputs, dict) and any("label" in key or key.endswith("_positions") for key in inputs)
+
+
+def plain_loss(outputs: Any, labels_given: bool = False, seed: int = 0) -> torch.Tensor | None:
+    """The loss a training step differentiates: the model's own (a scalar ``loss`` entry or attribute,
+    or with labels the first element of a tuple), else ``sum(w_i * out_i)`` over every floating output
+    that requires grad, each ``w_i`` drawn from a generator seeded ``seed + i`` (None: no such output)."""
+    own = _own_loss(outputs, labels_given)
+    if own is not None:
+        return own
+    total = None
+    for index, tensor in enumerate(t for t in _floating(outputs) if t.requires_grad):
+        generator = torch.Generator(device=tensor.device).manual_seed(seed + index)
+        weights = torch.randn(tensor.shape, generator=generator, device=tensor.device, dtype=tensor.dtype)
+        term = (tensor * weights).sum()
+        term = term.real if term.is_complex() else term
+        total = term if total is None else total + term
+    return total
+
+
+def _own_loss(outputs: Any, labels_given: bool) -> torch.Tensor | None:
+    if isinstance(outputs, dict):
+        candidate = outputs.get("loss")
+    elif isinstance(outputs, (tuple, list)):
+        candidate = outputs[0] if outputs and labels_given else None
+    elif isinstance(outputs, torch.Tensor):
+        candidate = None
+    else:
+        candidate = getattr(outputs, "loss", None)
+    scalar = isinstance(candidate, torch.Tensor) and candidate.numel() == 1 and (
+        candidate.is_floating_point() or candidate.is_complex())
+    return candidate if scalar else None
+
+
+def _floating(value: Any) -> list[torch.Tensor]:
+    """Every floating tensor in an output, depth first: dicts (a ModelOutput is one), sequences, dataclasses."""
+    if isinstance(value, torch.Tensor):
+        return [value] if value.is_floating_point() or value.is_complex() else []
+    if isinstance(value, dict):
+        items = list(value.values())
+    elif isinstance(value, (tuple, list)):
+        items = list(value)
+    elif dataclasses.is_dataclass(value) and not isinstance(value, type):
+        items = [getattr(value, field.name) for field in dataclasses.fields(value)]
+    else:
+        return []
+    return [tensor for item in items for tensor in _floating(item)]
+
+
+class Untouched:
+    """What a forward and backward may change on a model, put back on exit: ``.grad``, ``requires_grad``,
+    parameter and buffer values, every module's train/eval mode, torch's, Python's and NumPy's random state."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.model = model
+
+    def __enter__(self) -> "Untouched":
+        parameters = list(dict.fromkeys(self.model.parameters()))
+        self.parameters = [(p, p.grad, p.requires_grad, p.detach().clone()) for p in parameters]
+        self.buffers = [(module, name, buffer, buffer.detach().clone()) for module in self.model.modules()
+                        for name, buffer in module._buffers.items() if buffer is not None]
+        self.modes = [(module, module.training) for module in self.model.modules()]
+        self.random = (torch.get_rng_state(), random.getstate(), numpy.random.get_state())
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        with torch.no_grad():
+            for parameter, grad, requires_grad, value in self.parameters:
+                parameter.copy_(value)
+                parameter.grad = grad
+                parameter.requires_grad_(requires_grad)
+            for module, name, buffer, value in self.buffers:  # the same tensor, even if forward swapped it
+                buffer.copy_(value)
+                module._buffers[name] = buffer
+        for module, training in self.modes:
+            module.training = training
+        torch.set_rng_state(self.random[0])
+        random.setstate(self.random[1])
+        numpy.random.set_state(self.random[2])
 
 
 def static_disagreements(verdicts: dict[str, str], truth: dict[str, bool],

@@ -1,14 +1,18 @@
-"""The zoo's ground truth: a plain forward and backward with fxflow's own loss, and the verdicts
-that must follow from it.
+"""The zoo's ground truth: a plain forward and backward, and the verdicts that must follow from it.
 
 ``real_gradients`` calls the model as its user would (``model(**inputs)`` for a dict), with the
-seeded random projection loss fxflow's probe uses, and says for every parameter whether its
+loss a training step differentiates (tests/gradtruth.py's, written without fxflow's code: the
+model's own, else a seeded random projection of every output), and says for every parameter whether its
 gradient is None, exactly zero, or nonzero. ``disagreements`` lists the parameters of a report
 whose verdicts contradict that:
 
 * a nonzero gradient: static ``reachable``, dynamic ``ok``/``vanishing``/``nonfinite``;
 * an exactly zero gradient: static ``reachable`` or ``zero``, dynamic ``zero``;
 * no gradient (None): static ``cut``/``unused``/``frozen``, dynamic ``missing``.
+
+``first_learning_step`` trains the model a few real optimizer steps and says when each parameter
+first gets a nonzero gradient: a zero at step 1 that turns nonzero at step 2 is a zero-initialized
+weight, not a dead one (issue 27's "Red means broken").
 """
 from __future__ import annotations
 
@@ -19,9 +23,10 @@ from typing import Any
 
 import torch
 
-from fxflow.dynamic.loss import labels_in, training_loss
-from fxflow.prepare.state import ModelSnapshot
 from fxflow.verdicts import DynamicVerdict, StaticVerdict
+from gradtruth import Untouched, has_labels, plain_loss
+
+STEPS = 3  # optimizer steps a parameter is given to start learning (a zero-initialized factor needs 2)
 
 
 class Truth(StrEnum):
@@ -60,21 +65,43 @@ def call(model: torch.nn.Module, inputs: Any) -> Any:
     return model(*inputs)
 
 
+def _backward(model: torch.nn.Module, inputs: Any, seed: int) -> None:
+    """One plain forward and ``loss.backward()`` (tests/gradtruth.py's loss, not fxflow's), ``.grad`` cleared first."""
+    for parameter in model.parameters():
+        parameter.grad = None
+    seed_everything(seed)
+    with torch.enable_grad():
+        loss = plain_loss(call(model, inputs), labels_given=has_labels(inputs))
+        if loss is not None and loss.requires_grad:
+            loss.backward()
+
+
 def real_gradients(model: torch.nn.Module, inputs: Any, seed: int = 0) -> dict[str, Truth]:
     """{parameter name: what a plain forward/backward left in its ``.grad``}; the model is left as found."""
-    snapshot = ModelSnapshot.save(model)
-    try:
-        for parameter in model.parameters():
-            parameter.grad = None
-        seed_everything(seed)
-        with torch.enable_grad():
-            # the loss the check differentiates: the model's own when it returns one, else the projection
-            loss = training_loss(call(model, inputs), labels_given=labels_in(inputs)).tensor
-            if loss is not None and loss.requires_grad:
-                loss.backward()
+    with Untouched(model):
+        _backward(model, inputs, seed)
         return {name: _truth(p.grad) for name, p in model.named_parameters()}
-    finally:
-        snapshot.restore()
+
+
+def first_learning_step(model: torch.nn.Module, inputs: Any, steps: int = STEPS) -> dict[str, int | None]:
+    """{parameter name: the first of ``steps`` real Adam steps whose backward gives it a nonzero
+    gradient (1: the one backward the check runs), None: none of them}; the model trains, then
+    everything is put back. This tells a weight that merely starts at zero (a residual branch's
+    last BatchNorm, LoRA's B factor) from one that never learns."""
+    with Untouched(model):
+        named = dict(model.named_parameters())
+        trainable = [p for p in named.values() if p.requires_grad]
+        optimizer = torch.optim.Adam(trainable, lr=1e-2) if trainable else None
+        first: dict[str, int | None] = dict.fromkeys(named, None)
+        for step in range(1, steps + 1):
+            _backward(model, inputs, seed=0)
+            for name, parameter in named.items():
+                if first[name] is None and _truth(parameter.grad) is Truth.NONZERO:
+                    first[name] = step
+            if optimizer is None or all(first[name] is not None for name, p in named.items() if p.requires_grad):
+                break
+            optimizer.step()
+        return first
 
 
 def _truth(grad: torch.Tensor | None) -> Truth:
