@@ -5,6 +5,8 @@ were checked on, per capture path, against a plain forward/backward.
     python scripts/zoo.py --pin           # also rewrites tests/zoo/availability.py from this run
     python scripts/zoo.py bert nn_lstm    # some models only, table printed, page left alone
     python scripts/zoo.py --pin bert      # some models only, their pins rewritten, the others' kept
+    python scripts/zoo.py --libraries --pin --jobs 2   # the models beyond transformers: their section
+                                                      # of the page (exit codes, optimizer steps), their pins
 
 The checks are exactly those of tests/test_zoo.py. A disagreement listed in tests/zoo/known.py
 (the xfails) is shown as a disagreement with its failure class; one that is not is marked NEW.
@@ -29,7 +31,9 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from zoo.known import KNOWN_DISAGREEMENTS  # noqa: E402
 from zoo.registry import DEFAULT_CHAIN, PATHS  # noqa: E402
+from zoo.libraries import LIBRARIES, MISSING  # noqa: E402
 from zoo.run import SPECIMENS, PathResult, ZooResult, check_specimen  # noqa: E402
+from zoo.page import libraries_section, replace_section  # noqa: E402
 from zoo.unbuildable import UNBUILDABLE  # noqa: E402
 
 PAGE = ROOT / "docs" / "tested-on.md"
@@ -195,7 +199,7 @@ def page(results: list[ZooResult], seconds: float) -> str:
 
 
 def _check(name: str) -> ZooResult:
-    return check_specimen(name, CHECKED)
+    return check_specimen(name, CHECKED, learning=SPECIMENS[name].family in LIBRARIES)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -204,7 +208,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--jobs", type=int, default=1, help="models checked at once, one process each")
     parser.add_argument("--pin", action="store_true", help="also write tests/zoo/availability.py from this run "
                         "(with models named: theirs only, the other pins kept)")
+    parser.add_argument("--libraries", action="store_true", help="the models beyond transformers only: rewrite "
+                        "their section of the page")
     args = parser.parse_args(argv)
+    if args.libraries:
+        args.models = [name for name, specimen in SPECIMENS.items() if specimen.family in LIBRARIES]
     unknown = [name for name in args.models if name not in SPECIMENS]
     if unknown:
         print(f"zoo.py: no model {unknown[0]!r} in the zoo", file=sys.stderr)
@@ -222,7 +230,10 @@ def main(argv: list[str] | None = None) -> int:
         from zoo.availability import UNAVAILABLE
         PINS.write_text(pins(results, UNAVAILABLE if args.models else None))
         print(f"wrote {PINS.relative_to(ROOT)}", file=sys.stderr)
-    if args.models:
+    if args.libraries:
+        PAGE.write_text(replace_section(PAGE.read_text(), libraries_section(results, MISSING)))
+        print(f"wrote the libraries' section of {PAGE.relative_to(ROOT)}", file=sys.stderr)
+    elif args.models:
         print(text)
     else:
         PAGE.write_text(text)

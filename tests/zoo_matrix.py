@@ -7,8 +7,9 @@ give every parameter a verdict that the real gradient confirms (tests/zoo/truth.
 tests/test_zoo.py does for the default chain. Whether the path captures the model at all is
 pinned in tests/zoo/availability.py (``python scripts/zoo.py --pin`` writes it): a path that
 stops working fails here, and so does one that starts working while still pinned as failing.
-The models tests/test_zoo.py leaves to the matrix for time (``known.MATRIX_ONLY``) are checked on
-the default chain here as well.
+The models tests/test_zoo.py leaves to the matrix for time (``known.left_to_matrix``: the slowest
+transformers models, and every library model but one per library) are checked on the default
+chain here as well, and so are the exit codes of every library model (``known_exits``).
 """
 from __future__ import annotations
 
@@ -24,7 +25,8 @@ from zoo.run import SPECIMENS, built, check_path  # noqa: E402
 def _cases() -> list:
     """Every model on every path, and on the default chain the models the suite leaves to the matrix."""
     return [pytest.param(name, path, id=f"{name}-{path.name}", marks=known.marks(name, path.name))
-            for name in SPECIMENS for path in (PATHS if name not in known.MATRIX_ONLY else (DEFAULT_CHAIN, *PATHS))]
+            for name, specimen in SPECIMENS.items()
+            for path in ((DEFAULT_CHAIN, *PATHS) if known.left_to_matrix(name, specimen.family) else PATHS)]
 
 
 @pytest.mark.parametrize("name, path", _cases())

@@ -56,6 +56,26 @@ MATRIX_ONLY: dict[str, str] = {
 }
 
 
+# The libraries beyond transformers (tests/zoo/libraries.py): the README's suite checks one model of
+# each (the one named here), the matrix all of them, on the default chain and on every path.
+SUITE_SAMPLE: dict[str, str] = {
+    "timm": "timm_metaformer",  # poolformerv2: where localize's autograd.grad segfaulted (issue 30)
+    "torchvision": "tv_lraspp_mobilenet_v3_large",
+    "diffusers": "diffusers_controlnet",  # zero-initialized output convolutions
+    "peft": "peft_lora",  # a zero-initialized B factor
+    "torch_geometric": "pyg_gat_conv",
+    "torchaudio": "ta_conformer",
+}
+
+
+def left_to_matrix(name: str, family: str) -> bool:
+    """Whether the README's suite leaves ``name`` to the matrix (for time): the slow transformers
+    models, and every library model but its sample."""
+    from .libraries import LIBRARIES
+
+    return name in MATRIX_ONLY or (family in LIBRARIES and name != SUITE_SAMPLE.get(family))
+
+
 def marks(name: str, path: str) -> list[pytest.MarkDecorator]:
     """The strict xfail of a known (model, path) disagreement, else nothing."""
     reason = KNOWN_DISAGREEMENTS.get((name, path))

@@ -18,9 +18,9 @@ import torch
 import fxflow
 from fxflow.errors import FxflowError
 
-from . import hf, hf_auto_media, hf_auto_text, hf_media, torch_nn  # noqa: F401 (importing them registers their specimens)
+from . import hf, hf_auto_media, hf_auto_text, hf_media, libraries, torch_nn  # noqa: F401 (importing them registers their specimens)
 from .registry import PATHS, SPECIMENS, Path, Specimen
-from .truth import Disagreement, Truth, disagreements, real_gradients, seed_everything
+from .truth import Disagreement, Truth, disagreements, first_learning_step, real_gradients, seed_everything
 
 
 @dataclass
@@ -34,6 +34,10 @@ class PathResult:
     seconds: float = 0.0  # CPU time of the check (this process): steadier than wall time on a busy machine
     why_unavailable: str = ""  # the capture's note when it failed
     method: str = ""  # the capture method that gave the graph (the default chain's first that worked)
+    exit_code: int | None = None  # what `fxflow check` exits with on this report (None: no report)
+    problems: tuple[str, ...] = ()  # the parameters that count against the exit code
+    step_zeros_fail: bool = True  # the report has no `learns_from_step` yet (before issue 27)
+    why_exit: str = ""  # the report's first problem: parameter, verdicts, and where and why fxflow says it fails
 
     @property
     def outcome(self) -> str:
@@ -52,6 +56,7 @@ class ZooResult:
     truth: dict[str, Truth]
     paths: dict[str, PathResult]
     build_seconds: float
+    learning: dict[str, int | None] = field(default_factory=dict)  # first_learning_step (library models)
 
     @property
     def check_seconds(self) -> float:
@@ -77,7 +82,20 @@ def check_path(model: torch.nn.Module, inputs: Any, truth: dict[str, Truth], pat
     if report.trace.method == "none":
         return PathResult(path.name, False, seconds=seconds, why_unavailable=_failure(report.trace.notes, path.capture))
     assert path.capture in (None, report.trace.method), (report.trace.method, path.capture)
-    return PathResult(path.name, True, disagreements(report, truth), seconds=seconds, method=report.trace.method)
+    return PathResult(path.name, True, disagreements(report, truth), seconds=seconds, method=report.trace.method,
+                      exit_code=report.exit_code, problems=tuple(p.name for p in report.problems),
+                      step_zeros_fail=not any(hasattr(p, "learns_from_step") for p in report.parameters),
+                      why_exit=_why(report.problems))
+
+
+def _why(problems: Sequence[Any]) -> str:
+    """The first problem in words: its verdicts, and the site fxflow names (cut or localized), else its diagnosis."""
+    if not problems:
+        return ""
+    first = problems[0]
+    site = next(iter(first.cut_by), None)
+    where = f"{site.reason} ({site.op} @ {site.source})" if site is not None else (first.diagnosis or "")
+    return f"{first.name}: {first.static}/{first.dynamic}: {where}"
 
 
 def _state(model: torch.nn.Module) -> tuple[bool, dict[str, torch.Tensor], list[str]]:
@@ -104,16 +122,18 @@ def _failure(notes: Sequence[str], capture: str | None) -> str:
     return next((note.removeprefix(prefix) for note in notes if note.startswith(prefix)), "")
 
 
-def check_specimen(specimen: Specimen | str, paths: Sequence[Path] = PATHS) -> ZooResult:
-    """Build the model once, take the real backward's truth, then check it on each path."""
+def check_specimen(specimen: Specimen | str, paths: Sequence[Path] = PATHS, learning: bool = False) -> ZooResult:
+    """Build the model once, take the real backward's truth, then check it on each path; with
+    ``learning``, also when each parameter first learns in a few real optimizer steps."""
     specimen = SPECIMENS[specimen] if isinstance(specimen, str) else specimen
     started = time.process_time()
     model, inputs = specimen.make()
     build_seconds = time.process_time() - started
     truth = real_gradients(model, inputs)
     results = {path.name: check_path(model, inputs, truth, path) for path in paths}
+    steps = first_learning_step(model, inputs) if learning else {}
     return ZooResult(specimen.name, specimen.family, sum(p.numel() for p in model.parameters()), truth, results,
-                     build_seconds)
+                     build_seconds, steps)
 
 
 @functools.lru_cache(maxsize=8)  # a model's paths run one after another; 300 models kept would be GBs
@@ -121,3 +141,9 @@ def built(name: str) -> tuple[torch.nn.Module, Any, dict[str, Truth]]:
     """The model, its inputs and the plain backward's truth, shared by the paths that check it."""
     model, inputs = SPECIMENS[name].make()
     return model, inputs, real_gradients(model, inputs)
+
+
+def learning(name: str) -> dict[str, int | None]:
+    """When each parameter of ``name`` first learns in a few real optimizer steps (the model as built)."""
+    model, inputs, _ = built(name)
+    return first_learning_step(model, inputs)

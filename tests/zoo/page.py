@@ -1,0 +1,81 @@
+"""docs/tested-on.md's section on the libraries beyond transformers, written by
+``python scripts/zoo.py --libraries --pin``: per library, each model's class balance (how many
+parameters the plain backward left None, exactly zero, nonzero), the paths that agree, the exit
+code of ``fxflow check`` on the default chain, and for an exit 1 whether the failing parameters
+start learning within a few real optimizer steps (a weight that starts at zero) or stay dry."""
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from .truth import STEPS, Truth
+
+START, END = "<!-- libraries: written by scripts/zoo.py --libraries -->", "<!-- /libraries -->"
+DEFAULT = "default chain"
+
+
+def replace_section(page: str, section: str) -> str:
+    """``page`` with the text between the markers replaced by ``section`` (appended when absent)."""
+    block = f"{START}\n{section}\n{END}"
+    if START in page and END in page:
+        return page[:page.index(START)] + block + page[page.index(END) + len(END):]
+    return page.rstrip("\n") + "\n\n" + block + "\n"
+
+
+def exit_kind(result: Any) -> str:
+    """``ok``; ``steps``: every failing parameter learns within the optimizer steps; ``dry``: one does not."""
+    default = result.paths[DEFAULT]
+    if default.exit_code == 0:
+        return "ok"
+    late = [name for name in default.problems if result.learning.get(name) not in (None, 1)]
+    return "steps" if default.problems and len(late) == len(default.problems) else "dry"
+
+
+def _balance(results: list[Any]) -> Counter:
+    return Counter(truth for result in results for truth in result.truth.values())
+
+
+def _row(result: Any) -> str:
+    balance = _balance([result])
+    default = result.paths[DEFAULT]
+    agree = sum(path.outcome == "agree" for path in result.paths.values())
+    available = sum(path.available for path in result.paths.values())
+    kind = exit_kind(result)
+    if kind == "steps":
+        why = (f"{len(default.problems)} parameters start at zero and learn by step "
+               f"{max(result.learning[name] for name in default.problems)}")
+    else:
+        why = default.why_exit.replace("|", "/")[:220] if kind == "dry" else ""
+    return (f"| {result.name} | {result.parameters:,} | {balance[Truth.NONE]} | {balance[Truth.ZERO]} | "
+            f"{balance[Truth.NONZERO]} | {agree} of {available} | {default.exit_code} | {why} |")
+
+
+def libraries_section(results: list[Any], missing: dict[str, str]) -> str:
+    """The section: a summary per library, then each library's table."""
+    by_library: dict[str, list[Any]] = {}
+    for result in results:
+        by_library.setdefault(result.family, []).append(result)
+    kinds = Counter(exit_kind(result) for result in results)
+    balance = _balance(results)
+    lines = ["## Beyond transformers", "",
+             f"{len(results)} models from {len(by_library)} more libraries, each built tiny and random from its "
+             "own constructor (tests/zoo/lib_*.py), checked exactly as the transformers models are, on the default "
+             f"chain and on every capture path. The exit code is `fxflow check`'s on the default chain. For an "
+             f"exit 1, the model is trained {STEPS} real Adam steps (plain torch, tests/zoo/truth.py): *learn by "
+             "step N* means every failing parameter merely starts at zero (issue 27, \"Red means broken\", turns "
+             "these into a pass); otherwise the first failing parameter is named with fxflow's reason.", "",
+             f"- **Verdicts: {sum(all(p.outcome != 'disagree' for p in r.paths.values()) for r in results)} of "
+             f"{len(results)} models agree with a plain backward on every parameter and every available path.**",
+             f"- **Exit codes: {kinds['ok']} exit 0, {kinds['steps'] + kinds['dry']} exit 1**: {kinds['steps']} only "
+             f"because weights start at zero (they learn within {STEPS} steps), {kinds['dry']} with a parameter "
+             "that stays dry.",
+             f"- Class balance (parameters, all libraries): {balance[Truth.NONE]:,} None, {balance[Truth.ZERO]:,} "
+             f"exactly zero, {balance[Truth.NONZERO]:,} nonzero gradients.",
+             *(f"- {library} is not installed here: {why}" for library, why in sorted(missing.items())), ""]
+    for library, members in sorted(by_library.items()):
+        counts = _balance(members)
+        lines += [f"### {library} ({len(members)} models; gradients: {counts[Truth.NONE]} None, "
+                  f"{counts[Truth.ZERO]} zero, {counts[Truth.NONZERO]} nonzero)", "",
+                  "| model | values | None | zero | nonzero | paths agree | exit | why exit 1 |",
+                  "|---|---:|---:|---:|---:|---|---:|---|", *(_row(result) for result in members), ""]
+    return "\n".join(lines)
