@@ -19,7 +19,9 @@ pytest.importorskip("transformers")
 
 from zoo import known  # noqa: E402
 from zoo.registry import DEFAULT_CHAIN, PATHS, Path  # noqa: E402
-from zoo.run import SPECIMENS, built, check_path  # noqa: E402
+from zoo.known_exits import assert_exit_as_pinned  # noqa: E402
+from zoo.libraries import LIBRARIES  # noqa: E402
+from zoo.run import SPECIMENS, built, check_path, learning  # noqa: E402
 
 
 def _cases() -> list:
@@ -41,6 +43,8 @@ def test_every_path_captures_as_pinned_and_agrees(name: str, path: Path) -> None
     assert result.available, f"{path.name} no longer captures {name}: {result.why_unavailable}"
     assert not result.error, result.error
     assert [str(d) for d in result.disagreements] == []
+    if path is DEFAULT_CHAIN and SPECIMENS[name].family in LIBRARIES:  # the exit code a user gets, pinned
+        assert_exit_as_pinned(name, result, learning(name))
 
 
 @pytest.mark.parametrize("name", list(SPECIMENS))

@@ -9,7 +9,7 @@ from typing import Any
 import torch
 
 from .registry import Built, specimen
-from .vision_ops import define_nms_if_missing
+from .vision_ops import define_nms_if_missing, extension_loads
 
 define_nms_if_missing()
 import torchvision.models as tv  # noqa: E402
@@ -100,8 +100,14 @@ def _detector(name: str, extra: dict[str, bool]) -> Built:
     return model, (batch, labels)
 
 
+# Detection runs torchvision's compiled ops (nms behind ``_assert_has_ops``, roi_align): with an
+# extension that does not load, the detectors are not in the zoo, and this says why.
+NOT_BUILT_HERE: dict[str, str] = {}
 for _name, _extra in DETECTORS.items():
-    specimen(FAMILY, name=f"tv_{_name}")(lambda n=_name, e=_extra: _detector(n, e))
+    if extension_loads():
+        specimen(FAMILY, name=f"tv_{_name}")(lambda n=_name, e=_extra: _detector(n, e))
+    else:
+        NOT_BUILT_HERE[f"tv_{_name}"] = "torchvision's C++ extension does not load into this torch"
 
 
 # mvit_v1_b, mvit_v2_s and s3d take only 16 x 224 x 224 clips (mvit: 220 s for the truth alone): left out

@@ -14,6 +14,18 @@ START, END = "<!-- libraries: written by scripts/zoo.py --libraries -->", "<!-- 
 DEFAULT = "default chain"
 
 
+TORCHVISION = """\
+**torchvision's compiled ops.** A torchvision wheel is built against one torch; with another (the
+CUDA-built wheel a package index serves, on CPU torch) its C++ extension does not load and
+`import torchvision`, and so `import timm`, fails where it registers `torchvision::nms`. The tests
+define that one op in plain Python before the import (tests/zoo/vision_ops.py; no gradient flows
+through NMS, which returns indices), never in fxflow. For a user this means: fxflow itself needs
+no torchvision, and checks classification, segmentation and video models the same either way;
+detection models call torchvision's compiled ops (`nms` behind `_assert_has_ops`, `roi_align`)
+and need a torchvision built for the installed torch, so without one the zoo leaves them out
+(`NOT_BUILT_HERE` in tests/zoo/lib_torchvision.py says so)."""
+
+
 def replace_section(page: str, section: str) -> str:
     """``page`` with the text between the markers replaced by ``section`` (appended when absent)."""
     block = f"{START}\n{section}\n{END}"
@@ -71,7 +83,8 @@ def libraries_section(results: list[Any], missing: dict[str, str]) -> str:
              "that stays dry.",
              f"- Class balance (parameters, all libraries): {balance[Truth.NONE]:,} None, {balance[Truth.ZERO]:,} "
              f"exactly zero, {balance[Truth.NONZERO]:,} nonzero gradients.",
-             *(f"- {library} is not installed here: {why}" for library, why in sorted(missing.items())), ""]
+             *(f"- {library} is not installed here: {why}" for library, why in sorted(missing.items())), "",
+             TORCHVISION, ""]
     for library, members in sorted(by_library.items()):
         counts = _balance(members)
         lines += [f"### {library} ({len(members)} models; gradients: {counts[Truth.NONE]} None, "

@@ -1,0 +1,102 @@
+"""The zoo beyond transformers (tests/zoo/libraries.py): timm, torchvision, diffusers, peft,
+torch_geometric and torchaudio models, one per library in this suite (the matrix checks them all).
+
+Each sampled model's verdicts must agree with a plain backward on every parameter, and its exit
+code must be the pinned one (tests/zoo/known_exits.py), whose class (weights that start at zero
+vs. a parameter that stays dry) a few real optimizer steps confirm. Also here: the
+never-crash check of issue 30 on timm's poolformerv2, and the Python ``torchvision::nms``.
+"""
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+pytest.importorskip("transformers")
+
+from gradtruth import real_gradients  # noqa: E402
+from zoo import known  # noqa: E402
+from zoo.known_exits import DRY, STEP_ONE_ZEROS, assert_exit_as_pinned  # noqa: E402
+from zoo.libraries import LIBRARIES, MISSING  # noqa: E402
+from zoo.registry import DEFAULT_CHAIN  # noqa: E402
+from zoo.run import SPECIMENS, built, check_path, learning  # noqa: E402
+from zoo.vision_ops import extension_loads, greedy_nms  # noqa: E402
+
+
+def test_every_library_of_the_test_extra_is_in_the_zoo() -> None:
+    assert MISSING == {}
+    families = {specimen.family for specimen in SPECIMENS.values()}
+    assert families >= set(LIBRARIES)
+    assert {library: SPECIMENS[name].family for library, name in known.SUITE_SAMPLE.items()} == {
+        library: library for library in LIBRARIES}
+    assert set(STEP_ONE_ZEROS) | set(DRY) <= set(SPECIMENS) and not set(STEP_ONE_ZEROS) & set(DRY)
+
+
+@pytest.mark.parametrize("name", sorted(known.SUITE_SAMPLE.values()))
+def test_one_model_per_library_agrees_and_exits_as_pinned(name: str) -> None:
+    model, inputs, truth = built(name)
+    result = check_path(model, inputs, truth, DEFAULT_CHAIN)
+    assert result.available, f"nothing captured {name}: {result.why_unavailable}"
+    assert not result.error, result.error
+    assert [str(d) for d in result.disagreements] == []
+    assert_exit_as_pinned(name, result, learning(name))
+
+
+POOLFORMER = '''
+import timm
+import torch
+
+
+class PoolFormer(torch.nn.Module):
+    """timm's poolformerv2: on 64 x 64 images its last stage's pooling sees a 2 x 2 map."""
+
+    def __init__(self):
+        super().__init__()
+        self.net = timm.create_model("poolformerv2_s12", pretrained=False, num_classes=10)
+
+    def forward(self, images):
+        return self.net(images)
+
+
+def example_inputs():
+    return torch.randn(1, 3, 64, 64)
+'''
+
+
+def test_a_check_on_the_metaformer_family_never_takes_the_process_down(tmp_path, write_model, run_fxflow) -> None:
+    """Issue 30: localize explained poolformerv2's vanishing norms with a pruned ``autograd.grad``
+    that segfaulted on torch 2.13. The check must finish (exit 0 or 1, never a signal), its
+    verdicts must agree with a plain backward of the same seeded model, and the vanishing
+    parameters must still be explained (localize ran, from a plain ``loss.backward()``)."""
+    pytest.importorskip("timm")
+    path = write_model(tmp_path, POOLFORMER)
+    code, out, err = run_fxflow("check", f"{path}:PoolFormer", "--json")
+    assert code in (0, 1), (code, err[-2000:])
+    report = json.loads(out)
+    import timm
+
+    torch.manual_seed(0)  # the CLI's --seed default: the same weights and inputs
+    model = timm.create_model("poolformerv2_s12", pretrained=False, num_classes=10).train()
+    images = torch.randn(1, 3, 64, 64)
+    truth = real_gradients(model, (images,))
+    verdicts = {p["name"].removeprefix("net."): p for p in report["parameters"]}
+    assert set(verdicts) == set(truth)
+    for name, grad in truth.items():
+        wet = grad is not None and bool(grad.any())
+        assert (verdicts[name]["dynamic"] in ("ok", "vanishing")) == wet, (name, verdicts[name]["dynamic"])
+    explained = [p for p in verdicts.values() if p["dynamic"] in ("vanishing", "zero")]
+    assert explained and all(p["diagnosis"] for p in explained), explained[:2]
+
+
+@pytest.mark.skipif(not extension_loads(), reason="torchvision's own nms to compare with needs its extension")
+def test_the_python_nms_keeps_the_boxes_torchvisions_kernel_keeps() -> None:
+    import torchvision
+
+    for seed in range(10):
+        generator = torch.Generator().manual_seed(seed)
+        boxes = torch.rand(40, 4, generator=generator) * 50
+        boxes[:, 2:] += boxes[:, :2] + torch.rand(40, 2, generator=generator) * 30
+        scores = torch.rand(40, generator=generator)
+        for threshold in (0.3, 0.7):
+            assert torch.equal(greedy_nms(boxes, scores, threshold), torchvision.ops.nms(boxes, scores, threshold))
