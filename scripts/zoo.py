@@ -64,13 +64,15 @@ def table(results: list[ZooResult]) -> list[str]:
 
 
 def summary(results: list[ZooResult], seconds: float) -> list[str]:
-    hf = [r for r in results if r.family != "torch.nn"]
+    hf = [r for r in results if r.family != "torch.nn" and r.family not in LIBRARIES]
     outcomes = {name: Counter(r.paths[name].outcome for r in results) for name in PATH_NAMES}
     disagreeing = [r for r in results if any(p.outcome == "disagree" for p in r.paths.values())]
     new = [(r.name, p.path) for r in results for p in r.paths.values()
            if p.outcome == "disagree" and (r.name, p.path) not in KNOWN_DISAGREEMENTS]
+    others = len([r for r in results if r.family in LIBRARIES])
     lines = [f"- **{len(results)} models**: {len(hf)} Hugging Face architectures in "
-             f"{len({r.family for r in hf})} families, and {len(results) - len(hf)} torch.nn models; "
+             f"{len({r.family for r in hf})} families, {len(results) - len(hf) - others} torch.nn models and "
+             f"{others} from other libraries (their own section below); "
              f"{sum(len(r.truth) for r in results):,} parameters ({sum(r.parameters for r in results):,} values) "
              "in all, each with a verdict checked on every available path.",
              f"- **Agree on every available path: {len(results) - len(disagreeing)} of {len(results)} models.** "
@@ -79,6 +81,9 @@ def summary(results: list[ZooResult], seconds: float) -> list[str]:
         lines.append(f"- `{name}`: {counts['agree']} agree, {counts['disagree']} disagree, "
                      f"{counts['not available']} not available.")
     lines.append(f"- Disagreements not in the known table: {', '.join(f'{m} ({p})' for m, p in new) or 'none'}.")
+    balance = Counter(str(truth) for r in results for truth in r.truth.values())  # what the verdicts were tested on
+    lines.append(f"- Class balance of the truth: {balance['none']:,} parameters with a None gradient, "
+                 f"{balance['zero']:,} exactly zero, {balance['nonzero']:,} nonzero.")
     slowest = sorted(results, key=lambda r: r.check_seconds, reverse=True)[:5]
     lines.append(f"- Checks took {sum(r.check_seconds for r in results):.0f} CPU seconds in all "
                  f"({seconds:.0f} s of wall time for the whole run, building and the plain backward included); "
