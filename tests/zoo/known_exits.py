@@ -20,8 +20,65 @@ from __future__ import annotations
 
 from typing import Any
 
-STEP_ONE_ZEROS: dict[str, str] = {}
-DRY: dict[str, str] = {}
+STEP_ONE_ZEROS: dict[str, str] = {'diffusers_controlnet': '110 zero at step 1, all learn by step 3; first: conv_in.weight: reachable/zero: exactly '
+                         '0 after `conv2d` at diffusers/models/controlnets/controlnet.py:773',
+ 'diffusers_unet3d_condition': '112 zero at step 1, all learn by step 2; first: '
+                               'down_blocks.0.temp_convs.0.conv1.0.weight: reachable/zero: exactly 0 after '
+                               '`conv3d` at diffusers/models/resnet.py:536',
+ 'peft_adaption_prompt': '1 zero at step 1, all learn by step 2; first: '
+                         'base_model.model.model.layers.1.self_attn.adaption_prompt: reachable/zero: exactly 0 '
+                         'after `bmm` at peft/tuners/adaption_prompt/layer.py:212',
+ 'peft_delora': '12 zero at step 1, all learn by step 2; first: '
+                'base_model.model.model.layers.0.self_attn.q_proj.delora_A.default: reachable/zero: exactly 0 '
+                'after `mm` at peft/tuners/delora/layer.py:260',
+ 'peft_dora': '6 zero at step 1, all learn by step 2; first: '
+              'base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight: reachable/zero: exactly 0 '
+              'after `mm` at peft/tuners/lora/dora.py:155',
+ 'peft_glora': '12 zero at step 1, all learn by step 2; first: '
+               'base_model.model.model.layers.0.self_attn.q_proj.glora_A.default.Xu: reachable/zero: exactly 0 '
+               'after `matmul` at peft/tuners/glora/layer.py:52',
+ 'peft_gralora': '6 zero at step 1, all learn by step 2; first: '
+                 'base_model.model.model.layers.0.self_attn.q_proj.gralora_A.default: reachable/zero: exactly 0 '
+                 'after `bmm` at peft/tuners/gralora/layer.py:362',
+ 'peft_hira': '6 zero at step 1, all learn by step 2; first: '
+              'base_model.model.model.layers.0.self_attn.q_proj.hira_A.default: reachable/zero: exactly 0 after '
+              '`mm` at peft/tuners/hira/layer.py:262',
+ 'peft_lily': '12 zero at step 1, all learn by step 2; first: '
+              'base_model.model.model.layers.0.self_attn.q_proj.lily_A.default.weight: reachable/zero: exactly 0 '
+              'after `mm` at peft/tuners/lily/layer.py:176',
+ 'peft_loha': '18 zero at step 1, all learn by step 2; first: '
+              'base_model.model.model.layers.0.self_attn.q_proj.hada_w1_a.default: reachable/zero: exactly 0 after '
+              '`hadaweight` at peft/tuners/loha/layer.py:207',
+ 'peft_lokr': '6 zero at step 1, all learn by step 2; first: '
+              'base_model.model.model.layers.0.self_attn.q_proj.lokr_w2.default: reachable/zero: exactly 0 after '
+              '`mul` at peft/tuners/lokr/layer.py:501',
+ 'peft_lora': '6 zero at step 1, all learn by step 2; first: '
+              'base_model.model.model.layers.0.self_attn.q_proj.lora_A.default.weight: reachable/zero: exactly 0 '
+              'after `mm` at peft/tuners/lora/layer.py:1102',
+ 'peft_peanut': '6 zero at step 1, all learn by step 2; first: '
+                'base_model.model.model.layers.0.self_attn.q_proj.peanut_A.default.weight: reachable/zero: exactly '
+                '0 after `linear` at peft/tuners/peanut/layer.py:160',
+ 'peft_poly': '12 zero at step 1, all learn by step 2; first: '
+              'base_model.model.model.layers.0.self_attn.q_proj.poly_router.default.module_logits: reachable/zero: '
+              'exactly 0 after `bmm` at peft/tuners/poly/layer.py:152',
+ 'peft_pvera': '6 zero at step 1, all learn by step 2; first: '
+               'base_model.model.model.layers.0.self_attn.q_proj.pvera_lambda_d.default: reachable/zero: exactly 0 '
+               'after `mul` at peft/tuners/pvera/layer.py:317',
+ 'peft_randlora': '6 zero at step 1, all learn by step 2; first: '
+                  'base_model.model.model.layers.0.self_attn.q_proj.randlora_gamma.default: reachable/zero: '
+                  'exactly 0 after `uniquebasegrad` at peft/tuners/randlora/layer.py:303',
+ 'peft_supertuning': '6 zero at step 1, all learn by step 2; first: '
+                     'base_model.model.model.layers.0.self_attn.q_proj.supertuning_lora_A.default.weight: '
+                     'reachable/zero: exactly 0 after `mm` at peft/tuners/supertuning/layer.py:302',
+ 'peft_vera': '6 zero at step 1, all learn by step 2; first: '
+              'base_model.model.model.layers.0.self_attn.q_proj.vera_lambda_d.default: reachable/zero: exactly 0 '
+              'after `mul` at peft/tuners/vera/layer.py:285'}
+DRY: dict[str, str] = {'diffusers_autoencoder_tiny': 'encoder.layers.0.weight: cut/missing: casts to uint8; integer and boolean tensors '
+                               'carry no gradient (to_uint8 @ diffusers/models/autoencoders/autoencoder_tiny.p',
+ 'diffusers_sd3': 'transformer_blocks.1.attn.add_q_proj.weight: reachable/zero: exactly 0 after '
+                  '`scaled_dot_product_attention` at diffusers/models/attention_processor.py:1484',
+ 'peft_cpt': 'prompt_encoder.default.delta_embedding.weight: reachable/zero: exactly 0 after `mean` at '
+             'peft/tuners/cpt/model.py:199'}
 
 
 def expected_exit(name: str, step_zeros_fail: bool) -> int:

@@ -62,6 +62,19 @@ def _row(result: Any) -> str:
             f"{balance[Truth.NONZERO]} | {agree} of {available} | {default.exit_code} | {why} |")
 
 
+def _randomness(results: list[Any]) -> list[str]:
+    """The models whose own randomness decides which parameters get a gradient (truth under seeds 0, 1, 2)."""
+    seeded = [result for result in results if result.seeded]
+    if not seeded:
+        return []
+    return ["**Verdicts that depend on the model's randomness.** Under seeds 0, 1 and 2 (same weights, same "
+            "inputs) the plain backward gives these models' parameters different classes (None, zero, nonzero): "
+            "layer drop, stochastic depth that drops a whole block, detection's random proposal sampling. A "
+            "check's verdict on them holds for its seed only.", "",
+            *(f"- {result.name}: {len(result.seeded)} parameters (`{result.seeded[0]}`"
+              f"{', ...' if len(result.seeded) > 1 else ''})" for result in seeded), ""]
+
+
 def libraries_section(results: list[Any], missing: dict[str, str]) -> str:
     """The section: a summary per library, then each library's table."""
     by_library: dict[str, list[Any]] = {}
@@ -84,7 +97,7 @@ def libraries_section(results: list[Any], missing: dict[str, str]) -> str:
              f"- Class balance (parameters, all libraries): {balance[Truth.NONE]:,} None, {balance[Truth.ZERO]:,} "
              f"exactly zero, {balance[Truth.NONZERO]:,} nonzero gradients.",
              *(f"- {library} is not installed here: {why}" for library, why in sorted(missing.items())), "",
-             TORCHVISION, ""]
+             *_randomness(results), TORCHVISION, ""]
     for library, members in sorted(by_library.items()):
         counts = _balance(members)
         lines += [f"### {library} ({len(members)} models; gradients: {counts[Truth.NONE]} None, "

@@ -20,7 +20,8 @@ from fxflow.errors import FxflowError
 
 from . import hf, hf_auto_media, hf_auto_text, hf_media, libraries, torch_nn  # noqa: F401 (importing them registers their specimens)
 from .registry import PATHS, SPECIMENS, Path, Specimen
-from .truth import Disagreement, Truth, disagreements, first_learning_step, real_gradients, seed_everything
+from .truth import (Disagreement, Truth, disagreements, first_learning_step, real_gradients, seed_dependent,
+                    seed_everything)
 
 
 @dataclass
@@ -57,6 +58,7 @@ class ZooResult:
     paths: dict[str, PathResult]
     build_seconds: float
     learning: dict[str, int | None] = field(default_factory=dict)  # first_learning_step (library models)
+    seeded: list[str] = field(default_factory=list)  # seed_dependent: truths the model's own randomness decides
 
     @property
     def check_seconds(self) -> float:
@@ -124,7 +126,8 @@ def _failure(notes: Sequence[str], capture: str | None) -> str:
 
 def check_specimen(specimen: Specimen | str, paths: Sequence[Path] = PATHS, learning: bool = False) -> ZooResult:
     """Build the model once, take the real backward's truth, then check it on each path; with
-    ``learning``, also when each parameter first learns in a few real optimizer steps."""
+    ``learning``, also when each parameter first learns in a few real optimizer steps, and which
+    parameters' truth the model's own randomness decides."""
     specimen = SPECIMENS[specimen] if isinstance(specimen, str) else specimen
     started = time.process_time()
     model, inputs = specimen.make()
@@ -132,8 +135,9 @@ def check_specimen(specimen: Specimen | str, paths: Sequence[Path] = PATHS, lear
     truth = real_gradients(model, inputs)
     results = {path.name: check_path(model, inputs, truth, path) for path in paths}
     steps = first_learning_step(model, inputs) if learning else {}
+    seeded = seed_dependent(model, inputs) if learning else []
     return ZooResult(specimen.name, specimen.family, sum(p.numel() for p in model.parameters()), truth, results,
-                     build_seconds, steps)
+                     build_seconds, steps, seeded)
 
 
 @functools.lru_cache(maxsize=8)  # a model's paths run one after another; 300 models kept would be GBs

@@ -83,6 +83,13 @@ def real_gradients(model: torch.nn.Module, inputs: Any, seed: int = 0) -> dict[s
         return {name: _truth(p.grad) for name, p in model.named_parameters()}
 
 
+def seed_dependent(model: torch.nn.Module, inputs: Any, seeds: tuple[int, ...] = (0, 1, 2)) -> list[str]:
+    """The parameters whose truth changes with the seed of the model's own randomness (layer drop,
+    stochastic depth dropping a whole block, detection's proposal sampling): same inputs, same weights."""
+    runs = [real_gradients(model, inputs, seed) for seed in seeds]
+    return sorted(name for name in runs[0] if len({run[name] for run in runs}) > 1)
+
+
 def first_learning_step(model: torch.nn.Module, inputs: Any, steps: int = STEPS) -> dict[str, int | None]:
     """{parameter name: the first of ``steps`` real Adam steps whose backward gives it a nonzero
     gradient (1: the one backward the check runs), None: none of them}; the model trains, then
