@@ -19,7 +19,7 @@ import fxflow
 from fxflow.errors import FxflowError
 
 from . import hf, hf_auto_media, hf_auto_text, hf_media, libraries, torch_nn  # noqa: F401 (importing them registers their specimens)
-from .registry import PATHS, SPECIMENS, Path, Specimen
+from .registry import DEFAULT_CHAIN, PATHS, SPECIMENS, Path, Specimen
 from .truth import (Disagreement, Truth, disagreements, first_learning_step, real_gradients, seed_dependent,
                     seed_everything)
 
@@ -151,3 +151,14 @@ def learning(name: str) -> dict[str, int | None]:
     """When each parameter of ``name`` first learns in a few real optimizer steps (the model as built)."""
     model, inputs, _ = built(name)
     return first_learning_step(model, inputs)
+
+
+def default_chain_agrees(name: str) -> PathResult:
+    """``name`` checked as a user checks it (the default chain): it must be captured, the check must run,
+    and every verdict must agree with the plain backward; the result, for further checks."""
+    model, inputs, truth = built(name)
+    result = check_path(model, inputs, truth, DEFAULT_CHAIN)
+    assert result.available, f"nothing captured {name}: {result.why_unavailable}"
+    assert not result.error, result.error
+    assert [str(d) for d in result.disagreements] == []
+    return result
