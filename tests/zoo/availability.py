@@ -77,6 +77,7 @@ UNAVAILABLE: dict[str, dict[str, str]] = {'afmoe': {'symbolic_trace': 'TraceErro
  'diffusers_unet2d': {'symbolic_trace': 'RuntimeError'},
  'diffusers_unet2d_condition': {'symbolic_trace': 'TraceError'},
  'diffusers_unet3d_condition': {'symbolic_trace': 'TraceError'},
+ 'diffusers_unet_spatio_temporal': {'symbolic_trace': 'TraceError'},
  'diffusers_vq': {'symbolic_trace': 'TraceError'},
  'dinov2': {'symbolic_trace': 'TraceError'},
  'dinov3_vit': {'symbolic_trace': 'TraceError'},

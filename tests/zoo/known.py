@@ -59,7 +59,7 @@ MATRIX_ONLY: dict[str, str] = {
 # The libraries beyond transformers (tests/zoo/libraries.py): the README's suite checks one model of
 # each (the one named here), the matrix all of them, on the default chain and on every path.
 SUITE_SAMPLE: dict[str, str] = {
-    "timm": "timm_resnet",  # a zero-initialized last BatchNorm per block (tests/test_zoo_libraries.py checks poolformerv2)
+    "timm": "timm_byobnet",  # zero-initialized last BatchNorms (tests/test_zoo_libraries.py checks poolformerv2)
     "torchvision": "tv_lraspp_mobilenet_v3_large",
     "diffusers": "diffusers_controlnet",  # zero-initialized output convolutions
     "peft": "peft_lora",  # a zero-initialized B factor
