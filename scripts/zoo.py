@@ -159,8 +159,9 @@ seeded, with its usual task head, and put in `train()` mode as it is while train
 drop-path and SpecAugment run. The Hugging Face models beyond the first hundred are built by one
 general builder (`tests/zoo/auto.py`): each model type's default config with every size it names
 shrunk, the inputs its user passes (`model(**inputs)`), and a recipe where the defaults need more.
-One plain forward and backward with fxflow's own loss (a seeded random projection of every
-floating output) gives the truth for every parameter. Then `fxflow.check(model, inputs)` runs
+One plain forward and backward gives the truth for every parameter, with the loss a training
+step differentiates (the model's own, else a seeded random projection of every floating output),
+written in tests/gradtruth.py without fxflow's code, as is the snapshot that puts the model back. Then `fxflow.check(model, inputs)` runs
 once with no options (the *default chain*), and once per capture path with
 `capture_methods=[path]`, and every parameter must agree:
 
