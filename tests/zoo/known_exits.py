@@ -23,120 +23,7 @@ from typing import Any
 # Library models the sweep has not measured yet (on a busy machine it ran out of time): the matrix
 # checks their verdicts on the default chain only, with no pinned paths or exit code, until
 # `python scripts/zoo.py --libraries --pin` measures them and this set is emptied.
-PENDING: frozenset[str] = frozenset({'timm_beit',
- 'timm_byoanet',
- 'timm_byobnet',
- 'timm_cait',
- 'timm_coat',
- 'timm_convit',
- 'timm_convmixer',
- 'timm_convnext',
- 'timm_cpubone',
- 'timm_crossvit',
- 'timm_csatv2',
- 'timm_cspnet',
- 'timm_cspnext',
- 'timm_davit',
- 'timm_deit',
- 'timm_densenet',
- 'timm_dla',
- 'timm_dpn',
- 'timm_edgenext',
- 'timm_efficientformer',
- 'timm_efficientformer_v2',
- 'timm_efficientnet',
- 'timm_efficientvim',
- 'timm_efficientvit_mit',
- 'timm_efficientvit_msra',
- 'timm_eva',
- 'timm_fasternet',
- 'timm_fastvit',
- 'timm_focalnet',
- 'timm_gcvit',
- 'timm_ghostnet',
- 'timm_hardcorenas',
- 'timm_hgnet',
- 'timm_hiera',
- 'timm_hieradet_sam2',
- 'timm_hrnet',
- 'timm_iformer',
- 'timm_inception_next',
- 'timm_inception_v3',
- 'timm_lcnetv2',
- 'timm_levit',
- 'timm_lowformer',
- 'timm_mambaout',
- 'timm_maxxvit',
- 'timm_metaformer',
- 'timm_mlp_mixer',
- 'timm_mobilenetv3',
- 'timm_mobilevit',
- 'timm_mvitv2',
- 'timm_naflexvit',
- 'timm_nest',
- 'timm_nextvit',
- 'timm_nfnet',
- 'timm_pit',
- 'timm_pvt_v2',
- 'timm_rdnet',
- 'timm_regnet',
- 'timm_repghost',
- 'timm_repvit',
- 'timm_res2net',
- 'timm_resnest',
- 'timm_resnet',
- 'timm_resnetv2',
- 'timm_rexnet',
- 'timm_selecsls',
- 'timm_senet',
- 'timm_sequencer',
- 'timm_shvit',
- 'timm_sknet',
- 'timm_starnet',
- 'timm_swiftformer',
- 'timm_swin_transformer',
- 'timm_swin_transformer_v2',
- 'timm_swin_transformer_v2_cr',
- 'timm_tiny_vit',
- 'timm_tnt',
- 'timm_tresnet',
- 'timm_twins',
- 'timm_visformer',
- 'timm_vision_transformer',
- 'timm_vision_transformer_hybrid',
- 'timm_vision_transformer_relpos',
- 'timm_vision_transformer_sam',
- 'timm_vitamin',
- 'timm_volo',
- 'timm_vovnet',
- 'timm_xception',
- 'timm_xception_aligned',
- 'timm_xcit',
- 'tv_deeplabv3_mobilenet_v3_large',
- 'tv_fasterrcnn_mobilenet_v3_large_fpn',
- 'tv_fasterrcnn_resnet50_fpn',
- 'tv_fcn_resnet50',
- 'tv_fcos_resnet50_fpn',
- 'tv_keypointrcnn_resnet50_fpn',
- 'tv_lraspp_mobilenet_v3_large',
- 'tv_maskrcnn_resnet50_fpn',
- 'tv_maxvit_t',
- 'tv_mc3_18',
- 'tv_r2plus1d_18',
- 'tv_r3d_18',
- 'tv_raft_small',
- 'tv_resnet18',
- 'tv_resnext50_32x4d',
- 'tv_retinanet_resnet50_fpn',
- 'tv_shufflenet_v2_x0_5',
- 'tv_squeezenet1_1',
- 'tv_ssdlite320_mobilenet_v3_large',
- 'tv_swin3d_t',
- 'tv_swin_t',
- 'tv_swin_v2_t',
- 'tv_vgg11_bn',
- 'tv_vit_b_32',
- 'tv_wide_resnet50_2'})
+PENDING: frozenset[str] = frozenset()
 
 STEP_ONE_ZEROS: dict[str, str] = {'diffusers_controlnet': '110 zero at step 1, all learn by step 3; first: conv_in.weight: reachable/zero: exactly '
                          '0 after `conv2d` at diffusers/models/controlnets/controlnet.py:773',
@@ -190,15 +77,71 @@ STEP_ONE_ZEROS: dict[str, str] = {'diffusers_controlnet': '110 zero at step 1, a
                      'reachable/zero: exactly 0 after `mm` at peft/tuners/supertuning/layer.py:302',
  'peft_vera': '6 zero at step 1, all learn by step 2; first: '
               'base_model.model.model.layers.0.self_attn.q_proj.vera_lambda_d.default: reachable/zero: exactly 0 '
-              'after `mul` at peft/tuners/vera/layer.py:285'}
+              'after `mul` at peft/tuners/vera/layer.py:285',
+ 'timm_byoanet': '190 zero at step 1, all learn by step 2; first: stages.0.0.conv1_1x1.conv.weight: '
+                 'reachable/zero: exactly 0 after `batch_norm` at timm/layers/norm_act.py:136',
+ 'timm_byobnet': '35 zero at step 1, all learn by step 2; first: stages.0.0.conv1_kxk.conv.weight: reachable/zero: '
+                 'exactly 0 after `batch_norm` at timm/layers/norm_act.py:136',
+ 'timm_csatv2': '56 zero at step 1, all learn by step 2; first: stages.0.0.attn.attn.pos_embed.proj.weight: '
+                'reachable/zero: exactly 0 after `conv2d` at timm/models/csatv2.py:552',
+ 'timm_cspnet': '36 zero at step 1, all learn by step 2; first: stages.0.blocks.0.conv1.conv.weight: '
+                'reachable/zero: exactly 0 after `batch_norm` at timm/layers/norm_act.py:136',
+ 'timm_hiera': '155 zero at step 1, all learn by step 2; first: pos_embed: reachable/zero: exactly 0 after '
+               '`linear` at timm/layers/classifier.py:373',
+ 'timm_hieradet_sam2': '156 zero at step 1, all learn by step 2; first: pos_embed: reachable/zero: exactly 0 after '
+                       '`linear` at timm/layers/classifier.py:373',
+ 'timm_mlp_mixer': '304 zero at step 1, all learn by step 2; first: stem.proj.weight: reachable/zero: exactly 0 '
+                   'after `linear` at timm/models/mlp_mixer.py:520',
+ 'timm_mobilevit': '21 zero at step 1, all learn by step 2; first: stages.0.0.conv1_1x1.conv.weight: '
+                   'reachable/zero: exactly 0 after `batch_norm` at timm/layers/norm_act.py:136',
+ 'timm_nfnet': '56 zero at step 1, all learn by step 2; first: stages.0.0.conv1.weight: reachable/zero: exactly 0 '
+               'after `conv2d` at timm/layers/std_conv.py:169',
+ 'timm_regnet': '91 zero at step 1, all learn by step 2; first: s1.b1.conv1.conv.weight: reachable/zero: exactly 0 '
+                'after `batch_norm` at timm/layers/norm_act.py:136',
+ 'timm_repvit': '104 zero at step 1, all learn by step 2; first: stages.0.blocks.0.channel_mixer.conv1.c.weight: '
+                'reachable/zero: exactly 0 after `batch_norm` at timm/models/repvit.py:186',
+ 'timm_res2net': '208 zero at step 1, all learn by step 2; first: layer1.0.conv1.weight: reachable/zero: exactly 0 '
+                 'after `batch_norm` at timm/models/res2net.py:124',
+ 'timm_resnest': '52 zero at step 1, all learn by step 2; first: layer1.0.conv1.weight: reachable/zero: exactly 0 '
+                 'after `batch_norm` at timm/models/resnest.py:134',
+ 'timm_resnet': '19 zero at step 1, all learn by step 2; first: layer1.0.conv1.weight: reachable/zero: exactly 0 '
+                'after `batch_norm` at timm/models/resnet.py:153',
+ 'timm_sequencer': '478 zero at step 1, all learn by step 2; first: stem.proj.weight: reachable/zero: exactly 0 '
+                   'after `linear` at timm/layers/classifier.py:167',
+ 'timm_swin_transformer_v2': '156 zero at step 1, all learn by step 2; first: layers.0.blocks.0.attn.logit_scale: '
+                             'reachable/zero: exactly 0 after `layer_norm` at '
+                             'timm/models/swin_transformer_v2.py:541',
+ 'timm_swin_transformer_v2_cr': '156 zero at step 1, all learn by step 2; first: '
+                                'stages.0.blocks.0.attn.logit_scale: reachable/zero: exactly 0 after `layer_norm` '
+                                'at timm/models/swin_transformer_v2_cr.py:491',
+ 'timm_tiny_vit': '14 zero at step 1, all learn by step 2; first: stages.0.blocks.0.conv1.conv.weight: '
+                  'reachable/zero: exactly 0 after `batch_norm` at timm/models/tiny_vit.py:116',
+ 'timm_tresnet': '198 zero at step 1, all learn by step 2; first: body.layer1.0.conv1.conv.weight: reachable/zero: '
+                 'exactly 0 after `batch_norm` at timm/layers/norm_act.py:136',
+ 'tv_vit_b_32': '150 zero at step 1, all learn by step 2; first: class_token: reachable/zero: exactly 0 after '
+                '`linear` at torchvision/models/vision_transformer.py:303'}
 DRY: dict[str, str] = {'diffusers_autoencoder_tiny': 'encoder.layers.0.weight: cut/missing: casts to uint8; integer and boolean tensors '
                                'carry no gradient (to_uint8 @ diffusers/models/autoencoders/autoencoder_tiny.p',
  'diffusers_sd3': 'transformer_blocks.1.attn.add_q_proj.weight: reachable/zero: exactly 0 after '
                   '`scaled_dot_product_attention` at diffusers/models/attention_processor.py:1484',
  'peft_cpt': 'prompt_encoder.default.delta_embedding.weight: reachable/zero: exactly 0 after `mean` at '
              'peft/tuners/cpt/model.py:199',
+ 'timm_efficientvim': 'stages.2.blocks.0.mixer.A: reachable/zero: exactly 0 after `softmax` at '
+                      'timm/models/efficientvim.py:321',
+ 'timm_efficientvit_msra': 'stages.0.blocks.0.dw0.m.conv.weight: reachable/zero: exactly 0 after `batch_norm` at '
+                           'timm/models/efficientvit_msra.py:141',
+ 'timm_levit': 'stages.0.blocks.0.attn.attention_biases: reachable/zero: exactly 0 after `batch_norm` at '
+               'timm/models/levit.py:110',
+ 'timm_rexnet': 'features.3.se.fc1.bias: reachable/zero: exactly 0 after `conv2d` at '
+                'timm/layers/squeeze_excite.py:60',
+ 'timm_shvit': 'stages.0.blocks.0.conv.m.c.weight: reachable/zero: exactly 0 after `batch_norm` at '
+               'timm/models/shvit.py:38',
  'tv_efficientnet_v2_s': 'features.6.5.block.0.0.weight: reachable/zero: exactly 0 after `mul` at '
-                         'torchvision/ops/stochastic_depth.py:44'}
+                         'torchvision/ops/stochastic_depth.py:44',
+ 'tv_maskrcnn_resnet50_fpn': 'backbone.fpn.layer_blocks.3.0.weight: reachable/zero: exactly 0 after `indexput` at '
+                             'torchvision/models/detection/roi_heads.py:816',
+ 'tv_ssdlite320_mobilenet_v3_large': 'backbone.extra.1.0.0.weight: reachable/zero: exactly 0 after `logsoftmax` at '
+                                     'torchvision/models/detection/ssd.py:306'}
 
 
 def expected_exit(name: str, step_zeros_fail: bool) -> int:

@@ -114,6 +114,6 @@ def libraries_section(results: list[Any], missing: dict[str, str]) -> str:
         counts = _balance(members)
         lines += [f"### {library} ({len(members)} models; gradients: {counts[Truth.NONE]} None, "
                   f"{counts[Truth.ZERO]} zero, {counts[Truth.NONZERO]} nonzero)", "",
-                  "| model | values | None | zero | nonzero | paths agree | exit | why exit 1 |",
+                  "| model | values | None (frozen too) | zero | nonzero | paths agree | exit | why exit 1 |",
                   "|---|---:|---:|---:|---:|---|---:|---|", *(_row(result) for result in members), ""]
     return "\n".join(lines)
