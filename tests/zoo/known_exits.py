@@ -120,28 +120,41 @@ STEP_ONE_ZEROS: dict[str, str] = {'diffusers_controlnet': '110 zero at step 1, a
                  'exactly 0 after `batch_norm` at timm/layers/norm_act.py:136',
  'tv_vit_b_32': '150 zero at step 1, all learn by step 2; first: class_token: reachable/zero: exactly 0 after '
                 '`linear` at torchvision/models/vision_transformer.py:303'}
-DRY: dict[str, str] = {'diffusers_autoencoder_tiny': 'encoder.layers.0.weight: cut/missing: casts to uint8; integer and boolean tensors '
+DRY: dict[str, str] = {'diffusers_autoencoder_tiny': 'stays dry: encoder.layers.0.weight, encoder.layers.0.bias (17); first failing: '
+                               'encoder.layers.0.weight: cut/missing: casts to uint8; integer and boolean tensors '
                                'carry no gradient (to_uint8 @ diffusers/models/autoencoders/autoencoder_tiny.p',
- 'diffusers_sd3': 'transformer_blocks.1.attn.add_q_proj.weight: reachable/zero: exactly 0 after '
+ 'diffusers_sd3': 'stays dry: transformer_blocks.1.attn.add_q_proj.weight, '
+                  'transformer_blocks.1.attn.add_q_proj.bias (2); first failing: '
+                  'transformer_blocks.1.attn.add_q_proj.weight: reachable/zero: exactly 0 after '
                   '`scaled_dot_product_attention` at diffusers/models/attention_processor.py:1484',
- 'peft_cpt': 'prompt_encoder.default.delta_embedding.weight: reachable/zero: exactly 0 after `mean` at '
+ 'peft_cpt': 'stays dry: prompt_encoder.default.delta_embedding.weight (1); first failing: '
+             'prompt_encoder.default.delta_embedding.weight: reachable/zero: exactly 0 after `mean` at '
              'peft/tuners/cpt/model.py:199',
- 'timm_efficientvim': 'stages.2.blocks.0.mixer.A: reachable/zero: exactly 0 after `softmax` at '
+ 'timm_efficientvim': 'stays dry: stages.2.blocks.0.mixer.A, stages.2.blocks.1.mixer.A (2); first failing: '
+                      'stages.2.blocks.0.mixer.A: reachable/zero: exactly 0 after `softmax` at '
                       'timm/models/efficientvim.py:321',
- 'timm_efficientvit_msra': 'stages.0.blocks.0.dw0.m.conv.weight: reachable/zero: exactly 0 after `batch_norm` at '
+ 'timm_efficientvit_msra': 'stays dry: stages.2.blocks.0.mixer.m.attn.attention_biases, '
+                           'stages.2.blocks.0.mixer.m.attn.dws.0.conv.weight (39); first failing: '
+                           'stages.0.blocks.0.dw0.m.conv.weight: reachable/zero: exactly 0 after `batch_norm` at '
                            'timm/models/efficientvit_msra.py:141',
- 'timm_levit': 'stages.0.blocks.0.attn.attention_biases: reachable/zero: exactly 0 after `batch_norm` at '
-               'timm/models/levit.py:110',
- 'timm_rexnet': 'features.3.se.fc1.bias: reachable/zero: exactly 0 after `conv2d` at '
+ 'timm_levit': 'stays dry: stages.2.blocks.0.attn.attention_biases, stages.2.blocks.1.attn.attention_biases (4); '
+               'first failing: stages.0.blocks.0.attn.attention_biases: reachable/zero: exactly 0 after '
+               '`batch_norm` at timm/models/levit.py:110',
+ 'timm_rexnet': 'stays dry: features.4.se.fc1.bias, features.5.se.fc1.bias (9); first failing: '
+                'features.3.se.fc1.bias: reachable/zero: exactly 0 after `conv2d` at '
                 'timm/layers/squeeze_excite.py:60',
- 'timm_shvit': 'stages.0.blocks.0.conv.m.c.weight: reachable/zero: exactly 0 after `batch_norm` at '
+ 'timm_shvit': 'stays dry: stages.2.blocks.0.mixer.m.pre_norm.bias, stages.2.blocks.1.mixer.m.pre_norm.bias (5); '
+               'first failing: stages.0.blocks.0.conv.m.c.weight: reachable/zero: exactly 0 after `batch_norm` at '
                'timm/models/shvit.py:38',
- 'tv_efficientnet_v2_s': 'features.6.5.block.0.0.weight: reachable/zero: exactly 0 after `mul` at '
+ 'tv_efficientnet_v2_s': 'stays dry: features.6.5.block.0.0.weight, features.6.5.block.0.1.weight (13); first '
+                         'failing: features.6.5.block.0.0.weight: reachable/zero: exactly 0 after `mul` at '
                          'torchvision/ops/stochastic_depth.py:44',
- 'tv_maskrcnn_resnet50_fpn': 'backbone.fpn.layer_blocks.3.0.weight: reachable/zero: exactly 0 after `indexput` at '
-                             'torchvision/models/detection/roi_heads.py:816',
- 'tv_ssdlite320_mobilenet_v3_large': 'backbone.extra.1.0.0.weight: reachable/zero: exactly 0 after `logsoftmax` at '
-                                     'torchvision/models/detection/ssd.py:306'}
+ 'tv_maskrcnn_resnet50_fpn': 'stays dry: backbone.fpn.layer_blocks.3.0.weight, backbone.fpn.layer_blocks.3.0.bias '
+                             '(2); first failing: backbone.fpn.layer_blocks.3.0.weight: reachable/zero: exactly 0 '
+                             'after `indexput` at torchvision/models/detection/roi_heads.py:816',
+ 'tv_ssdlite320_mobilenet_v3_large': 'stays dry: backbone.extra.1.0.0.weight, backbone.extra.1.0.1.weight (57); '
+                                     'first failing: backbone.extra.1.0.0.weight: reachable/zero: exactly 0 after '
+                                     '`logsoftmax` at torchvision/models/detection/ssd.py:306'}
 
 
 def expected_exit(name: str, step_zeros_fail: bool) -> int:

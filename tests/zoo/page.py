@@ -43,6 +43,11 @@ def exit_kind(result: Any) -> str:
     return "steps" if default.problems and len(late) == len(default.problems) else "dry"
 
 
+def dry_parameters(result: Any) -> list[str]:
+    """The failing parameters that get no nonzero gradient in any of the optimizer steps either."""
+    return [name for name in result.paths[DEFAULT].problems if result.learning.get(name) is None]
+
+
 def _balance(results: list[Any]) -> Counter:
     return Counter(truth for result in results for truth in result.truth.values())
 
@@ -57,7 +62,8 @@ def _row(result: Any) -> str:
         why = (f"{len(default.problems)} parameters start at zero and learn by step "
                f"{max(result.learning[name] for name in default.problems)}")
     else:
-        why = default.why_exit.replace("|", "/")[:220] if kind == "dry" else ""
+        why = f"stays dry: {', '.join(f'`{n}`' for n in dry_parameters(result)[:2])}; first failing: " \
+              f"{default.why_exit.replace('|', '/')[:200]}" if kind == "dry" else ""
     return (f"| {result.name} | {result.parameters:,} | {balance[Truth.NONE]} | {balance[Truth.ZERO]} | "
             f"{balance[Truth.NONZERO]} | {agree} of {available} | {default.exit_code} | {why} |")
 
