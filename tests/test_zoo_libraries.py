@@ -25,6 +25,9 @@ from zoo.vision_ops import extension_loads, greedy_nms  # noqa: E402
 
 def test_every_library_of_the_test_extra_is_in_the_zoo() -> None:
     assert MISSING == {}
+    rebound = [name for name, value in vars(torch).items()  # torch_geometric rebinds torch.index_select
+               if callable(value) and getattr(value, "__module__", "").split(".")[0] in LIBRARIES]
+    assert rebound == [], "a library's import changed torch itself for every later test: undo it in zoo/libraries.py"
     families = {specimen.family for specimen in SPECIMENS.values()}
     assert families >= set(LIBRARIES)
     assert {library: SPECIMENS[name].family for library, name in known.SUITE_SAMPLE.items()} == {

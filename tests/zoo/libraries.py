@@ -8,6 +8,9 @@ missing, so CI never silently checks fewer).
 from __future__ import annotations
 
 import importlib
+from typing import Any
+
+import torch
 
 # library (as pip names it) -> the zoo module that builds its models
 LIBRARIES: dict[str, str] = {"timm": "lib_timm", "torchvision": "lib_torchvision", "diffusers": "lib_diffusers",
@@ -15,13 +18,28 @@ LIBRARIES: dict[str, str] = {"timm": "lib_timm", "torchvision": "lib_torchvision
 MISSING: dict[str, str] = {}  # library -> why its module could not be imported
 
 
+# Where an import may rebind torch's own functions: torch_geometric wraps ``torch.index_select``
+# (for its HashTensor) process-wide, which symbolic tracing of any later model in the same test
+# worker then trips over. :func:`register` puts back whatever an import rebound.
+TORCH_NAMESPACES = (torch, torch.Tensor, torch.nn.functional, torch.autograd.Function)
+
+
+def _bindings() -> dict[tuple[Any, str], Any]:
+    return {(owner, name): value for owner in TORCH_NAMESPACES for name, value in vars(owner).items()}
+
+
 def register() -> None:
-    """Import every library's zoo module once; the ones whose library does not import go to :data:`MISSING`."""
+    """Import every library's zoo module once; the ones whose library does not import go to
+    :data:`MISSING`. torch's functions are left as they were (a library's rebinding is undone)."""
+    before = _bindings()
     for library, module in LIBRARIES.items():
         try:
             importlib.import_module(f"{__package__}.{module}")
         except ImportError as error:
             MISSING[library] = f"{type(error).__name__}: {error}"
+    for (owner, name), value in before.items():
+        if vars(owner).get(name, value) is not value:
+            setattr(owner, name, value)
 
 
 register()
