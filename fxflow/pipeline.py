@@ -24,14 +24,15 @@ from .prepare import prepare
 from .dynamic.loss import labels_in
 from .dynamic.probe import GradientProbe, ProbeResult, probe
 from .reconcile.assemble import assemble_report
-from .diagnose import diagnose
+from .diagnose import diagnose, zero_holders
+from .dynamic.lookahead import LookAhead, look_ahead
 from .dynamic.gradients import dynamic_verdicts
 from .report import Report
 from .prepare.inputs import infer_inputs
-from .prepare.state import materialize_lazy, untouched
+from .prepare.state import ModelSnapshot, materialize_lazy, untouched
 from .dynamic.meta_probe import MetaProbe, on_meta
 from .dynamic.steps import StepTally
-from .verdicts import CutSite
+from .verdicts import CutSite, DynamicVerdict as Dynamic
 
 
 def check(
@@ -114,6 +115,10 @@ def check(
         if result is not None and real_run is not None:  # a live gradient that died, faded or turned NaN: where
             step("explaining the failing gradients", phase="diagnose")
             diagnose(real_run, result, verdicts)
+            zeros = [name for name, verdict in verdicts.items() if verdict == Dynamic.ZERO]
+            if zeros:  # designed zero-inits learn from step 2 or 3; a dead unit never does: take the steps
+                step("looking ahead past exact zeros", phase="look-ahead")
+                result.look_ahead = look_ahead_of(real_run, example, zeros, result.held_by)
         tally = None
         if steps > 1 and result is not None and result.measurable:
             step(f"running {steps - 1} more steps", phase="steps")
@@ -127,6 +132,31 @@ def check(
             allow=allow, static_only=not backward, steps=tally)
     report.timings = clock.finish()
     return report
+
+
+def look_ahead_of(run: GradientProbe, example: tuple[Any, ...], zeros: list[str],
+                  held_first: dict[str, list[str]], movable: Callable[[str], bool] | None = None) -> LookAhead:
+    """:func:`fxflow.dynamic.lookahead.look_ahead` on the model of ``run``, whose first backward left
+    ``zeros`` exactly zero: each rerun is ``run``'s forward and backward again, from the same random
+    draws; the model's buffers, grads and random state are put back afterwards."""
+    parameters = dict(run.model.named_parameters())
+    latest: list[GradientProbe] = []
+
+    def rerun() -> dict[str, bool] | None:
+        probe, again = run.again(example)
+        if again is None:
+            return None
+        latest[:] = [probe]
+        return {name: info.present and info.finite and not info.all_zero for name, info in again.grads.items()}
+
+    snapshot = ModelSnapshot.save(run.model, copy_parameters=False)  # the look-ahead puts its weights back itself
+    try:
+        for name, parameter in parameters.items():  # the first step's gradients give the first step's direction
+            parameter.grad = run.gradients.get(name)
+        return look_ahead(parameters, zeros, rerun, movable=movable, held_first=held_first,
+                          holders=lambda names: zero_holders(latest[0], names))
+    finally:
+        snapshot.restore()
 
 
 def _later_steps(model: torch.nn.Module, first: ProbeResult, static: StaticAnalysis | None, steps: int,

@@ -25,7 +25,7 @@ FROZEN, UNUSED, CUT, ZERO, REACHABLE, UNKNOWN = (StaticVerdict.FROZEN, StaticVer
 UNREGISTERED = StaticVerdict.UNREGISTERED
 MISSING, VANISHING, NONFINITE, OK, PRESENT = (DynamicVerdict.MISSING, DynamicVerdict.VANISHING,
                                               DynamicVerdict.NONFINITE, DynamicVerdict.OK, DynamicVerdict.PRESENT)
-INTERMITTENT = DynamicVerdict.INTERMITTENT
+INTERMITTENT, HELD, UNCONFIRMED = DynamicVerdict.INTERMITTENT, DynamicVerdict.HELD, DynamicVerdict.UNCONFIRMED
 STATIC_VERDICTS = (FROZEN, UNUSED, CUT, ZERO, REACHABLE)  # always counted; UNKNOWN only when it occurs
 
 
@@ -48,6 +48,10 @@ class ParameterReport:
     # Over many steps (check --steps, watch(steps=N)): how many had a non-zero gradient, and which did not.
     steps_with_gradient: int | None = None
     missed_steps: list[int] = field(default_factory=list)
+    # Exactly zero at first, held by zero-initialized weights (``held``): the 1-based step from which it
+    # gets a non-zero gradient, and the zero-initialized parameters that held it until then.
+    learns_from_step: int | None = None
+    held_by: list[str] = field(default_factory=list)
 
     @property
     def problem(self) -> bool:
@@ -125,7 +129,13 @@ class Report:
 
     def _clean(self) -> bool:
         """No parameter is a problem, the backward (or the graph) raises nowhere, something trains."""
-        return not self.everything_frozen and not any(p.problem for p in self.parameters) and not self.backward_raises
+        return (not self.everything_frozen and not any(p.problem for p in self.parameters) and not self.backward_raises
+                and not self.unconfirmed)
+
+    @property
+    def unconfirmed(self) -> list[ParameterReport]:
+        """Parameters whose exact zero one watched step could neither confirm nor clear."""
+        return [p for p in self.parameters if p.dynamic == UNCONFIRMED and not p.allowed]
 
     @property
     def status(self) -> ReportStatus:
@@ -137,6 +147,8 @@ class Report:
         if self.static_only and self._clean():
             return ReportStatus.STATIC_ONLY
         if not (self.verified or self.static_only) and not self.problems and not self.backward_raises:
+            return ReportStatus.NOT_VERIFIED
+        if self.unconfirmed and not self.problems and not self.backward_raises and not self.everything_frozen:
             return ReportStatus.NOT_VERIFIED
         return ReportStatus.PROBLEM
 
@@ -289,7 +301,8 @@ def _parameter_from_dict(data: dict[str, Any]) -> ParameterReport:
         grad_norm=data.get("grad_norm"), cut_by=[_site_from_dict(site) for site in data.get("cut_by", [])],
         agree=data.get("agree"), diagnosis=data.get("diagnosis"), allowed=bool(data.get("allowed")),
         random_ops=list(data.get("random_ops", [])), steps_with_gradient=data.get("steps_with_gradient"),
-        missed_steps=list(data.get("missed_steps", [])))
+        missed_steps=list(data.get("missed_steps", [])), learns_from_step=data.get("learns_from_step"),
+        held_by=list(data.get("held_by", [])))
 
 
 def _site_from_dict(data: dict[str, Any]) -> CutSite:

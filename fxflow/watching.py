@@ -67,6 +67,7 @@ class Watch:
         self.steps = steps  # watch this many backward calls (a training loop), counting gradients per step
         self._tasks: list[int] = []  # the backward calls seen, by autograd's graph task id
         self._received: dict[str, list[int]] = {}  # parameter -> the steps it got a non-zero gradient in
+        self._present: dict[str, list[int]] = {}  # parameter -> the steps it got any gradient (zero too) in
         self._health = HealthRecorder()  # per layer and step: |grad| and the optimizer's update
         self.ddp_guidance: distributed.DDPGuidance | None = None
         self._inputs: tuple[Any, ...] | None = None
@@ -96,7 +97,7 @@ class Watch:
         ]
         self._recorder = ModuleGradRecorder(self.module)
         self._unregistered = Stashed(unregistered_tensors(self.module))
-        self._tasks, self._received = [], {}
+        self._tasks, self._received, self._present = [], {}, {}
         self._health = HealthRecorder(order=list(dict.fromkeys(layer_of(name) for name, _ in self.module.named_parameters())))
         if self.steps is not None:
             self._handles += [p.register_hook(self._step_hook(name, p))
@@ -170,6 +171,9 @@ class Watch:
             if step is None:
                 return
             total = self._health.record(step, name, parameter, grad)
+            present = self._present.setdefault(name, [])
+            if step not in present:
+                present.append(step)
             if total > 0 and math.isfinite(total):  # a non-zero, finite gradient in this step
                 steps = self._received.setdefault(name, [])
                 if step not in steps:
@@ -182,6 +186,7 @@ class Watch:
             return None
         tally = StepTally(steps=len(self._tasks))
         tally.received = {name: list(self._received.get(name, [])) for name, _ in self.module.named_parameters()}
+        tally.present = {name: list(self._present.get(name, [])) for name, _ in self.module.named_parameters()}
         return tally
 
     @property
@@ -244,9 +249,11 @@ class Watch:
         ddp = distributed.find_ddp(self.model)
         report = assemble_report(self.module, target=self.target, captured=captured, static=static, result=result,
                                  static_notes=static_notes, vanishing=self.vanishing, allow=self.allow, steps=tally,
-                                 history=self._health.history() if tally is not None else None, ddp=ddp)
+                                 history=self._health.history() if tally is not None else None, ddp=ddp,
+                                 watched=True)
         if ddp is not None:  # the same advice as the report's DDP note, as an object
-            self.ddp_guidance = distributed.ddp_guidance(report, ddp)
+            self.ddp_guidance = distributed.guidance(report.parameters, ddp, report.steps,
+                                                     tally.without_gradient if tally is not None else None)
         self._report = report
 
     def _static_analysis(self) -> tuple[Any, Any, list[str]]:

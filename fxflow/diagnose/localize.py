@@ -27,6 +27,7 @@ from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
 from ..static import rules
+from .holders import ZeroHolders
 from ..capture.source import ModuleStack, current_user_source
 from ..static.flow import gradient_norm
 from ..static.history import reach
@@ -165,13 +166,15 @@ class Localizer:
     """Reads a recorded replay and explains one parameter's zero or vanishing gradient."""
 
     def __init__(self, graph: AutogradGraph, norms: GradientNorms, origins: OriginRecorder,
-                 final: dict[int, float]) -> None:
+                 final: dict[int, float], holders: ZeroHolders | None = None) -> None:
         self.graph, self.norms, self.origins = graph, norms, origins
         self.final = final  # id(parameter) -> norm of the gradient the replay gave it
         self._main: dict[Node, Node | None] = {}
         self._falls: dict[Node, tuple[Node, tuple[Node, Node, float]]] = {}
         self._stretches: dict[tuple[Node, Node], _Stretch] = {}
         self._borrowed: dict[Node, NodeOrigin] = {}
+        self.holders = holders
+        self.held_by: dict[Node, list[str]] = {}  # parameter leaf -> the zero-valued weights that zeroed it
 
     def arriving(self, node: Node) -> float:
         if node is self.graph.root:
@@ -198,7 +201,9 @@ class Localizer:
                 return self._zeroed_at(node, len(incoming))
             for consumer, _ in self.graph.consumers.get(node, ()):
                 if self.arriving(consumer) > 0 and not self._routes(consumer):
-                    return self._zero_after(consumer)
+                    holders = self.holders.across(consumer, node) if self.holders is not None else []
+                    self.held_by[leaf] = holders
+                    return self._zero_after(consumer, holders)
                 frontier.append(consumer)
         return None
 
@@ -206,17 +211,22 @@ class Localizer:
         """An op that only moves elements: a zero slice through it was made by a consumer."""
         return _node_op(node) in _ROUTING
 
-    def _zero_after(self, node: Node) -> CutSite:
+    def _zero_after(self, node: Node, holders: list[str]) -> CutSite:
         origin = self.origin(node)
         op, where = origin.op or _node_op(node), _at(origin.source)  # a call with no __name__: its backward's
         if op == "cond":
             reason = f"exactly 0 after `torch.cond`{where}: the branch that uses it was not taken on this batch"
         elif rules.zero_derivative_edges(node) is not False:
             reason = f"`{op}`{where} has a derivative of exactly 0 everywhere, so nothing passes back through it"
+        elif holders:
+            reason = (f"exactly 0 after `{op}`{where}: {_listed(holders)} (all zeros) "
+                      f"scale{'s' if len(holders) == 1 else ''} what it passes back to 0")
         elif op in _GATES:
             reason = f"exactly 0 after `{op}`{where}: {_GATES[op]}"
         elif op in _PRODUCTS:
-            reason = f"exactly 0 after `{op}`{where}: what it multiplies the parameter with is all zeros on this batch"
+            reason = (f"exactly 0 after `{op}`{where}: what it multiplies the parameter with is all zeros, and no "
+                      "trainable weight makes it so: a constant (a 0.0 weight, a zero buffer, a frozen or detached "
+                      "zero parameter) or zeros in the input")
         elif op in _SATURATING:
             reason = f"`{op}`{where} is saturated: every element lies outside its range on this batch, so it passes back 0"
         else:
@@ -339,6 +349,11 @@ def _node_op(node: Node) -> str:
     return stem.lower() if "Backward" in name else stem
 
 
+def _listed(names: list[str], keep: int = 3) -> str:
+    shown = ", ".join(f"`{name}`" for name in names[:keep])
+    return shown + (f" and {len(names) - keep} more" if len(names) > keep else "")
+
+
 def _at(source: str | None) -> str:
     return f" at {source}" if source else ""
 
@@ -363,12 +378,14 @@ def _span(modules: list[str]) -> str | None:
 
 
 def localize(model: torch.nn.Module, forward: Callable[[], Any], loss_of: Callable[[Any], torch.Tensor | None],
-             zero: dict[str, torch.nn.Parameter], vanishing: dict[str, torch.nn.Parameter]) -> dict[str, CutSite]:
+             zero: dict[str, torch.nn.Parameter], vanishing: dict[str, torch.nn.Parameter],
+             held_by: dict[str, list[str]] | None = None) -> dict[str, CutSite]:
     """Replay ``forward`` and the loss's backward once; explain each listed parameter's gradient.
 
     ``zero`` and ``vanishing`` map names to the parameters the real backward left exactly zero or
     vanishing. A parameter the replay does not reproduce (forward is not deterministic) gets no
-    explanation. The parameters' ``.grad`` are not touched.
+    explanation. The parameters' ``.grad`` are not touched. ``held_by``, when given, receives for each
+    zero parameter the all-zero trainable weights that zeroed it (:mod:`fxflow.diagnose.holders`).
     """
     origins = OriginRecorder(model)
     with origins.modules, torch.enable_grad(), origins:
@@ -387,7 +404,8 @@ def localize(model: torch.nn.Module, forward: Callable[[], Any], loss_of: Callab
     finally:
         norms.remove()
     final = {id(p): (0.0 if g is None else _norm((g,))) for p, g in zip(targets.values(), grads)}
-    localizer = Localizer(graph, norms, origins, final)
+    names = {id(p): name for name, p in model.named_parameters()}
+    localizer = Localizer(graph, norms, origins, final, ZeroHolders(names))
     found: dict[str, CutSite] = {}
     for name, parameter in targets.items():
         leaf = graph.leaves[id(parameter)]
@@ -397,4 +415,6 @@ def localize(model: torch.nn.Module, forward: Callable[[], Any], loss_of: Callab
             site = localizer.explain_vanishing(leaf) if final[id(parameter)] > 0.0 else None
         if site is not None:
             found[name] = site
+        if held_by is not None and leaf in localizer.held_by:
+            held_by[name] = localizer.held_by[leaf]
     return found

@@ -16,6 +16,7 @@ from torch._subclasses.fake_tensor import is_fake
 from ..errors import FxflowError, describe, first_line
 from ..static.flow import gradient_norm
 from .gradients import GradInfo, read_gradients
+from .lookahead import LookAhead
 from ..prepare.fake import fake_inputs, fake_weights, new_fake_mode
 from .no_derivative import StopAtMissingDerivatives, stop_at_missing_derivatives
 from ..diagnose.nonfinite import NonfiniteSite
@@ -47,6 +48,10 @@ class ProbeResult:
     # Tensors that require grad and received a gradient but model.parameters() does not list:
     # attribute path -> what the gradient was.
     unregistered: dict[str, GradInfo] = field(default_factory=dict)
+    # Exactly zero parameters -> the all-zero trainable weights that zeroed them (fxflow.diagnose.holders).
+    held_by: dict[str, list[str]] = field(default_factory=dict)
+    # Which exact zeros learn once the first steps move what holds them (fxflow.dynamic.lookahead).
+    look_ahead: LookAhead | None = None
 
 
 class BackwardFailed(Exception):
@@ -171,6 +176,8 @@ class GradientProbe:
         self.recorded: Recorded | None = None  # with record=True: the graph of the forward, or why none
         self.result: ProbeResult | None = None
         self.failure: CutSite | None = None  # the backward raised: no result, and why
+        # The gradients themselves, kept only when some is exactly zero (fxflow.dynamic.lookahead steps with them).
+        self.gradients: dict[str, torch.Tensor | None] = {}
 
     def forward(self, call: Callable[[], Any]) -> Any:
         """Run ``call`` (the model's forward) with the per-module gradient hooks in place."""
@@ -196,6 +203,8 @@ class GradientProbe:
                 loss = _backward(outputs, self._training_loss)
             measurable = not any(p.is_meta for p in self.model.parameters())
             grads, _ = read_gradients({name: p.grad for name, p in self.model.named_parameters()})
+            if any(info.present and info.all_zero for info in grads.values()):  # the look-ahead steps with them
+                self.gradients = {name: p.grad for name, p in self.model.named_parameters()}
             reached = {path: tensor for path, tensor in self._unregistered.tensors.items() if tensor.grad is not None}
             infos, _ = read_gradients({path: tensor.grad for path, tensor in reached.items()})
             unregistered = {path: (tuple(tensor.shape), infos[path]) for path, tensor in reached.items()}
@@ -220,6 +229,16 @@ class GradientProbe:
             return self._replay()
         finally:
             after.restore()
+
+    def again(self, inputs: Sequence[Any]) -> "tuple[GradientProbe, ProbeResult | None]":
+        """Forward and backward once more on ``inputs``, from the random draws this run started with
+        (the look-ahead's runs); not recorded. Returns the new probe and its result (None: it raised)."""
+        self._random_state.restore()
+        probe = GradientProbe(self.model, loss_fn=self.loss_fn, seed=self.seed, labels_given=self.labels_given)
+        try:
+            return probe, probe.run(inputs)
+        except FxflowError:
+            return probe, None
 
     def _replay(self) -> Any:
         with stop_at_missing_derivatives():  # the same history as the real run: it stops where that one did

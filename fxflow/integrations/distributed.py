@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 from torch import nn
@@ -198,7 +198,8 @@ def ddp_guidance(report: Any, ddp: nn.Module | None = None) -> DDPGuidance:
     return guidance(report.parameters, ddp, getattr(report, "steps", 1) or 1)
 
 
-def guidance(parameters: Iterable[Any], ddp: nn.Module | None = None, steps: int = 1) -> DDPGuidance:
+def guidance(parameters: Iterable[Any], ddp: nn.Module | None = None, steps: int = 1,
+             without_gradient: Callable[[str], list[int]] | None = None) -> DDPGuidance:
     """DDP advice from parameter reports.
 
     DDP only registers parameters with ``requires_grad=True``; each one that gets no gradient in a
@@ -208,8 +209,11 @@ def guidance(parameters: Iterable[Any], ddp: nn.Module | None = None, steps: int
     unused) stand in for the missing gradients.
     """
     trainable = [p for p in parameters if p.static not in (Static.FROZEN, Static.UNREGISTERED)]
-    if steps > 1:
-        dry = [p.name for p in trainable if p.steps_with_gradient == 0]
+    if steps > 1 and without_gradient is not None:  # DDP reduces a zero gradient like any other: None counts
+        dry = [p.name for p in trainable if len(without_gradient(p.name)) == steps]
+        sometimes = [p.name for p in trainable if 0 < len(without_gradient(p.name)) < steps]
+    elif steps > 1:
+        dry = [p.name for p in trainable if p.steps_with_gradient == 0 and p.dynamic == Dynamic.MISSING]
         sometimes = [p.name for p in trainable if p.dynamic == Dynamic.INTERMITTENT]
     else:
         dry = sorted(p.name for p in trainable if (
