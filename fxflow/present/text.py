@@ -214,6 +214,14 @@ def summary_line(report: Report) -> str:
         if not problems:
             return f"problem: {raises}{tail}"
         tail = f"; {raises}{tail}"
+    held = [p for p in report.parameters if p.dynamic == DynamicVerdict.HELD]
+    if held:  # not a problem, but a reader of the table should know why those rows start at zero
+        latest = max(p.learns_from_step or 2 for p in held)
+        tail += f"; {len(held)} held by zero-initialized weights (learn from step {'2' if latest == 2 else f'2-{latest}'})"
+    unconfirmed = report.unconfirmed
+    if report.status == ReportStatus.NOT_VERIFIED and unconfirmed:
+        return (f"not verified: {len(unconfirmed)} of {total} parameters got an exactly zero gradient that one step "
+                f"cannot confirm (a zero-initialized weight may hold them until step 2){tail}")
     if report.status == ReportStatus.NOT_VERIFIED:
         return f"{NOT_VERIFIED}{tail}"
     if not report.verified and not report.static_only:

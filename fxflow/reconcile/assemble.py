@@ -85,7 +85,7 @@ def assemble_report(model: torch.nn.Module, *, target: str, captured: "Capture |
     if counted > 1:
         apply_steps(parameters, steps)
     guidance = ddp_guidance(parameters, ddp, counted, steps.without_gradient if steps is not None else None)
-    if ddp is not None or (counted > 1 and guidance.needed):  # DDP advice where DDP is in use or would fail
+    if ddp is not None or counted > 1:  # the one DDP note: from the many steps' counts when there are some
         notes.append(guidance.message())
     trace = TraceInfo("none", 0, [])
     if captured is not None:
