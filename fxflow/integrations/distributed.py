@@ -179,10 +179,13 @@ class DDPGuidance:
             head = f"DDP: {count} trainable parameter{'s' if count != 1 else ''} got no gradient ({_names(self.parameters, 8)})"
         if self.configured:
             return head + "; find_unused_parameters=True is set and is needed for them (or fix the cut, or freeze them)"
-        fail = "will fail" if self.configured is False else "fails"
-        return (head + f"; without find_unused_parameters=True the next forward {fail} with \"{DDP_ERROR}\". "
-                "Fix the cut, freeze them (requires_grad_(False) before wrapping), or pass "
-                "find_unused_parameters=True. The grad norms shown are this rank's own: DDP left their buckets unreduced")
+        fix = ("Fix the cut, freeze them (requires_grad_(False) before wrapping), or pass "
+               "find_unused_parameters=True")
+        if self.configured is None:  # no DDP wrapper in this run: what it would do, not what it did
+            return (head + f"; under DDP without find_unused_parameters=True the next forward would fail with "
+                    f"\"{DDP_ERROR}\". {fix}")
+        return (head + f"; without find_unused_parameters=True the next forward will fail with \"{DDP_ERROR}\". "
+                f"{fix}. The grad norms shown are this rank's own: DDP left their buckets unreduced")
 
     def _over_steps(self) -> str:
         dead = (f"{_names(self.parameters)} got no gradient on any of the {self.steps} steps: dead (remove it, or "

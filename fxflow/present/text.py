@@ -107,8 +107,9 @@ def cut_paragraphs(report: Report) -> list[str]:
     diagnosed: dict[tuple[str, str | None, str | None], list[str]] = {}
     dry_dynamic = (DynamicVerdict.ZERO, DynamicVerdict.NONFINITE, DynamicVerdict.MISSING, DynamicVerdict.VANISHING)
     for parameter in report.parameters:
-        if parameter.static in _GROUPED and parameter.diagnosis:
-            grouped.setdefault((parameter.static, parameter.diagnosis), []).append(parameter.name)
+        if parameter.static in _GROUPED and parameter.diagnosis:  # over many steps the dynamic word is the truer one
+            word = DynamicVerdict.INTERMITTENT if parameter.dynamic == DynamicVerdict.INTERMITTENT else parameter.static
+            grouped.setdefault((word, parameter.diagnosis), []).append(parameter.name)
         elif parameter.agree is False or (parameter.diagnosis
                                           and parameter.static not in (StaticVerdict.CUT, StaticVerdict.FROZEN)
                                           and parameter.dynamic in dry_dynamic):
@@ -132,7 +133,8 @@ def cut_paragraphs(report: Report) -> list[str]:
 
 # Verdicts whose parameters share one paragraph per reason: how the paragraph calls them.
 _GROUPED = {StaticVerdict.UNUSED: "unused", StaticVerdict.UNKNOWN: "unknown",
-            StaticVerdict.UNREGISTERED: "trained by no optimizer"}
+            StaticVerdict.UNREGISTERED: "trained by no optimizer",
+            DynamicVerdict.INTERMITTENT: "used on some steps only"}
 
 
 def nonfinite_sentence(site: "NonfiniteSite") -> str:
