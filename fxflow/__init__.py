@@ -10,13 +10,14 @@ The pipeline (:mod:`fxflow.pipeline` wires it; each stage is one subpackage, ent
 
     check(model, inputs)
       prepare.prepare            unwrap DDP/compile, inputs as model(**inputs) takes them, copy to --device
-      dynamic.probe.GradientProbe  one real forward + backward on the training loss, the forward recorded
+      dynamic.probe.run_model    the one forward + backward on the training loss (real, meta or fake), recorded
       dynamic.gradients.dynamic_verdicts  missing, zero, vanishing, nonfinite, ok
       capture.capture            fx GraphModule: symbolic_trace -> the recorded run -> torch.export
       pipeline.analyze_capture   the static stage, shared with watch:
         static.annotate.annotate   node.meta["fxflow"]: how gradient crosses each node (twin tensors)
         static.analyze.analyze     one backward walk: static verdicts, cut sites, node states
       diagnose.diagnose          where a zero, vanishing or NaN gradient died, faded or was born (a replay)
+      pipeline.look_ahead_of     exact zeros: small steps and the run again, while parameters come alive
       reconcile.assemble.assemble_report  static next to dynamic, agreement, diagnosis, steps, health
       -> report.Report           the one data model
     present.text / present.terminal / render   table, JSON, DOT/SVG/PNG/HTML, notebook

@@ -139,3 +139,21 @@ def stop_at_missing_derivatives() -> Iterator[StopAtMissingDerivatives]:
     backward, the mode's :meth:`~StopAtMissingDerivatives.reached` names where the real one raises."""
     with StopAtMissingDerivatives() as mode:
         yield mode
+
+
+class StopsOnMeta(StopAtMissingDerivatives):
+    """The meta run's forward mode, also noting whether any call saw a tensor that is not on meta.
+
+    Such a tensor is one forward made itself (``torch.rand([])`` for a layer drop, without a
+    device): on fake tensors the fake mode takes it over, and a data-dependent branch on it raises
+    there, where on meta it runs on real values. The two runs then differ, and the fake run's
+    answer is the one the check gives.
+    """
+
+    real = False
+
+    def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
+        result = super().__torch_function__(func, types, args, kwargs)
+        if not self.real and not all(t.is_meta for t in call_tensors((args, kwargs or {}, result))):
+            self.real = True
+        return result
