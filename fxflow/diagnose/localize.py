@@ -3,7 +3,7 @@
 For parameters the real backward left exactly zero or vanishing, forward and backward are
 replayed once (same inputs, same random state) with two recorders:
 
-* forward, under a :class:`~torch.overrides.TorchFunctionMode`: which torch call, user line and
+* forward, with a part of the one forward observer (:mod:`fxflow.core.observer`): which torch call, user line and
   module created each autograd node, and where ``register_hook`` was called;
 * backward, with post-hooks on the autograd nodes between the loss and those parameters: the
   norm of the gradient arriving at each node and of the one it passes to each input.
@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 import torch
-from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
+from ..core.observer import ForwardPart
 from ..static import rules
 from .holders import ZeroHolders
 from ..capture.source import ModuleStack, current_user_source
@@ -69,30 +69,26 @@ class NodeOrigin:
     module: str | None  # qualified name of the innermost module being called
 
 
-class OriginRecorder(TorchFunctionMode):
-    """Forward: the torch call, user line and module behind each autograd node; user gradient hooks."""
+class OriginRecorder(ForwardPart):
+    """Forward: the torch call, user line and module behind each autograd node; user gradient hooks
+    (a part of the one forward observer; nothing while dynamo traces: no side effects there)."""
 
     def __init__(self, model: torch.nn.Module) -> None:
-        super().__init__()
         self.model = model
         self.origins: dict[Node, NodeOrigin] = {}
         self.hooks: dict[Any, str | None] = {}  # grad_fn (or id of a leaf) -> line that registered a hook
         self.modules = ModuleStack(model)  # entered around the forward with this mode
 
-    def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        result = func(*args, **(kwargs or {}))
-        if torch.compiler.is_compiling():  # inside torch.compile / torch.cond: record nothing (no side effects)
-            return result
+    def observe(self, func: Callable, args: tuple, kwargs: dict, result: Any) -> None:
         name = _call_name(func)
         if name == "register_hook" and args and isinstance(args[0], torch.Tensor):
             tensor = args[0]
             self.hooks[tensor.grad_fn if tensor.grad_fn is not None else id(tensor)] = current_user_source()
-            return result
+            return
         for tensor in tree_flatten(result)[0]:
             node = tensor.grad_fn if isinstance(tensor, torch.Tensor) else None
             if node is not None and node not in self.origins:
                 self.origins[node] = NodeOrigin(name, current_user_source(), self.modules.innermost)
-        return result
 
 
 def _call_name(func: Callable) -> str:

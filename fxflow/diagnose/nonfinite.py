@@ -65,11 +65,9 @@ class BirthRecorder(OriginRecorder):
         self.births: list[NonfiniteSite] = []
         self.keep_alive: list[Any] = []
 
-    def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        result = super().__torch_function__(func, types, args, kwargs)
-        with torch._C.DisableTorchFunction():
-            self._look(func, args, kwargs or {}, result)
-        return result
+    def observe(self, func: Callable, args: tuple, kwargs: dict, result: Any) -> None:
+        super().observe(func, args, kwargs, result)
+        self._look(func, args, kwargs, result)
 
     def _look(self, func: Callable, args: tuple, kwargs: dict, result: Any) -> None:
         outputs = _floating(result)

@@ -5,7 +5,7 @@ have no derivative: autograd records them anyway, and the backward raises
 ``NotImplementedError`` when the gradient reaches them. For the probe that would end the check
 with a crash, though the answer is plain: nothing upstream of that input gets a gradient.
 
-:func:`stop_at_missing_derivatives` runs forward under a :class:`TorchFunctionMode` that looks
+:func:`stop_at_missing_derivatives` runs forward with a part of the one forward observer that looks
 at the history each torch call adds. Where an input reaches the result only through an edge with
 no derivative (per :func:`fxflow.static.rules.derivative_kinds`, the table the static analysis uses),
 the result is rebased in place, keeping the same tensor object (the run-time capture knows
@@ -30,9 +30,9 @@ import itertools
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import torch
-from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map
 
+from ..core.observer import ForwardPart
 from ..static import rules
 from ..static.history import EVERY_KIND, entry_key, reach
 from ..capture.source import current_user_source
@@ -66,20 +66,16 @@ def _kinds(function: Any) -> Iterable[str]:
     return rules.derivative_kinds(function) if rules.may_lack_derivative(function) else _ALL_DIFF
 
 
-class StopAtMissingDerivatives(TorchFunctionMode):
-    """Rebases each torch call's result so its backward skips inputs with no derivative."""
+class StopAtMissingDerivatives(ForwardPart):
+    """Rebases each torch call's result so its backward skips inputs with no derivative (a part of the
+    one forward observer; not while dynamo traces, where reading grad_fn would break its graph)."""
 
     def __init__(self) -> None:
-        super().__init__()
         self._tripwires: list[tuple[CutSite, torch.Tensor]] = []  # (the op, its marker)
         self._rebased: list[torch.Tensor] = []
 
-    def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        kwargs = kwargs or {}
-        result = func(*args, **kwargs)
-        if torch.compiler.is_compiling():  # dynamo traces (torch.cond, a compiled submodule): reading grad_fn would break it
-            return result
-        with torch._C.DisableTorchFunction():  # what follows is ours: no outer mode sees or records it
+    def observe(self, func: Callable, args: tuple, kwargs: dict, result: Any) -> None:
+        with torch._C.DisableTorchFunction():  # what follows is ours: no user mode sees or records it
             outputs = [t for t in call_tensors(result) if t.grad_fn is not None]
             if outputs:
                 inputs = [t for t in call_tensors((args, kwargs)) if t.requires_grad]
@@ -87,7 +83,6 @@ class StopAtMissingDerivatives(TorchFunctionMode):
                 if found:
                     rebased = _rebase(func, args, kwargs, result, {id(inputs[i]) for i in blocked}, whole=not blocked)
                     self._lay_tripwires(func, rebased)
-        return result
 
     def _lay_tripwires(self, func: Callable, rebased: list[torch.Tensor]) -> None:
         """Add ``0 * marker`` to each rebased tensor in place: a gradient that reaches the tensor
@@ -152,8 +147,7 @@ class StopsOnMeta(StopAtMissingDerivatives):
 
     real = False
 
-    def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        result = super().__torch_function__(func, types, args, kwargs)
-        if not self.real and not all(t.is_meta for t in call_tensors((args, kwargs or {}, result))):
+    def observe(self, func: Callable, args: tuple, kwargs: dict, result: Any) -> None:
+        super().observe(func, args, kwargs, result)
+        if not self.real and not all(t.is_meta for t in call_tensors((args, kwargs, result))):
             self.real = True
-        return result
