@@ -153,6 +153,18 @@ def higher_order_ops(outputs: Any) -> list[str]:
 Mode = Literal["real", "fake", "meta"]
 
 
+def gradient_result(grads: dict[str, GradInfo], unregistered: "GradStash", recorder: ModuleGradRecorder | None, *,
+                    group: Any = None, **fields: Any) -> ProbeResult:
+    """The one place a :class:`ProbeResult` is built, from a backward fxflow ran (:class:`ModelRun`) or the
+    user's own (``fxflow.watch``): the parameters' gradients, what reached tensors outside
+    ``model.parameters()``, the per-module norms; ``fields`` fill the rest."""
+    reached = {path: tensor for path, tensor in unregistered.tensors.items() if tensor.grad is not None}
+    infos, _ = read_gradients({path: tensor.grad for path, tensor in reached.items()}, group)
+    return ProbeResult(grads, dict(recorder.norms) if recorder is not None else {},
+                       unregistered={path: (tuple(tensor.shape), infos[path]) for path, tensor in reached.items()},
+                       **fields)
+
+
 def run_model(model: torch.nn.Module, inputs: Sequence[Any], *, mode: Mode = "real",
               loss_fn: Callable[[Any], torch.Tensor] | None = None, seed: int = 0, labels_given: bool = False,
               record: bool = False, kwargs: dict[str, Any] | None = None) -> "ModelRun":
@@ -211,7 +223,7 @@ class ModelRun:
         # the fake run's tensors have no values to take a norm of
         self._recorder = ModuleGradRecorder(self.model) if self.mode == "real" else None
         self._stops = StopsOnMeta() if self.mode == "meta" else StopAtMissingDerivatives()
-        self._unregistered = Stashed(unregistered_tensors(self.model) if self.mode == "real" else {})
+        self._unregistered = GradStash(unregistered_tensors(self.model) if self.mode == "real" else {})
         try:
             with torch.enable_grad():
                 return _forward(call, self._stops)
@@ -234,20 +246,16 @@ class ModelRun:
             note = self._recorder.uninstrumented_note(outputs) if self._recorder is not None else None
             with torch.enable_grad():
                 loss = _backward(outputs, self._training_loss)
-            grads = self._read_gradients()
-            reached = {path: tensor for path, tensor in self._unregistered.tensors.items() if tensor.grad is not None}
-            infos, _ = read_gradients({path: tensor.grad for path, tensor in reached.items()})
-            unregistered = {path: (tuple(tensor.shape), infos[path]) for path, tensor in reached.items()}
+            self.result = gradient_result(self._read_gradients(), self._unregistered, self._recorder,
+                                          notes=[note] if note else [],
+                                          measurable=self.mode == "real" and not any(p.is_meta for p in self.model.parameters()),
+                                          backward_raises=self._stops.reached(), loss=loss.description,
+                                          loss_output=loss.output_index, loss_finite=_finite_loss(loss))
         except BackwardFailed as error:
             self.failure = CutSite(node="backward", op="backward", source=None, reason=str(error))
             return None
         finally:
             self._release()
-        self.result = ProbeResult(grads, dict(self._recorder.norms) if self._recorder is not None else {},
-                                  self.mode == "real" and not any(p.is_meta for p in self.model.parameters()),
-                                  [note] if note else [], backward_raises=self._stops.reached(),
-                                  loss=loss.description, loss_output=loss.output_index, unregistered=unregistered,
-                                  loss_finite=_finite_loss(loss))
         return self.result
 
     def _read_gradients(self) -> dict[str, GradInfo]:
@@ -416,7 +424,7 @@ def _finite_loss(loss: TrainingLoss) -> bool:
         torch.isfinite(tensor.detach()).all())
 
 
-class Stashed:
+class GradStash:
     """Tensors whose ``.grad`` the probe's backward may fill: cleared for it, then put back."""
 
     def __init__(self, tensors: dict[str, torch.Tensor]) -> None:

@@ -25,11 +25,6 @@ from torch.utils._pytree import tree_map_only
 
 from ..verdicts import DynamicVerdict as Dynamic, StaticVerdict as Static
 
-def is_ddp(model: nn.Module) -> bool:
-    """True for ``DistributedDataParallel`` (and ``DataParallel``, which has the same ``module.`` prefix)."""
-    return isinstance(model, (nn.parallel.DistributedDataParallel, nn.DataParallel))
-
-
 def find_ddp(model: nn.Module) -> "nn.parallel.DistributedDataParallel | None":
     """The DDP wrapper around the user's module, if there is one (possibly under torch.compile)."""
     while True:
