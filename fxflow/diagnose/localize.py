@@ -41,6 +41,11 @@ _GATES = {"relu": "every unit is inactive on this batch", "relu_": "every unit i
 _SATURATING = frozenset({"clamp", "clamp_", "clip", "clip_", "clamp_min", "clamp_max", "hardtanh", "hardtanh_",
                          "relu6"})
 
+def passes_nothing_back(op: str) -> bool:
+    """An op that passes back 0 where its units are inactive or saturated (ReLU, clamp): a dead unit."""
+    return op in _GATES or op in _SATURATING
+
+
 # Products: the gradient one operand gets is the other operand times the incoming gradient.
 _PRODUCTS = frozenset({"linear", "matmul", "mm", "bmm", "mul", "mul_", "__mul__", "__rmul__", "__matmul__",
                        "einsum", "conv1d", "conv2d", "conv3d", "bilinear", "addmm", "baddbmm", "outer"})
