@@ -47,12 +47,12 @@ _LAZY = {
     "ParameterReport": ("report", "ParameterReport"),
     "CutSite": ("report", "CutSite"),
     "TraceInfo": ("report", "TraceInfo"),
-    "DDPGuidance": ("integrations.distributed", "DDPGuidance"),
+    "DDPGuidance": ("core.distributed", "DDPGuidance"),
     "FxflowError": ("errors", "FxflowError"),
 }
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from .integrations.distributed import DDPGuidance
+    from .core.distributed import DDPGuidance
     from .errors import FxflowError
     from .pipeline import check
     from .report import CutSite, ParameterReport, Report, TraceInfo

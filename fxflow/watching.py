@@ -31,7 +31,7 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_map
 
-from .integrations import distributed
+from .core import distributed
 from .prepare.unwrap import unwrap
 from .errors import FxflowError
 from .dynamic.gradients import read_gradients

@@ -159,7 +159,7 @@ def test_a_recording_keeps_no_activation_once_forward_has_returned() -> None:
     import gc
     import weakref
 
-    from fxflow.capture.recording import record_run
+    from fxflow.dynamic.recording import record_run
     from fxflow.prepare import prepare
 
     torch.manual_seed(0)

@@ -6,7 +6,7 @@ Its graph differs from the capture contract, and :func:`convert` closes the gap:
 
 * parameter, buffer and constant placeholders become ``get_attr`` nodes with the model's own
   qualified names (``graph_signature.inputs_to_parameters``); lifted constants that the model
-  does not own become :class:`~fxflow.capture.functions.Constant` nodes;
+  does not own become :class:`~fxflow.core.functions.Constant` nodes;
 * ``wrap_with_set_grad_enabled(False, subgraph, ...)`` calls are inlined, and every node of the
   subgraph gets a :class:`GradRegion` (autocast wrappers are inlined as they are);
 * ATen overloads become their overload packets (``aten.detach``), so ops keep short names;
@@ -29,9 +29,9 @@ from typing import Any, Iterator, Sequence
 import torch
 import torch.fx as fx
 
-from .functions import Constant, checkpoint_inputs, checkpointed_call, intercepted_apply, is_checkpoint, is_user_function
-from .grad_mode import META_KEY as GRAD_MODE_KEY, GradRegion
-from .source import is_library_file
+from ..core.functions import Constant, checkpoint_inputs, checkpointed_call, intercepted_apply, is_checkpoint, is_user_function
+from ..core.grad_mode import META_KEY as GRAD_MODE_KEY, GradRegion
+from ..core.source import is_library_file
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 
@@ -237,7 +237,7 @@ def _class_name(cls: Any) -> str:
 
 def _region_source(module: fx.GraphModule, subgraph_node: fx.Node) -> str | None:
     """The user's ``with`` line that opened a no-grad region, found from its first node's stack."""
-    from .source import display_path
+    from ..core.source import display_path
 
     subgraph = getattr(module, str(subgraph_node.target))
     for node in subgraph.graph.nodes:

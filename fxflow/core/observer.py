@@ -1,7 +1,7 @@
 """One observer of the forward: a single :class:`~torch.overrides.TorchFunctionMode` with pluggable parts.
 
 fxflow watches the user's forward for several reasons at once: recording it as an fx graph
-(:mod:`fxflow.capture.runtime`), stopping the backward at ops with no derivative
+(:mod:`fxflow.dynamic.recorder`), stopping the backward at ops with no derivative
 (:mod:`fxflow.dynamic.no_derivative`), noting which call and line made each autograd node
 (:mod:`fxflow.diagnose.localize`, which NaN births ride on too). Each is a :class:`ForwardPart`; while
 one or more are entered on a thread, exactly one :class:`ForwardObserver` is on torch's mode stack,

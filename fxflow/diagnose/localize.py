@@ -26,11 +26,11 @@ import torch
 from torch.utils._pytree import tree_flatten
 
 from ..core.observer import ForwardPart
-from ..static import rules
+from ..core import derivatives
 from .holders import ZeroHolders
-from ..capture.source import ModuleStack, current_user_source
-from ..static.flow import gradient_norm
-from ..static.history import reach
+from ..core.source import ModuleStack, current_user_source
+from ..core.tensors import gradient_norm
+from ..core.history import reach
 from ..verdicts import CutSite, EdgeKind
 
 Node = Any  # torch.autograd.graph.Node (C++ nodes have no common Python base class to annotate with)
@@ -217,7 +217,7 @@ class Localizer:
         op, where = origin.op or _node_op(node), _at(origin.source)  # a call with no __name__: its backward's
         if op == "cond":
             reason = f"exactly 0 after `torch.cond`{where}: the branch that uses it was not taken on this batch"
-        elif rules.zero_derivative_edges(node) is not False:
+        elif derivatives.zero_derivative_edges(node) is not False:
             reason = f"`{op}`{where} has a derivative of exactly 0 everywhere, so nothing passes back through it"
         elif holders:
             reason = (f"exactly 0 after `{op}`{where}: {_listed(holders)} (all zeros) "

@@ -24,9 +24,9 @@ from typing import Any, Callable, Sequence
 
 import torch
 
-from ..capture.source import current_user_source
+from ..core.source import current_user_source
 from .localize import OriginRecorder
-from ..static.flow import call_tensors
+from ..core.tensors import call_tensors
 
 _MAX_SITES = 3  # births reported per phase: the first few explain the rest
 

@@ -24,7 +24,7 @@ from typing import Callable, Iterable
 
 import torch
 
-from ..static.flow import l2_norm
+from ..core.tensors import l2_norm
 
 STEP_RELATIVE = 1e-2  # each step moves a tensor by this fraction of its RMS ...
 STEP_FLOOR = 1e-3  # ... or by this much where the tensor is all zeros

@@ -7,7 +7,7 @@ with a crash, though the answer is plain: nothing upstream of that input gets a 
 
 :func:`stop_at_missing_derivatives` runs forward with a part of the one forward observer that looks
 at the history each torch call adds. Where an input reaches the result only through an edge with
-no derivative (per :func:`fxflow.static.rules.derivative_kinds`, the table the static analysis uses),
+no derivative (per :func:`fxflow.core.derivatives.derivative_kinds`, the table the static analysis uses),
 the result is rebased in place, keeping the same tensor object (the run-time capture knows
 tensors by identity): with no differentiable input left it is detached; otherwise the call runs
 again with the blocked inputs detached and the result takes that history. The backward then
@@ -33,10 +33,10 @@ import torch
 from torch.utils._pytree import tree_flatten, tree_map
 
 from ..core.observer import ForwardPart
-from ..static import rules
-from ..static.history import EVERY_KIND, entry_key, reach
-from ..capture.source import current_user_source
-from ..static.flow import call_tensors
+from ..core import derivatives
+from ..core.history import EVERY_KIND, entry_key, reach
+from ..core.source import current_user_source
+from ..core.tensors import call_tensors
 from ..verdicts import CutSite, EdgeKind, raises_reason
 
 _ALL_DIFF = itertools.repeat(EdgeKind.DIFF)
@@ -63,7 +63,7 @@ def blocked_inputs(outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tenso
 
 def _kinds(function: Any) -> Iterable[str]:
     """Torch's derivative table only for the few ops that may lack a derivative: the rest are all DIFF here."""
-    return rules.derivative_kinds(function) if rules.may_lack_derivative(function) else _ALL_DIFF
+    return derivatives.derivative_kinds(function) if derivatives.may_lack_derivative(function) else _ALL_DIFF
 
 
 class StopAtMissingDerivatives(ForwardPart):

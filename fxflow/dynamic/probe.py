@@ -19,7 +19,7 @@ import torch
 from torch._subclasses.fake_tensor import is_fake
 
 from ..errors import FxflowError, describe, first_line
-from ..static.flow import gradient_norm
+from ..core.tensors import gradient_norm
 from .gradients import GradInfo, read_gradients
 from .lookahead import LookAhead
 from ..prepare.fake import FakeWeights, fake_inputs, fake_weights, new_fake_mode
@@ -337,7 +337,7 @@ class ModelRun:
 
 class RecordedForward:
     """One forward of ``model`` on ``inputs``, recorded as an fx graph for the capture stage
-    (:class:`fxflow.capture.recording.Recording`) while the probe runs it.
+    (:class:`fxflow.dynamic.recording.Recording`) while the probe runs it.
 
     Use as a context around the forward and the backward: on leaving, what the run changed in the
     model (buffers, attributes forward assigns) is put back, so later stages see it as found.
@@ -376,7 +376,7 @@ class RecordedForward:
         goes on (the model is put back first) and :attr:`recorded` says why nothing was recorded.
         ``rewritten()``, asked after forward: results whose history forward's modes changed in place."""
         from ..capture import Recorded
-        from ..capture.recording import Recording
+        from .recording import Recording
 
         try:
             self._recording = Recording(self.inner, self.inputs, copy_parameters=False)

@@ -149,7 +149,7 @@ class FirstStepCheck:
 
     def _act(self, watch: "Watch") -> "Report":
         """Print the watched step's report (rank 0), then raise or warn on a problem."""
-        from .distributed import rank
+        from ..core.distributed import rank
         from ..present.text import summary_line
 
         report = self.report = watch.report

@@ -17,7 +17,7 @@ from . import backward_raises, parameter_reports, uncertainty, uncertainty_notes
 from ..report import Report, TraceInfo
 from ..dynamic.steps import StepTally, apply_steps
 from .zeros import classify_zeros
-from ..integrations.distributed import guidance as ddp_guidance
+from ..core.distributed import guidance as ddp_guidance
 from ..verdicts import CutSite, DynamicVerdict as Dynamic
 
 if TYPE_CHECKING:  # pragma: no cover

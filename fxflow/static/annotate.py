@@ -48,9 +48,10 @@ from torch.utils._device import _device_constructors
 
 from .aliasing import StorageMap, state, written_members
 from ..capture import GRAD_MODE_KEY, OPAQUE_KEY, RecordedValues
-from ..capture.recorded import History, history_of
-from .flow import META_KEY, data_inputs, parameter_names, resolve_attribute_of, result_elements, tensors_in
-from .history import entry_key as _own_key, walk_history
+from ..dynamic.recorded import History, history_of
+from ..core.tensors import parameter_names, result_elements, tensors_in
+from .flow import META_KEY, data_inputs, resolve_attribute_of
+from ..core.history import entry_key as _own_key, walk_history
 from .rules import annotate_by_rules, in_place
 from ..prepare.state import call_with_weights, weights_of
 from .node_edges import EdgeBuilding
@@ -74,7 +75,7 @@ class FlowInterpreter(StandInRuns, EdgeBuilding, fx.Interpreter):
                  loss_output: tuple[int, int] | None = None, recorded: RecordedValues | None = None):
         super().__init__(graph_module, garbage_collect_values=False)
         self.recorded = recorded  # with twins="recorded": what each node returned in the recorded run
-        # id(snapshot or twin) -> the history of the real tensor it stands for (fxflow.capture.recorded)
+        # id(snapshot or twin) -> the history of the real tensor it stands for (fxflow.dynamic.recorded)
         self.histories: dict[int, History] = dict(recorded.histories) if recorded is not None else {}
         self.loss_output = loss_output  # (index, count): the output tensor that is the model's loss
         self.model = model

@@ -16,8 +16,9 @@ from torch.utils._pytree import tree_map
 
 from . import rules
 from ..capture import GradRegion
-from .flow import DIFF, NONE, NodeFlow, OutputFlow, result_elements, tensors_in
-from .history import entry_key, walk_history
+from ..core.tensors import result_elements, tensors_in
+from .flow import DIFF, NONE, NodeFlow, OutputFlow
+from ..core.history import entry_key, walk_history
 from ..verdicts import LOSS_OUTPUT_KEY
 
 

@@ -18,8 +18,9 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from .aliasing import state, storage_key, written_members
 from ..capture import OPAQUE_KEY, GradRegion
-from .flow import META_KEY, NONE, result_elements, tensors_in
-from .history import backward_kinds, entry_key, walk_history
+from ..core.tensors import result_elements, tensors_in
+from .flow import META_KEY, NONE
+from ..core.history import backward_kinds, entry_key, walk_history
 from .twins import StandIn, make_twin, random_stand_in_maker, real_copy, stand_in
 from ..verdicts import BACKWARD_RAN_KEY, PARAM_PREFIX
 

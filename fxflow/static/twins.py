@@ -27,11 +27,6 @@ def make_twin(tensor: torch.Tensor, kind: str) -> torch.Tensor:
     return twin.requires_grad_(tensor.requires_grad) if twin.is_floating_point() or twin.is_complex() else twin
 
 
-def is_integer_scalar(tensor: torch.Tensor) -> bool:
-    """A 0-dim tensor of integers (or bools) that holds values: a size, not a weight."""
-    return tensor.dim() == 0 and not tensor.is_meta and not (tensor.is_floating_point() or tensor.is_complex())
-
-
 def stand_in(twin: torch.Tensor, device: torch.device, keep_alive: list[Any]) -> torch.Tensor:
     """A real tensor shaped like ``twin``: ones (every mask entry True), zeros for integers
     (always a valid index). Where the twin requires grad, a copy of a leaf that does (autograd

@@ -1,6 +1,6 @@
 """Zoo models whose forward changes a tensor after making it (an in-place op, ``detach_``, a
 ``requires_grad`` flip, a slice assignment): their recorded run cannot be read back, so the check
-annotates them on twins (fxflow.capture.recording.Recording.values). Pinned, so that
+annotates them on twins (fxflow.dynamic.recording.Recording.values). Pinned, so that
 tests/zoo_matrix.py fails when a model joins or leaves the list. Regenerate with
 
     python tests/zoo/writes.py

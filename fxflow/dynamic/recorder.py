@@ -11,7 +11,7 @@ that returns plain data; a tensor that comes back (``torch.tensor(...)``, ``torc
 any untracked tensor appearing after an escape) becomes a *re-entry* node whose inputs are the
 escapes it came from. The parameter upstream is then reported ``cut`` at the escaping op rather
 than ``unused``. Module hooks keep ``nn_module_stack``; custom ``autograd.Function`` calls are
-single opaque nodes (see :mod:`fxflow.capture.functions`). :mod:`fxflow.capture.recording` runs a
+single opaque nodes (see :mod:`fxflow.core.functions`). :mod:`fxflow.dynamic.recording` runs a
 forward under this recorder.
 """
 from __future__ import annotations
@@ -29,12 +29,12 @@ from torch.utils._pytree import SUPPORTED_NODES, tree_flatten, tree_map
 
 from ..core.observer import ForwardPart
 from .recorded import tensor_state
-from .source import ModuleStack
+from ..core.source import ModuleStack
 
-from .functions import (OPAQUE_KEY, CheckpointGate, Constant, OpaqueFunction, checkpoint_inputs, checkpointed_call,
+from ..core.functions import (OPAQUE_KEY, CheckpointGate, Constant, OpaqueFunction, checkpoint_inputs, checkpointed_call,
                         is_checkpoint, is_user_function, opaque_reason)
-from .grad_mode import META_KEY as GRAD_MODE_KEY, GradModeRecorder
-from .patching import ThreadPatch
+from ..core.grad_mode import META_KEY as GRAD_MODE_KEY, GradModeRecorder
+from ..core.patching import ThreadPatch
 
 _ESCAPES = {"numpy", "item", "tolist", "__array__", "__float__", "__int__", "__index__", "__complex__"}
 _CONSTRUCTORS = {"tensor", "as_tensor", "asarray", "from_numpy", "frombuffer", "new_tensor"}
@@ -43,7 +43,7 @@ _CONSTRUCTORS = {"tensor", "as_tensor", "asarray", "from_numpy", "frombuffer", "
 class Escape:
     """Node target for a tensor leaving torch: returns :class:`Escaped`, which is not a tensor."""
 
-    __module__ = "fxflow.capture.runtime"
+    __module__ = "fxflow.dynamic.recorder"
 
     def __init__(self, name: str) -> None:
         self.__name__ = self.__qualname__ = name.strip("_") or name
@@ -68,7 +68,7 @@ class SetItem:
     """``x[index] = value`` as a node that returns ``x`` (so the mutation has a result)."""
 
     __name__ = __qualname__ = "setitem"
-    __module__ = "fxflow.capture.runtime"
+    __module__ = "fxflow.dynamic.recorder"
 
     def __call__(self, tensor: torch.Tensor, index: Any, value: Any) -> torch.Tensor:
         tensor[index] = value
@@ -84,7 +84,7 @@ class Vmapped:
     """
 
     __name__ = __qualname__ = "vmap"
-    __module__ = "fxflow.capture.runtime"
+    __module__ = "fxflow.dynamic.recorder"
 
     def __init__(self, vmap_impl: Callable[..., Any], options: tuple) -> None:
         self.vmap_impl = vmap_impl
