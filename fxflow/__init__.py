@@ -31,7 +31,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
     "check", "assert_gradients_flow", "watch", "Watch", "Report", "ParameterReport", "CutSite",
@@ -58,6 +58,9 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
     from .report import CutSite, ParameterReport, Report, TraceInfo
     from .testing import assert_gradients_flow
     from .watching import Watch, watch
+
+
+from . import presenters  # noqa: E402,F401 - a Report's views (report.table(), .render(), ...) are served from here
 
 
 def __getattr__(name: str) -> Any:

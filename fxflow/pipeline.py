@@ -29,7 +29,7 @@ from .dynamic.lookahead import LookAhead, look_ahead
 from .dynamic.gradients import dynamic_verdicts
 from .report import Report
 from .prepare.inputs import infer_inputs
-from .prepare.state import ModelSnapshot, materialize_lazy, untouched
+from .core.state import ModelSnapshot, materialize_lazy, untouched
 from .dynamic.steps import StepTally
 from .verdicts import CutSite, DynamicVerdict as Dynamic
 

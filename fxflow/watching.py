@@ -264,7 +264,7 @@ class Watch:
         from .pipeline import analyze_capture, gc_paused
         from .prepare import prepare
         from .prepare.signature import as_call_dict
-        from .prepare.state import untouched
+        from .core.state import untouched
 
         observed = as_call_dict(self.module, self._inputs, self._kwargs) if self._kwargs else self._inputs
         if observed is None:

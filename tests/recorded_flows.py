@@ -17,7 +17,7 @@ import torch
 from fxflow.dynamic.loss import labels_in
 from fxflow.dynamic.probe import ModelRun
 from fxflow.prepare import prepare
-from fxflow.prepare.state import untouched
+from fxflow.core.state import untouched
 from fxflow.static.annotate import annotate
 from fxflow.static.flow import META_KEY, NodeFlow
 

@@ -12,7 +12,7 @@ from torch import nn
 
 import fxflow
 from fxflow.dynamic.probe import run_model
-from fxflow.prepare.state import untouched
+from fxflow.core.state import untouched
 from fxflow.dynamic.gradients import dynamic_verdicts
 from fxflow.reconcile import matches
 

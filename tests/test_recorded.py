@@ -15,7 +15,7 @@ import torch.nn as nn
 
 import fxflow
 from fxflow.capture import capture
-from fxflow.prepare.state import untouched
+from fxflow.core.state import untouched
 from gradtruth import assert_agrees, real_grads
 from recorded_flows import flow_differences, recorded_run
 from test_functions import ScaleGrad  # examples/hidden_autograd_function.py's: its backward returns None

@@ -35,7 +35,7 @@ from torch.utils._pytree import tree_flatten
 
 from ..errors import describe
 from ..prepare.signature import defaulted_arguments
-from ..prepare.state import RandomState, preserved_module_attributes
+from ..core.state import RandomState, preserved_module_attributes
 from ..core.functions import (OPAQUE_KEY, CheckpointGate, OpaqueFunction, checkpoint_inputs, checkpointed_call,
                         intercepted_apply, is_checkpoint, is_user_function, opaque_reason)
 from ..core.grad_mode import META_KEY as GRAD_MODE_KEY, GradRegion

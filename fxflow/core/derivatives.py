@@ -277,8 +277,7 @@ def may_lack_derivative(grad_fn: object) -> bool:
 
 @functools.cache
 def _lacking_names() -> frozenset[str]:
-    table = table()
-    names = {name for name, formulas in table.items() if any(i.kind == NONE for i in formulas.inputs)}
+    names = {name for name, formulas in table().items() if any(i.kind == NONE for i in formulas.inputs)}
     names |= {name for name, (_, _, kind) in _BY_SAVED_ARGUMENT.items() if kind == NONE}
     return frozenset(names | {NOT_IMPLEMENTED_NODE})
 

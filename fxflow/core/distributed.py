@@ -104,7 +104,7 @@ def plain_structure(model: nn.Module) -> Iterator[nn.Module]:
     if not is_sharded(model) and not any(_fsdp_base_class(m) for m in model.modules()):
         yield model
         return
-    from ..prepare.state import preserved_module_attributes
+    from .state import preserved_module_attributes
 
     classes = [(m, type(m)) for m in model.modules()]
     replacements: dict[int, nn.Parameter] = {}

@@ -15,6 +15,7 @@ Inputs are known by :func:`entry_key`: where a tensor's gradient enters autograd
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Container, Iterable, Mapping
@@ -209,3 +210,12 @@ class _Either:
 
 
 _CROSSABLE = {DIFF: {DIFF}, ZERO: {DIFF, ZERO}, NONE: {DIFF, ZERO, NONE}}
+
+
+def autograd_nodes(roots: Iterable[Any]) -> list[Any]:
+    """Every autograd node reachable from ``roots`` through ``next_functions``, each once."""
+    return reach([(root, 0) for root in roots if root is not None], kinds=_every_edge).nodes
+
+
+def _every_edge(function: Any) -> Iterable[str]:
+    return itertools.repeat(EdgeKind.DIFF)

@@ -16,7 +16,6 @@ backward with hooks, so only a zero or vanishing verdict pays for it.
 """
 from __future__ import annotations
 
-import itertools
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -30,7 +29,7 @@ from ..core import derivatives
 from .holders import ZeroHolders
 from ..core.source import ModuleStack, current_user_source
 from ..core.tensors import gradient_norm
-from ..core.history import reach
+from ..core.history import autograd_nodes, reach
 from ..verdicts import CutSite, EdgeKind
 
 Node = Any  # torch.autograd.graph.Node (C++ nodes have no common Python base class to annotate with)
@@ -54,15 +53,6 @@ _PRODUCTS = frozenset({"linear", "matmul", "mm", "bmm", "mul", "mul_", "__mul__"
 _ROUTING = frozenset({"stack", "cat", "unbind", "split", "splitwithsizes", "chunk", "view", "reshape", "unsafeview",
                       "select", "slice", "transpose", "t", "permute", "expand", "squeeze", "unsqueeze", "clone",
                       "narrow", "index", "gather", "flatten", "unflatten", "alias", "tobackward", "copyslices"})
-
-
-def autograd_nodes(roots: Iterable[Node]) -> list[Node]:
-    """Every autograd node reachable from ``roots`` through ``next_functions``, each once."""
-    return reach([(root, 0) for root in roots if root is not None], kinds=_every_edge).nodes
-
-
-def _every_edge(function: Node) -> Iterable[str]:
-    return itertools.repeat(EdgeKind.DIFF)
 
 
 @dataclass(frozen=True)

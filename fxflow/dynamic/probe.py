@@ -24,14 +24,14 @@ from .gradients import GradInfo, read_gradients
 from .lookahead import LookAhead
 from ..prepare.fake import FakeWeights, fake_inputs, fake_weights, new_fake_mode
 from .no_derivative import StopAtMissingDerivatives, StopsOnMeta, stop_at_missing_derivatives
-from ..diagnose.nonfinite import NonfiniteSite
-from ..prepare.state import RandomState
+from ..core.records import NonfiniteSite
+from ..core.state import RandomState
 from .loss import LOSS_PROJECTION, TrainingLoss, floating_outputs, training_loss
 from .unregistered import unregistered_tensors
 from ..verdicts import CutSite
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..capture import Recorded
+    from .recorded import Recorded
 
 
 @dataclass
@@ -143,7 +143,7 @@ def higher_order_ops(outputs: Any) -> list[str]:
     """
     if "torch._dynamo" not in sys.modules:
         return []
-    from ..diagnose.localize import autograd_nodes
+    from ..core.history import autograd_nodes
 
     roots = [t.grad_fn for t in floating_outputs(outputs) if t.grad_fn is not None]
     names = {node.name() for node in autograd_nodes(roots)}
@@ -175,7 +175,7 @@ def run_model(model: torch.nn.Module, inputs: Sequence[Any], *, mode: Mode = "re
     is not on meta, or raises), the ``"fake"`` run answers: fake twins of the weights, passed in per
     call. Meta and fake runs tell which parameters a gradient reaches, not how large it is. With
     ``record=True`` the forward is also recorded as an fx graph (:attr:`ModelRun.recorded`).
-    Call it inside :func:`fxflow.prepare.state.untouched`: the run leaves its gradients in ``.grad``.
+    Call it inside :func:`fxflow.core.state.untouched`: the run leaves its gradients in ``.grad``.
     """
     run = ModelRun(model, mode=mode, loss_fn=loss_fn, seed=seed, labels_given=labels_given, record=record)
     try:
@@ -358,7 +358,7 @@ class RecordedForward:
         return self.inner(*self.inputs)
 
     def __enter__(self) -> "RecordedForward":
-        from ..prepare.state import preserved_module_attributes
+        from ..core.state import preserved_module_attributes
 
         self._stack.enter_context(preserved_module_attributes(self.inner))
         return self
@@ -375,7 +375,7 @@ class RecordedForward:
         """``forward(call)`` inside the recording; returns its outputs. When it raises, the error
         goes on (the model is put back first) and :attr:`recorded` says why nothing was recorded.
         ``rewritten()``, asked after forward: results whose history forward's modes changed in place."""
-        from ..capture import Recorded
+        from .recorded import Recorded
         from .recording import Recording
 
         try:

@@ -15,7 +15,7 @@ import torch
 import torch.fx as fx
 
 from ..prepare.signature import positional_names
-from ..prepare.state import ModelSnapshot
+from ..core.state import ModelSnapshot
 from ..core.tensors import tensors_in
 from ..core.functions import intercepted_apply
 from ..core.grad_mode import GradModeRecorder

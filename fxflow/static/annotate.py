@@ -53,7 +53,7 @@ from ..core.tensors import parameter_names, result_elements, tensors_in
 from .flow import META_KEY, data_inputs, resolve_attribute_of
 from ..core.history import entry_key as _own_key, walk_history
 from .rules import annotate_by_rules, in_place
-from ..prepare.state import call_with_weights, weights_of
+from ..core.state import call_with_weights, weights_of
 from .node_edges import EdgeBuilding
 from .stand_ins import NOT_RUN, StandInRuns
 from .twins import choose_twins, make_twin

@@ -24,7 +24,7 @@ from fxflow.diagnose.localize import localize  # noqa: E402
 from fxflow.dynamic.loss import projection_loss  # noqa: E402
 from fxflow.dynamic.probe import ModelRun  # noqa: E402
 from fxflow.dynamic.gradients import dynamic_verdicts  # noqa: E402
-from fxflow.prepare.state import untouched  # noqa: E402
+from fxflow.core.state import untouched  # noqa: E402
 from models import MODELS  # noqa: E402
 
 

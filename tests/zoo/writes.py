@@ -35,7 +35,7 @@ def _find() -> list[str]:
 
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     warnings.filterwarnings("ignore")
-    from fxflow.prepare.state import untouched
+    from fxflow.core.state import untouched
     from recorded_flows import recorded_run
     from zoo.run import SPECIMENS
 
