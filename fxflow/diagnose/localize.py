@@ -29,8 +29,8 @@ from ..core import derivatives
 from .holders import ZeroHolders
 from ..core.source import ModuleStack, current_user_source
 from ..core.tensors import gradient_norm
-from ..core.history import autograd_nodes, reach
-from ..verdicts import CutSite, EdgeKind
+from ..core.history import autograd_nodes
+from ..verdicts import CutSite
 
 Node = Any  # torch.autograd.graph.Node (C++ nodes have no common Python base class to annotate with)
 

@@ -17,7 +17,6 @@ serve the fallback used when no example inputs exist, so nothing can run.
 """
 from __future__ import annotations
 
-import functools
 import operator
 from typing import Callable
 
@@ -28,7 +27,7 @@ from ..core.derivatives import NON_DIFFERENTIABLE_OPS, ZERO_DERIVATIVE_OPS
 from .flow import DIFF, NONE, ZERO, NodeFlow, data_inputs, resolve_attribute_of
 # node.meta[NO_DERIVATIVE_KEY]: the inputs (and "param:<name>"s) that reach this node's result only
 # through an op with no derivative; set by the annotation, read by fxflow.static.explain for the reason.
-from ..verdicts import GRAD_MODE_KEY, NO_DERIVATIVE_KEY, EdgeKind
+from ..verdicts import GRAD_MODE_KEY, NO_DERIVATIVE_KEY
 
 _OPERATOR_NAMES = {getattr(operator, name): name for name in dir(operator) if not name.startswith("_")}
 

@@ -12,6 +12,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from ..core.tensors import is_integer_scalar
+
 StandIn = Callable[[torch.Tensor, torch.device], torch.Tensor]
 
 
