@@ -30,7 +30,8 @@ class ThreadPatch:
     """One attribute of one object, replaced per thread (see the module docstring).
 
     ``install(dispatch)`` turns the dispatch function (``dispatch(*args, **kwargs)``) into what is
-    assigned: itself for a plain function, a ``classmethod`` for a class's method.
+    assigned: itself for a module's function, :func:`as_method` for an instance method, a
+    ``classmethod`` or a ``property`` for those.
     """
 
     def __init__(self, owner: Any, name: str, install: Callable[[Callable[..., Any]], Any] = lambda f: f) -> None:
@@ -82,6 +83,15 @@ class ThreadPatch:
                     del self._by_thread[thread]
                 if not self._by_thread:
                     setattr(self.owner, self.name, self._original)
+
+
+def as_method(dispatch: Callable[..., Any]) -> Callable[..., Any]:
+    """A plain function calling ``dispatch``: as a class attribute it binds the instance, which the
+    dispatcher (a bound method) would not."""
+    def method(*args: Any, **kwargs: Any) -> Any:
+        return dispatch(*args, **kwargs)
+
+    return method
 
 
 # torch.inference_mode() builds one of these: the grad-mode recorder and torch.export's guard both watch it.

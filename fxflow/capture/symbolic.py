@@ -8,7 +8,7 @@ import torch
 import torch.fx as fx
 
 from .grad_mode import META_KEY, GradModeRecorder
-from .patching import ThreadPatch
+from .patching import ThreadPatch, as_method
 from .source import python_stack_trace
 
 # Tensor factories that read their data argument's *values* in C++ (``torch.tensor(h.tolist())``,
@@ -75,7 +75,7 @@ def _attributes_keep_their_line(recorder: GradModeRecorder) -> Iterator[None]:
         yield
 
 
-_ATTRIBUTE_INIT = ThreadPatch(fx.proxy.Attribute, "__init__")
+_ATTRIBUTE_INIT = ThreadPatch(fx.proxy.Attribute, "__init__", as_method)
 _ATTRIBUTE_NODE = ThreadPatch(fx.proxy.Attribute, "node", property)
 
 

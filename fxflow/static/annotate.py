@@ -50,6 +50,7 @@ from .flow import META_KEY, data_inputs, parameter_names, resolve_attribute_of
 from .flow_state import META_TWINS, NOT_RUN, UNRECORDED, FlowState, NodeCall
 from .node_edges import EdgeBuilder
 from .rules import annotate_by_rules, in_place
+from ..prepare.inputs import device_of
 from ..prepare.state import call_with_weights, weights_of
 from .stand_ins import CustomBackward, StandInRun
 from .strategies import NameRules, RecordedRun, TwinRun
@@ -143,9 +144,8 @@ def annotate(graph_module: fx.GraphModule, model: torch.nn.Module,
             if in_place(node):  # later reads of the tensor see this node (h.detach_() cuts them)
                 aliases[node.args[0].name] = node.name
         return []
-    device = next((p.device for p in model.parameters()), torch.device("cpu"))
     twins = twins or choose_twins(model, inputs, recorded=recorded is not None)
-    interpreter = FlowInterpreter(graph_module, model, device, twins, loss_output,
+    interpreter = FlowInterpreter(graph_module, model, device_of(model), twins, loss_output,
                                   recorded if twins == "recorded" else None)
     twin_inputs = [interpreter.state.twin(x) if isinstance(x, torch.Tensor) else x for x in inputs]
     interpreter.run(*twin_inputs)
