@@ -45,7 +45,7 @@ BUILDERS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
 }
 
 
-# Rules read off a node's saved arguments (fxflow.static.derivatives._BY_SAVED_ARGUMENT, _ZERO_FOR_REAL_INPUT):
+# Rules read off a node's saved arguments (fxflow.core.derivatives._BY_SAVED_ARGUMENT, _ZERO_FOR_REAL_INPUT):
 # (node, f(x, v) that makes it with the argument that decides, what every input then gets).
 SAVED_ARGUMENT_BUILDERS = [
     ("PowBackward0", lambda x, v: x ** 0, flow.ZERO),

@@ -52,7 +52,7 @@ class ProbeResult:
     nonfinite: list[NonfiniteSite] = field(default_factory=list)
     # Tensors that require grad and received a gradient but model.parameters() does not list:
     # attribute path -> what the gradient was.
-    unregistered: dict[str, GradInfo] = field(default_factory=dict)
+    unregistered: dict[str, tuple[tuple[int, ...], GradInfo]] = field(default_factory=dict)
     # Exactly zero parameters -> the all-zero trainable weights that zeroed them (fxflow.diagnose.holders).
     held_by: dict[str, list[str]] = field(default_factory=dict)
     # Which exact zeros learn once the first steps move what holds them (fxflow.dynamic.lookahead).
