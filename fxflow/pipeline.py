@@ -24,7 +24,7 @@ from .prepare import prepare
 from .dynamic.loss import labels_in
 from .dynamic.probe import ModelRun, ProbeResult, on_meta, run_model
 from .reconcile.assemble import assemble_report
-from .diagnose import diagnose, zero_holders
+from .diagnose import diagnose
 from .dynamic.lookahead import LookAhead, look_ahead
 from .dynamic.gradients import dynamic_verdicts
 from .report import Report
@@ -95,6 +95,10 @@ def check(
             result, failure, recorded = run.result, run.failure, run.recorded
             real_run = run if run.mode == "real" else None
         verdicts = dynamic_verdicts(result, vanishing) if result is not None else {}
+        zeros = [name for name, verdict in verdicts.items() if verdict == Dynamic.ZERO]
+        if zeros and real_run is not None:  # designed zero-inits learn from step 2 or 3, a dead unit never
+            step("looking ahead past exact zeros", phase="look-ahead")
+            result.look_ahead = look_ahead_of(real_run, example, zeros)
 
         step("capturing the graph", phase="capture")
         captured = capture(runner, example, methods=capture_methods, recorded=recorded)
@@ -109,10 +113,6 @@ def check(
         if result is not None and real_run is not None:  # a live gradient that died, faded or turned NaN: where
             step("explaining the failing gradients", phase="diagnose")
             diagnose(real_run, result, verdicts)
-            zeros = [name for name, verdict in verdicts.items() if verdict == Dynamic.ZERO]
-            if zeros:  # designed zero-inits learn from step 2 or 3; a dead unit never does: take the steps
-                step("looking ahead past exact zeros", phase="look-ahead")
-                result.look_ahead = look_ahead_of(real_run, example, zeros, result.held_by)
         tally = None
         if steps > 1 and result is not None and result.measurable:
             step(f"running {steps - 1} more steps", phase="steps")
@@ -129,26 +129,23 @@ def check(
 
 
 def look_ahead_of(run: ModelRun, example: tuple[Any, ...], zeros: list[str],
-                  held_first: dict[str, list[str]], movable: Callable[[str], bool] | None = None) -> LookAhead:
+                  movable: Callable[[str], bool] | None = None) -> LookAhead:
     """:func:`fxflow.dynamic.lookahead.look_ahead` on the model of ``run``, whose first backward left
     ``zeros`` exactly zero: each rerun is ``run``'s forward and backward again, from the same random
     draws; the model's buffers, grads and random state are put back afterwards."""
     parameters = dict(run.model.named_parameters())
-    latest: list[ModelRun] = []
 
     def rerun() -> dict[str, bool] | None:
-        probe, again = run.again(example)
+        _, again = run.again(example)
         if again is None:
             return None
-        latest[:] = [probe]
         return {name: info.present and info.finite and not info.all_zero for name, info in again.grads.items()}
 
     snapshot = ModelSnapshot.save(run.model, copy_parameters=False)  # the look-ahead puts its weights back itself
     try:
         for name, parameter in parameters.items():  # the first step's gradients give the first step's direction
             parameter.grad = run.gradients.get(name)
-        return look_ahead(parameters, zeros, rerun, movable=movable, held_first=held_first,
-                          holders=lambda names: zero_holders(latest[0], names))
+        return look_ahead(parameters, zeros, rerun, movable=movable)
     finally:
         snapshot.restore()
 

@@ -41,17 +41,3 @@ def diagnose(run: "ModelRun", result: "ProbeResult", verdicts: dict[str, Dynamic
         except Exception as error:
             result.notes.append(f"could not find where the non-finite values were born: {type(error).__name__}: "
                                 f"{first_line(error)}")
-
-
-def zero_holders(run: "ModelRun", names: list[str]) -> dict[str, list[str]]:
-    """For parameters ``run`` left exactly zero: the all-zero trainable weights that zeroed them
-    (empty when the replay fails: the holders are an explanation, never a verdict)."""
-    from .localize import localize
-
-    named = dict(run.model.named_parameters())
-    held: dict[str, list[str]] = {}
-    try:
-        localize(run.model, run.replay, run.loss_of, {name: named[name] for name in names if name in named}, {}, held)
-    except Exception:  # noqa: BLE001 - the look-ahead's verdicts stand without the names
-        return {}
-    return held
