@@ -82,7 +82,7 @@ class Watch:
 
     # -- the context manager ----------------------------------------------------------------
     def __enter__(self) -> "Watch":
-        from .dynamic.probe import ModuleGradRecorder
+        from .dynamic.module_norms import ModuleGradRecorder
 
         if self._active:
             raise FxflowError("this fxflow.watch is already active; use a new one per step")
