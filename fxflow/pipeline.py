@@ -22,15 +22,14 @@ from .capture import Capture, capture
 from .errors import FxflowError
 from .prepare import prepare
 from .dynamic.loss import labels_in
-from .dynamic.probe import GradientProbe, ProbeResult, probe
+from .dynamic.probe import ModelRun, ProbeResult, on_meta, run_model
 from .reconcile.assemble import assemble_report
 from .diagnose import diagnose, zero_holders
 from .dynamic.lookahead import LookAhead, look_ahead
 from .dynamic.gradients import dynamic_verdicts
 from .report import Report
 from .prepare.inputs import infer_inputs
-from .prepare.state import ModelSnapshot, materialize_lazy, untouched
-from .dynamic.meta_probe import MetaProbe, on_meta
+from .core.state import ModelSnapshot, materialize_lazy, untouched
 from .dynamic.steps import StepTally
 from .verdicts import CutSite, DynamicVerdict as Dynamic
 
@@ -85,21 +84,16 @@ def check(
         # and the run-time capture is the recording of this very forward.
         result: ProbeResult | None = None
         failure: CutSite | None = None  # the real backward raised: no gradient to read
-        real_run: GradientProbe | None = None
+        real_run: ModelRun | None = None
         recorded = None  # the run-time capture: the recording of the forward run here
         record = capture_methods is None or "runtime" in capture_methods
         if backward and example is not None:
             step("running forward and backward", phase="backward")
-            if fake:
-                meta = MetaProbe(runner, loss_fn=loss_fn, labels_given=labels_in(inputs)) \
-                    if record and on_meta(runner, example) else None  # one recorded meta forward, not two
-                result = (meta.run(example) if meta is not None else None) or probe(
-                    runner, example, loss_fn=loss_fn, seed=seed, fake=True, labels_given=labels_in(inputs))
-                recorded = meta.recorded if meta is not None else None
-            else:
-                real_run = GradientProbe(runner, loss_fn=loss_fn, seed=seed, labels_given=labels_in(inputs),
-                                         record=record)
-                result, failure, recorded = real_run.run(example), real_run.failure, real_run.recorded
+            mode = ("meta" if on_meta(runner, example) else "fake") if fake else "real"
+            run = run_model(runner, example, mode=mode, loss_fn=loss_fn, seed=seed, labels_given=labels_in(inputs),
+                            record=record)
+            result, failure, recorded = run.result, run.failure, run.recorded
+            real_run = run if run.mode == "real" else None
         verdicts = dynamic_verdicts(result, vanishing) if result is not None else {}
 
         step("capturing the graph", phase="capture")
@@ -134,13 +128,13 @@ def check(
     return report
 
 
-def look_ahead_of(run: GradientProbe, example: tuple[Any, ...], zeros: list[str],
+def look_ahead_of(run: ModelRun, example: tuple[Any, ...], zeros: list[str],
                   held_first: dict[str, list[str]], movable: Callable[[str], bool] | None = None) -> LookAhead:
     """:func:`fxflow.dynamic.lookahead.look_ahead` on the model of ``run``, whose first backward left
     ``zeros`` exactly zero: each rerun is ``run``'s forward and backward again, from the same random
     draws; the model's buffers, grads and random state are put back afterwards."""
     parameters = dict(run.model.named_parameters())
-    latest: list[GradientProbe] = []
+    latest: list[ModelRun] = []
 
     def rerun() -> dict[str, bool] | None:
         probe, again = run.again(example)
@@ -177,7 +171,12 @@ def _later_steps(model: torch.nn.Module, first: ProbeResult, static: StaticAnaly
         if batch is None:
             batch = infer_inputs(model, seed=seed + index) if inputs is None else inputs
         prepared = prepare(model, batch, device, infer=False)
-        result = probe(prepared.runner, prepared.example, loss_fn=loss_fn, seed=seed, labels_given=labels_in(batch))
+        with untouched(prepared.module):
+            later = run_model(prepared.runner, prepared.example, loss_fn=loss_fn, seed=seed,
+                              labels_given=labels_in(batch))
+        if later.result is None:
+            raise FxflowError(f"the real backward of step {index + 1} raised {later.failure.reason}")
+        result = later.result
         tally.add(result.grads)
         missed = [name for name, info in result.grads.items()
                   if name not in tally.later_cuts and first.grads[name].present and not first.grads[name].all_zero

@@ -6,7 +6,7 @@ Its graph differs from the capture contract, and :func:`convert` closes the gap:
 
 * parameter, buffer and constant placeholders become ``get_attr`` nodes with the model's own
   qualified names (``graph_signature.inputs_to_parameters``); lifted constants that the model
-  does not own become :class:`~fxflow.capture.functions.Constant` nodes;
+  does not own become :class:`~fxflow.core.functions.Constant` nodes;
 * ``wrap_with_set_grad_enabled(False, subgraph, ...)`` calls are inlined, and every node of the
   subgraph gets a :class:`GradRegion` (autocast wrappers are inlined as they are);
 * ATen overloads become their overload packets (``aten.detach``), so ops keep short names;
@@ -26,10 +26,10 @@ from typing import Any, Iterator, Sequence
 import torch
 import torch.fx as fx
 
-from .functions import Constant, checkpoint_inputs, checkpointed_call, intercepted_apply, is_checkpoint, is_user_function
-from .grad_mode import META_KEY as GRAD_MODE_KEY, GradRegion
-from .patching import INFERENCE_MODE, quiet_thread
-from .source import is_library_file
+from ..core.functions import Constant, checkpoint_inputs, checkpointed_call, intercepted_apply, is_checkpoint, is_user_function
+from ..core.grad_mode import META_KEY as GRAD_MODE_KEY, GradRegion
+from ..core.patching import INFERENCE_MODE, quiet_thread
+from ..core.source import is_library_file
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 
@@ -41,7 +41,7 @@ class ExportUnsupported(RuntimeError):
 @contextlib.contextmanager
 def _guards() -> Iterator[None]:
     """Refuse inference_mode and custom autograd.Functions; inline reentrant checkpoints (this
-    thread's calls only: :mod:`fxflow.capture.patching`)."""
+    thread's calls only: :mod:`fxflow.core.patching`)."""
     def inference_mode(mode: bool) -> Any:
         if mode:
             raise ExportUnsupported("torch.inference_mode() inside forward is dropped by torch.export")
@@ -216,7 +216,7 @@ def _class_name(cls: Any) -> str:
 
 def _region_source(module: fx.GraphModule, subgraph_node: fx.Node) -> str | None:
     """The user's ``with`` line that opened a no-grad region, found from its first node's stack."""
-    from .source import display_path
+    from ..core.source import display_path
 
     subgraph = getattr(module, str(subgraph_node.target))
     for node in subgraph.graph.nodes:

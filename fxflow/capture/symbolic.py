@@ -7,9 +7,9 @@ from typing import Any, Callable, Iterator
 import torch
 import torch.fx as fx
 
-from .grad_mode import META_KEY, GradModeRecorder
-from .patching import ThreadPatch, as_method
-from .source import python_stack_trace
+from ..core.grad_mode import META_KEY, GradModeRecorder
+from ..core.patching import ThreadPatch, as_method
+from ..core.source import python_stack_trace
 
 # Tensor factories that read their data argument's *values* in C++ (``torch.tensor(h.tolist())``,
 # ``torch.tensor(h.sum().item())``): handed a Proxy they fail with an unrelated error instead of

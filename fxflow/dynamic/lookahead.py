@@ -15,7 +15,7 @@ A sign step is what Adam's first update is; a size relative to the weight keeps 
 being revived by a large step and a half-precision weight from being left unmoved by a tiny one.
 Each tensor is replaced for the look-ahead and the original object put back afterwards, so the
 user's weights are restored bit for bit (the model's buffers, grads and random state are restored by
-:func:`fxflow.prepare.state.untouched` around the check).
+:func:`fxflow.core.state.untouched` around the check).
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from typing import Callable, Iterable
 
 import torch
 
-from ..static.flow import l2_norm
+from ..core.tensors import l2_norm
 
 STEP_RELATIVE = 1e-2  # each step moves a tensor by this fraction of its RMS ...
 STEP_FLOOR = 1e-3  # ... or by this much where the tensor is all zeros

@@ -17,7 +17,7 @@ from . import backward_raises, parameter_reports, uncertainty, uncertainty_notes
 from ..report import Report, TraceInfo
 from ..dynamic.steps import StepTally, apply_steps
 from .zeros import classify_zeros
-from ..integrations.distributed import guidance as ddp_guidance
+from ..core.distributed import guidance as ddp_guidance
 from ..prepare.inputs import device_of
 from ..verdicts import CutSite, DynamicVerdict as Dynamic
 
@@ -75,7 +75,7 @@ def assemble_report(model: torch.nn.Module, *, target: str, captured: "Capture |
     counted = steps.steps if steps is not None else 1
     look = result.look_ahead if result is not None else None
     if look is not None:  # check: the look-ahead's steps tell designed zero-inits from dead units
-        classify_zeros(parameters, look.learns_from, result.held_by, look.steps)
+        classify_zeros(parameters, look.learns_from, result.held_by, look.steps, result.explanations)
         if look.note:
             notes.append(look.note)
     elif steps is not None and counted > 1 and watched:  # real steps: the ones from which a zero learned

@@ -31,7 +31,7 @@ import networkx as nx
 import torch
 import torch.fx as fx
 
-from ..capture.source import user_frames
+from ..core.source import user_frames
 from .flow import DIFF, META_KEY, NONE, ZERO
 from .explain import describe_cut, describe_raise, describe_zero, node_op, node_source
 from ..verdicts import (BACKWARD_RAN_KEY, LOSS_OUTPUT_KEY, NO_DERIVATIVE_KEY, OPAQUE_KEY, PARAM_PREFIX, PARAMETER_STATE, CutSite, NodeState,

@@ -29,7 +29,7 @@ Call tree::
           StandInRun.edges(call)               # what twins cannot run (.item(), masks, a whole
                                                # nn.Transformer): real stand-ins  (fxflow/static/stand_ins.py)
           NameRules.edges(call)                # nothing could run it, or no example inputs
-        each walks the result's grad_fn history back to the inputs (fxflow/static/history.py), builds
+        each walks the result's grad_fn history back to the inputs (fxflow/core/history.py), builds
         the edges (fxflow/static/node_edges.py) and runs a custom autograd.Function's own backward
 
 The strategies (fxflow/static/strategies.py) share one :class:`~fxflow.static.flow_state.FlowState`.
@@ -46,12 +46,13 @@ from torch.utils._device import _device_constructors
 
 from .aliasing import state as storage_state
 from ..capture import GRAD_MODE_KEY, RecordedValues
-from .flow import META_KEY, data_inputs, parameter_names, resolve_attribute_of
+from ..core.tensors import parameter_names
+from .flow import META_KEY, data_inputs, resolve_attribute_of
 from .flow_state import META_TWINS, NOT_RUN, UNRECORDED, FlowState, NodeCall
 from .node_edges import EdgeBuilder
 from .rules import annotate_by_rules, in_place
 from ..prepare.inputs import device_of
-from ..prepare.state import call_with_weights, weights_of
+from ..core.state import call_with_weights, weights_of
 from .stand_ins import CustomBackward, StandInRun
 from .strategies import NameRules, RecordedRun, TwinRun
 from .twins import choose_twins

@@ -5,7 +5,7 @@ the result's history, which this module answers without knowing anything of fx:
 
 * :func:`walk_history`: which of the node's inputs (and which parameter leaves) the history
   reaches, and over which kind of edge (differentiable, identically zero, no derivative), reading
-  torch's own derivative table through :func:`fxflow.static.rules.derivative_kinds`;
+  torch's own derivative table through :func:`fxflow.static.derivatives.derivative_kinds`;
 * :func:`backward_kinds`: the same from one real backward of seeded random cotangents, for what
   only running the backward tells (a custom ``autograd.Function``'s own backward).
 
@@ -15,14 +15,18 @@ Inputs are known by :func:`entry_key`: where a tensor's gradient enters autograd
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Container, Iterable, Mapping
 
 import torch
 
-from . import rules
-from .flow import DIFF, NONE, ZERO, tensors_in
+from . import derivatives
+from .tensors import tensors_in
+from ..verdicts import EdgeKind
+
+DIFF, ZERO, NONE = EdgeKind.DIFF, EdgeKind.ZERO, EdgeKind.NONE
 
 # A walk inside one node's autograd history never needs to be longer than this; it guards against
 # tensors captured from far upstream (a module caching an earlier activation, say).
@@ -66,7 +70,7 @@ def reach(roots: Iterable[tuple[Any, int]], stops: Container[tuple] = (), crossa
     its kind (``kinds(node)``, one per ``next_functions`` entry; torch's derivative table by
     default) is in ``crossable``. Each node is entered once; after ``limit`` nodes the walk stops.
     """
-    kinds = kinds or rules.derivative_kinds
+    kinds = kinds or derivatives.derivative_kinds
     found = WalkRecord()
     entered: set[int] = set()
     stack = list(roots)
@@ -161,9 +165,9 @@ def walk_history(outputs: list[torch.Tensor], entries: dict[tuple, list[str]], k
     through an input counts too (``torch.autograd.grad(y, x, create_graph=True)`` is
     differentiable in everything ``y``'s derivative reads, which the call is not given). NONE: reached only through an op with no
     derivative for it (``floor_divide``): its backward raises, so no gradient gets there. Each pass
-    crosses one more kind of edge (see :func:`fxflow.static.rules.derivative_kinds`); a pass runs only
+    crosses one more kind of edge (see :func:`fxflow.static.derivatives.derivative_kinds`); a pass runs only
     if the one before skipped such an edge. ``histories``: where an output is a snapshot of a recorded
-    tensor (:mod:`fxflow.capture.recorded`), the walk starts from that tensor's history.
+    tensor (:mod:`fxflow.dynamic.recorded`), the walk starts from that tensor's history.
     """
     recorded = [histories.get(id(t)) if histories else None for t in outputs]
     starts = [(h.grad_fn, h.output_nr, h.key) if h else (t.grad_fn, t.output_nr, ("leaf", id(t)))
@@ -207,3 +211,12 @@ class _StopKeys:
 
 
 _CROSSABLE = {DIFF: {DIFF}, ZERO: {DIFF, ZERO}, NONE: {DIFF, ZERO, NONE}}
+
+
+def autograd_nodes(roots: Iterable[Any]) -> list[Any]:
+    """Every autograd node reachable from ``roots`` through ``next_functions``, each once."""
+    return reach([(root, 0) for root in roots if root is not None], kinds=_every_edge).nodes
+
+
+def _every_edge(function: Any) -> Iterable[str]:
+    return itertools.repeat(EdgeKind.DIFF)

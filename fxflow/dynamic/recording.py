@@ -2,8 +2,8 @@
 
 :class:`Recording` wraps a forward (the check's probe runs its one real forward inside one, so the
 recording costs no forward of its own); :func:`record_run` runs forward itself. Either way the
-result is the fx graph that :class:`~fxflow.capture.runtime.RunRecorder` built, and the results of
-its nodes as snapshots (:mod:`fxflow.capture.recorded`).
+result is the fx graph that :class:`~fxflow.dynamic.recorder.RunRecorder` built, and the results of
+its nodes as snapshots (:mod:`fxflow.dynamic.recorded`).
 """
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ import torch
 import torch.fx as fx
 
 from ..prepare.signature import positional_names
-from ..prepare.state import ModelSnapshot
-from ..static.flow import tensors_in
-from .functions import intercepted_apply
-from .grad_mode import GradModeRecorder
+from ..core.state import ModelSnapshot
+from ..core.tensors import tensors_in
+from ..core.functions import intercepted_apply
+from ..core.grad_mode import GradModeRecorder
 from .recorded import Recorded, RecordedValues, Snapshots, Unsupported, tensor_state
-from .runtime import RunRecorder
+from .recorder import RunRecorder
 
 
 def _input_names(model: torch.nn.Module, count: int) -> list[str]:
