@@ -28,12 +28,6 @@ import fxflow.pipeline
 STAGES = ("prepare", "dynamic", "capture", "static", "diagnose", "reconcile")
 PIPELINE = os.path.abspath(fxflow.pipeline.__file__)
 
-# Calls from a stage into a later one that the code still makes, as (caller module, callee module):
-# none since the shared helpers live in the floor (fxflow.core) and the run records itself. A line
-# added here is a debt: the test fails on a line no check makes any more, and on any call not listed.
-FORWARD_CALLS_TO_REMOVE: set[tuple[str, str]] = set()
-
-
 def stage_of(frame: FrameType | None) -> str | None:
     """The stage a frame's function belongs to, or None outside the stages."""
     parts = (frame.f_globals.get("__name__", "") if frame is not None else "").split(".")
@@ -134,8 +128,7 @@ def test_no_stage_is_entered_twice(name):
 def test_a_stage_calls_only_into_itself_and_earlier_stages():
     pytest.importorskip("transformers")
     found = set().union(*(traced(name)[0].forward_calls for name in MODELS))
-    assert found - FORWARD_CALLS_TO_REMOVE == set(), "a stage calls into a later one"
-    assert FORWARD_CALLS_TO_REMOVE - found == set(), "these calls are gone: delete them from the list"
+    assert found == set(), "(caller module, callee module): a stage calls into a later one"
 
 
 def test_a_forward_call_is_seen_and_a_call_back_is_not():

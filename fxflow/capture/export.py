@@ -41,7 +41,7 @@ class ExportUnsupported(RuntimeError):
 @contextlib.contextmanager
 def _guards() -> Iterator[None]:
     """Refuse inference_mode and custom autograd.Functions; inline reentrant checkpoints (this
-    thread's calls only: :mod:`fxflow.capture.patching`)."""
+    thread's calls only: :mod:`fxflow.core.patching`)."""
     def inference_mode(mode: bool) -> Any:
         if mode:
             raise ExportUnsupported("torch.inference_mode() inside forward is dropped by torch.export")

@@ -29,7 +29,7 @@ Call tree::
           StandInRun.edges(call)               # what twins cannot run (.item(), masks, a whole
                                                # nn.Transformer): real stand-ins  (fxflow/static/stand_ins.py)
           NameRules.edges(call)                # nothing could run it, or no example inputs
-        each walks the result's grad_fn history back to the inputs (fxflow/static/history.py), builds
+        each walks the result's grad_fn history back to the inputs (fxflow/core/history.py), builds
         the edges (fxflow/static/node_edges.py) and runs a custom autograd.Function's own backward
 
 The strategies (fxflow/static/strategies.py) share one :class:`~fxflow.static.flow_state.FlowState`.
@@ -46,8 +46,8 @@ from torch.utils._device import _device_constructors
 
 from .aliasing import state as storage_state
 from ..capture import GRAD_MODE_KEY, RecordedValues
-from .flow import META_KEY, data_inputs, resolve_attribute_of
 from ..core.tensors import parameter_names
+from .flow import META_KEY, data_inputs, resolve_attribute_of
 from .flow_state import META_TWINS, NOT_RUN, UNRECORDED, FlowState, NodeCall
 from .node_edges import EdgeBuilder
 from .rules import annotate_by_rules, in_place
@@ -159,8 +159,8 @@ def needs_default_device(node: fx.Node) -> bool:
 
     A torch op implemented in C that is not a factory takes its device from its tensor arguments,
     and the meta kernels it runs pass theirs explicitly; under ``torch.device("meta")`` every
-    torch call inside those kernels went through the device mode's Python handler (65 per node on
-    GPT-2), a quarter of the annotation's time.
+    torch call inside those kernels would go through the device mode's Python handler, dozens per
+    node, for nothing.
     """
     if node.op == "call_module":
         return True

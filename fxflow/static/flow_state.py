@@ -16,11 +16,10 @@ import torch
 import torch.fx as fx
 
 from .aliasing import Member, StorageMap
-from ..capture import RecordedValues
-from ..dynamic.recorded import History, history_of
-from .flow import NodeFlow
-from ..core.tensors import parameter_names, tensors_in
 from ..core.history import entry_key
+from ..core.tensors import parameter_names, tensors_in
+from ..dynamic.recorded import History, RecordedValues, history_of
+from .flow import NodeFlow
 from .twins import make_twin
 from ..verdicts import GradRegion
 
@@ -77,7 +76,7 @@ class FlowState:
     recorded: RecordedValues | None = None  # with twins "recorded": what each node returned in the recorded run
     env: dict[fx.Node, Any] = field(default_factory=dict)  # node -> its value (the interpreter's env)
     names: dict[int, str] = field(init=False)  # id(parameter) -> its name
-    # id(snapshot or twin) -> the history of the real tensor it stands for (fxflow.capture.recorded)
+    # id(snapshot or twin) -> the history of the real tensor it stands for (fxflow.dynamic.recorded)
     histories: dict[int, History] = field(init=False)
     twin_of: dict[int, torch.Tensor] = field(default_factory=dict)  # id(real tensor) -> its twin
     twin_ids: set[int] = field(default_factory=set)

@@ -16,10 +16,10 @@ from torch.utils._pytree import tree_map
 
 from . import rules
 from .aliasing import Member
-from .flow import DIFF, NONE, NodeFlow, OutputFlow
-from ..core.tensors import result_elements, tensors_in
-from .flow_state import FlowState, NodeCall
 from ..core.history import entry_key, walk_history
+from ..core.tensors import result_elements, tensors_in
+from .flow import DIFF, NONE, NodeFlow, OutputFlow
+from .flow_state import FlowState, NodeCall
 from ..verdicts import LOSS_OUTPUT_KEY
 
 

@@ -18,10 +18,10 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from .aliasing import state, storage_key, written_members
 from ..capture import OPAQUE_KEY
-from .flow import NONE, NodeFlow
-from ..core.tensors import result_elements, tensors_in
-from .flow_state import META_TWINS, FlowState, NodeCall
 from ..core.history import backward_kinds, entry_key, walk_history
+from ..core.tensors import result_elements, tensors_in
+from .flow import NONE, NodeFlow
+from .flow_state import META_TWINS, FlowState, NodeCall
 from .node_edges import EdgeBuilder
 from .twins import StandIn, random_stand_in_maker, real_copy, stand_in
 from ..verdicts import BACKWARD_RAN_KEY, PARAM_PREFIX

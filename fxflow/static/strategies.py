@@ -20,11 +20,11 @@ from typing import Any
 import torch
 
 from ..capture import OPAQUE_KEY
+from ..core.history import walk_history
+from ..core.tensors import result_elements, tensors_in
 from .aliasing import written_members
 from .flow import NodeFlow
-from ..core.tensors import result_elements, tensors_in
 from .flow_state import NOT_RUN, UNRECORDED, FlowState, NodeCall
-from ..core.history import walk_history
 from .node_edges import EdgeBuilder
 from .rules import annotate_by_rules, in_place
 from .stand_ins import CustomBackward
