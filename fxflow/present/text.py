@@ -107,8 +107,9 @@ def cut_paragraphs(report: Report) -> list[str]:
     diagnosed: dict[tuple[str, str | None, str | None], list[str]] = {}
     dry_dynamic = (DynamicVerdict.ZERO, DynamicVerdict.NONFINITE, DynamicVerdict.MISSING, DynamicVerdict.VANISHING)
     for parameter in report.parameters:
-        if parameter.static in _GROUPED and parameter.diagnosis:
-            grouped.setdefault((parameter.static, parameter.diagnosis), []).append(parameter.name)
+        if parameter.static in _GROUPED and parameter.diagnosis:  # over many steps the dynamic word is the truer one
+            word = DynamicVerdict.INTERMITTENT if parameter.dynamic == DynamicVerdict.INTERMITTENT else parameter.static
+            grouped.setdefault((word, parameter.diagnosis), []).append(parameter.name)
         elif parameter.agree is False or (parameter.diagnosis
                                           and parameter.static not in (StaticVerdict.CUT, StaticVerdict.FROZEN)
                                           and parameter.dynamic in dry_dynamic):
@@ -132,7 +133,8 @@ def cut_paragraphs(report: Report) -> list[str]:
 
 # Verdicts whose parameters share one paragraph per reason: how the paragraph calls them.
 _GROUPED = {StaticVerdict.UNUSED: "unused", StaticVerdict.UNKNOWN: "unknown",
-            StaticVerdict.UNREGISTERED: "trained by no optimizer"}
+            StaticVerdict.UNREGISTERED: "trained by no optimizer",
+            DynamicVerdict.INTERMITTENT: "used on some steps only"}
 
 
 def nonfinite_sentence(site: "NonfiniteSite") -> str:
@@ -214,6 +216,14 @@ def summary_line(report: Report) -> str:
         if not problems:
             return f"problem: {raises}{tail}"
         tail = f"; {raises}{tail}"
+    held = [p for p in report.parameters if p.dynamic == DynamicVerdict.HELD]
+    if held:  # not a problem, but a reader of the table should know why those rows start at zero
+        latest = max(p.learns_from_step or 2 for p in held)
+        tail += f"; {len(held)} held by zero-initialized weights (learn from step {'2' if latest == 2 else f'2-{latest}'})"
+    unconfirmed = report.unconfirmed
+    if report.status == ReportStatus.NOT_VERIFIED and unconfirmed:
+        return (f"not verified: {len(unconfirmed)} of {total} parameters got an exactly zero gradient that one step "
+                f"cannot confirm (a zero-initialized weight may hold them until step 2){tail}")
     if report.status == ReportStatus.NOT_VERIFIED:
         return f"{NOT_VERIFIED}{tail}"
     if not report.verified and not report.static_only:
