@@ -44,7 +44,9 @@ ALLOWED_STATIC: dict[Truth, set[str]] = {
 }
 ALLOWED_DYNAMIC: dict[Truth, set[str]] = {
     Truth.NONZERO: {DynamicVerdict.OK, DynamicVerdict.VANISHING, DynamicVerdict.NONFINITE},
-    Truth.ZERO: {DynamicVerdict.ZERO},
+    # held (issue 27): zero at step 1, learns once a zero-initialized weight moves; known_exits checks
+    # those models against first_learning_step
+    Truth.ZERO: {DynamicVerdict.ZERO, DynamicVerdict.HELD},
     Truth.NONE: {DynamicVerdict.MISSING},
 }
 
