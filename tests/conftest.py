@@ -25,6 +25,12 @@ from typing import Callable
 import pytest
 
 import cli_client
+from zoo.vision_ops import define_nms_if_missing
+
+# torchvision's wheel may be built for another torch than the one installed (CPU torch 2.13 with
+# the index's CUDA torchvision): its C extension then fails to load and every `import torchvision`,
+# which transformers and timm make, fails. One op in Python lets it import (tests only).
+define_nms_if_missing()
 
 # A pytest-xdist worker is one process per core: torch's own thread pool on top of that
 # oversubscribes the cores, and OpenMP's spinning threads then burn more CPU than the tests do

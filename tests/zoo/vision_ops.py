@@ -17,6 +17,8 @@ import os
 import torch
 
 NMS_SCHEMA = "nms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor"
+# torchvision 0.28 also registers a fake kernel for its quantized twin at import
+QNMS_SCHEMA = "qnms(Tensor dets, Tensor scores, float iou_threshold) -> Tensor"
 _library: torch.library.Library | None = None  # kept alive: the op lives as long as this object
 
 
@@ -41,6 +43,8 @@ def define_nms_if_missing() -> bool:
     _library = torch.library.Library("torchvision", "DEF")
     _library.define(NMS_SCHEMA)
     _library.impl("nms", greedy_nms, "CompositeExplicitAutograd")
+    _library.define(QNMS_SCHEMA)
+    _library.impl("qnms", greedy_nms, "CompositeExplicitAutograd")
     return True
 
 
