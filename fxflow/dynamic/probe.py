@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 import torch
+from torch._C._functorch import is_functorch_wrapped_tensor
 from torch._subclasses.fake_tensor import is_fake
 
 from ..errors import FxflowError, describe, first_line
@@ -83,7 +84,8 @@ class ModuleGradRecorder:
             slot = len(self.norms.setdefault(name, []))
             self.norms[name].append(None)
             for tensor in floating_outputs(output):
-                if tensor.requires_grad and not tensor.is_meta:
+                # inside torch.func (grad, vmap, jacrev) the gradient is the transform's own, not the step's
+                if tensor.requires_grad and not tensor.is_meta and not is_functorch_wrapped_tensor(tensor):
                     tensor.register_hook(self._grad_hook(name, slot))
 
         return hook
