@@ -242,6 +242,7 @@ def analyze(graph_module: fx.GraphModule, model: torch.nn.Module) -> StaticAnaly
         if "part_of" in data:
             parts.setdefault(data["part_of"], []).append(name)
     verdicts: dict[str, ParameterFinding] = {}
+    reach: dict[str, set[str]] = {}  # cut site -> its descendants, when needed
     goal = "the model's loss" if graph_module.meta.get(LOSS_OUTPUT_KEY) else "an output"
     for name, parameter in model.named_parameters():
         key = PARAM + name
@@ -264,7 +265,9 @@ def analyze(graph_module: fx.GraphModule, model: torch.nn.Module) -> StaticAnaly
             verdict = ParameterFinding(Static.ZERO, [_site(describe_zero, nodes[s]) for s in sorted(zero_sites[key], key=_order(graph))])
         else:
             sites = _outermost(graph, cut_sites[key], parts)
-            verdict = ParameterFinding(Static.CUT, [_site(describe_cut, nodes[s]) for s in sorted(sites, key=_order(graph))])
+            if len(sites) > 1:
+                sites = (sites - _feeding_a_later_cut(graph, sites, wet_any, reach)) or sites
+            verdict = ParameterFinding(Static.CUT, _distinct([_site(describe_cut, nodes[s]) for s in sorted(sites, key=_order(graph))]))
         verdicts[name] = verdict
 
     # The engine runs the backward of every node the gradient reaches: one with no derivative raises.
@@ -287,11 +290,31 @@ def _outermost(graph: nx.DiGraph, sites: frozenset[str], parts: dict[str, list[s
     return kept or sites
 
 
+def _feeding_a_later_cut(graph: nx.DiGraph, sites: frozenset[str], wet_any: set[str],
+                        reach: dict[str, set[str]]) -> frozenset[str]:
+    """The cut sites whose own result carries no gradient to the output and reaches another of
+    ``sites``: lifting such a cut would change nothing (``torch.autograd.grad`` of an inner loop
+    whose step is then applied under ``no_grad`` is cut by that region). ``reach`` caches descendants."""
+    def descendants(site: str) -> set[str]:
+        if site not in reach:
+            reach[site] = nx.descendants(graph, site)
+        return reach[site]
+
+    return frozenset(s for s in sites if s not in wet_any and descendants(s) & (sites - {s}))
+
+
 def _site(describe: Callable[[fx.Node], CutSite], node: fx.Node) -> CutSite:
-    """The cut site ``describe`` gives, with the user's frames from forward down to its line."""
+    """The cut site ``describe`` gives, with the user's frames from forward down to its line (when
+    that line is the node's own, not where a no-grad region was entered)."""
     site = describe(node)
-    frames = user_frames(node.meta.get("stack_trace"))
+    frames = user_frames(node.meta.get("stack_trace")) if site.source == node_source(node) else ()
     return replace(site, frames=frames) if frames else site
+
+
+def _distinct(sites: list[CutSite]) -> list[CutSite]:
+    """One site per op and line: the ops of one no-grad region are all named where it was entered."""
+    seen: set[tuple[str, str | None]] = set()
+    return [site for site in sites if (site.op, site.source) not in seen and not seen.add((site.op, site.source))]
 
 
 def _uncertain(graph_module: fx.GraphModule, graph: nx.DiGraph) -> dict[str, tuple[int, list[str]]]:

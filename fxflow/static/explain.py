@@ -1,11 +1,14 @@
 """Name the op that severs gradient flow at a node, and say why in plain words."""
 from __future__ import annotations
 
+import functools
+import inspect
+
 import torch
 import torch.fx as fx
 
 from . import rules
-from .flow import META_KEY, NodeFlow
+from .flow import META_KEY, NONE, NodeFlow
 from ..capture.source import display_path, source_of_stack_trace
 from ..verdicts import OPAQUE_KEY, CutSite, raises_reason
 
@@ -37,11 +40,12 @@ def describe_cut(node: fx.Node) -> CutSite:
     source = node_source(node)
     region = flow.grad_region
     dtype = flow.dtype or _cast_dtype(node)  # a node that never ran has no dtype: read the cast
-    if region is not None:
+    if region is not None:  # named where the region was entered: the op's own line runs with gradients for other callers
         kind = region.kind  # set_grad_enabled(False) flips the same switch as no_grad: reported as no_grad
-        where = f" (entered at {region.source})" if region.source else ""
-        reason = f"it runs inside torch.{kind}(){where}, so autograd records nothing for it"
-        return CutSite(node.name, kind, source, reason)
+        at = f" ({source})" if source and source != region.source else ""
+        where = "the" if region.source else "a"
+        reason = f"{op}{at} runs inside {where} torch.{kind}() region entered here, so autograd records nothing for it"
+        return CutSite(node.name, kind, region.source or source, reason)
     if OPAQUE_KEY in node.meta:  # its own backward ran on twins and returned None for this input
         reason = f"the backward of {node.meta[OPAQUE_KEY]} returns None for this input, so the gradient stops here"
         return CutSite(node.name, f"{op}.apply", source, reason)
@@ -61,11 +65,16 @@ def describe_cut(node: fx.Node) -> CutSite:
             reason = f"the comparison {op} returns {with_article(dtype)} tensor, which carries no gradient"
         else:
             reason = f"{op} returns {with_article(dtype)} tensor (indices or flags), which carries no gradient"
-    elif flow.requires_grad is False and _forward_hooks(node):
-        hook, where = _forward_hooks(node)[0]
+    elif flow.requires_grad is False and _hooks(node, "_forward_hooks"):
+        hook, where = _hooks(node, "_forward_hooks")[0]
         reason = (f"the forward hook `{hook}`{f' ({where})' if where else ''} on `{node.target}` ({op}) returns "
                   "a result with no autograd history, so the gradient stops here")
         return CutSite(node.name, f"{hook} hook", where or source, reason)
+    elif NONE in flow.inputs.values() and _hooks(node, "_forward_pre_hooks"):
+        hook, where = _hooks(node, "_forward_pre_hooks")[0]
+        reason = (f"the forward pre-hook `{hook}`{f' ({where})' if where else ''} on `{node.target}` ({op}) "
+                  "hands it an input with no autograd history, so the gradient stops here")
+        return CutSite(node.name, f"{hook} pre-hook", where or source, reason)
     elif flow.requires_grad is False:
         reason = f"{op} produces a result that does not depend differentiably on its input"
     elif not flow.evaluated:
@@ -75,18 +84,21 @@ def describe_cut(node: fx.Node) -> CutSite:
     return CutSite(node.name, op, source, reason)
 
 
-def _forward_hooks(node: fx.Node) -> list[tuple[str, str | None]]:
-    """(name, ``file:line`` where it is defined) of each forward hook of a ``call_module`` node's
-    module: a hook that detaches is where such a call's result loses its history. A lambda's
-    line is the line that registered it."""
+def _hooks(node: fx.Node, kind: str) -> list[tuple[str, str | None]]:
+    """(name, ``file:line`` where it is defined) of each hook of a ``call_module`` node's module in
+    its ``kind`` table (``_forward_hooks``, ``_forward_pre_hooks``): a hook that detaches, or runs
+    under ``no_grad``, is where such a call loses its history, and the module's own line is not.
+    A decorated hook's line is its first decorator's (``@torch.no_grad()``); a lambda's, the line
+    that registered it."""
     owner = node.graph.owning_module
     if node.op != "call_module" or owner is None:
         return []
     hooks = []
-    for hook in owner.get_submodule(node.target)._forward_hooks.values():
-        code = getattr(hook, "__code__", None)
+    for hook in getattr(owner.get_submodule(node.target), kind).values():
+        function = inspect.unwrap(hook.func if isinstance(hook, functools.partial) else hook)
+        code = getattr(function, "__code__", None)
         where = f"{display_path(code.co_filename)}:{code.co_firstlineno}" if code is not None else None
-        hooks.append((getattr(hook, "__name__", type(hook).__name__), where))
+        hooks.append((getattr(function, "__name__", type(function).__name__), where))
     return hooks
 
 
