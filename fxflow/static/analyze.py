@@ -90,6 +90,8 @@ def build_graph(graph_module: fx.GraphModule) -> tuple[nx.DiGraph, str]:
             _add_edge(graph, PARAM + name, node.name, kind)
         for key, part in flow.outputs.items():
             graph.add_node(_part(node.name, key), **attributes, part_of=node.name)
+            if not part.inputs and not part.params:  # computed from the call's inputs, with no history
+                part = replace(part, inputs=dict.fromkeys(flow.inputs, NONE), params=dict.fromkeys(flow.params, NONE))
             for source, kind in part.inputs.items():
                 for origin in _origins(split, source, node):
                     _add_edge(graph, origin, _part(node.name, key), kind)

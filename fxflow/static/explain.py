@@ -46,6 +46,10 @@ def describe_cut(node: fx.Node) -> CutSite:
         where = "the" if region.source else "a"
         reason = f"{op}{at} runs inside {where} torch.{kind}() region entered here, so autograd records nothing for it"
         return CutSite(node.name, kind, region.source or source, reason)
+    if OPAQUE_KEY in node.meta and (flow.requires_grad is False or _historyless_element(flow)):
+        reason = (f"{node.meta[OPAQUE_KEY]} marks the output read here non-differentiable "
+                  "(ctx.mark_non_differentiable), so the gradient stops here")
+        return CutSite(node.name, f"{op}.apply", source, reason)
     if OPAQUE_KEY in node.meta:  # its own backward ran on twins and returned None for this input
         reason = f"the backward of {node.meta[OPAQUE_KEY]} returns None for this input, so the gradient stops here"
         return CutSite(node.name, f"{op}.apply", source, reason)
@@ -65,6 +69,8 @@ def describe_cut(node: fx.Node) -> CutSite:
             reason = f"the comparison {op} returns {with_article(dtype)} tensor, which carries no gradient"
         else:
             reason = f"{op} returns {with_article(dtype)} tensor (indices or flags), which carries no gradient"
+    elif getattr(node.target, "cut_reason", None):  # a capture's own function says why (a hidden channel)
+        reason = node.target.cut_reason
     elif flow.requires_grad is False and _hooks(node, "_forward_hooks"):
         hook, where = _hooks(node, "_forward_hooks")[0]
         reason = (f"the forward hook `{hook}`{f' ({where})' if where else ''} on `{node.target}` ({op}) returns "
@@ -82,6 +88,12 @@ def describe_cut(node: fx.Node) -> CutSite:
     else:
         reason = f"{op} uses this input only for its shape, indices or mask, not as a differentiable value"
     return CutSite(node.name, op, source, reason)
+
+
+def _historyless_element(flow: NodeFlow) -> bool:
+    """One element of the node's result depends on nothing differentiably (a custom Function's
+    output marked non-differentiable), while the whole call's inputs are read."""
+    return bool(flow.inputs) and any(not part.inputs and not part.params for part in flow.outputs.values())
 
 
 def _hooks(node: fx.Node, kind: str) -> list[tuple[str, str | None]]:
