@@ -41,6 +41,7 @@ from .functions import (OPAQUE_KEY, CheckpointGate, OpaqueFunction, checkpoint_i
 from .grad_mode import META_KEY as GRAD_MODE_KEY, GradRegion
 from .recorded import Recorded, RecordedValues
 from .recording import record_run
+from .scripted import as_module_calls
 from .symbolic import symbolic_capture
 from ..prepare.unwrap import rebase, unwrap
 
@@ -70,7 +71,7 @@ def _symbolic(model: torch.nn.Module, inputs: Sequence[object] | None) -> fx.Gra
         shown = ", ".join(defaulted[:3]) + (f" and {len(defaulted) - 3} more" if len(defaulted) > 3 else "")
         raise TypeError(f"forward's arguments {shown} keep their defaults, which symbolic tracing would treat as inputs")
     with intercepted_apply(_symbolic_apply):
-        return symbolic_capture(model)
+        return as_module_calls(symbolic_capture(model), model)
 
 
 def _export(model: torch.nn.Module, inputs: Sequence[object] | None) -> fx.GraphModule:

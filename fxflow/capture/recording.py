@@ -21,6 +21,7 @@ from .functions import intercepted_apply
 from .grad_mode import GradModeRecorder
 from .recorded import Recorded, RecordedValues, Snapshots, Unsupported, tensor_state
 from .runtime import RunRecorder
+from .scripted import ScriptedCalls
 
 
 def _input_names(model: torch.nn.Module, count: int) -> list[str]:
@@ -56,7 +57,8 @@ class Recording:
 
     def __enter__(self) -> "Recording":
         for context in (self.recorder.modules, torch.enable_grad(), self.grad_modes.recording(), intercepted_apply(self.recorder.apply_function),
-                        self.recorder.recording_vmap(), self.recorder):
+                        self.recorder.recording_vmap(), ScriptedCalls(self.model).recording(self.recorder.scripted_call),
+                        self.recorder):
             self._stack.enter_context(context)
         return self
 

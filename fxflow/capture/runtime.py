@@ -294,6 +294,18 @@ class RunRecorder(TorchFunctionMode):
         self.bind(result, node)
         return result
 
+    def scripted_call(self, name: str, call: Callable[[], Any], args: tuple, kwargs: dict) -> Any:
+        """A ``torch.jit.script``'ed submodule's call: one ``call_module`` node (nothing inside is seen)."""
+        if self.paused:
+            return call()
+        self.paused += 1
+        try:
+            result = call()
+        finally:
+            self.paused -= 1
+        self.bind(result, self.add("call_module", name, self._convert(args), self._convert(kwargs)))
+        return result
+
     @contextlib.contextmanager
     def recording_vmap(self) -> Iterator[None]:
         """Record each ``torch.func.vmap`` call of this thread as one :class:`Vmapped` node while inside."""

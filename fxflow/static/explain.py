@@ -9,6 +9,7 @@ import torch.fx as fx
 
 from . import rules
 from .flow import META_KEY, NONE, NodeFlow
+from ..capture.scripted import is_scripted, read_scripted
 from ..capture.source import display_path, source_of_stack_trace
 from ..verdicts import OPAQUE_KEY, CutSite, raises_reason
 
@@ -53,6 +54,9 @@ def describe_cut(node: fx.Node) -> CutSite:
     if OPAQUE_KEY in node.meta:  # its own backward ran on twins and returned None for this input
         reason = f"the backward of {node.meta[OPAQUE_KEY]} returns None for this input, so the gradient stops here"
         return CutSite(node.name, f"{op}.apply", source, reason)
+    scripted = _scripted_module(node)
+    if scripted is not None:
+        return _scripted_cut(node, scripted, source)
     if node.meta.get(rules.NO_DERIVATIVE_KEY):
         reason = f"{op} has no derivative for this input, so the gradient stops here"
     elif op in ("detach", "detach_"):
@@ -88,6 +92,25 @@ def describe_cut(node: fx.Node) -> CutSite:
     else:
         reason = f"{op} uses this input only for its shape, indices or mask, not as a differentiable value"
     return CutSite(node.name, op, source, reason)
+
+
+def _scripted_module(node: fx.Node) -> torch.jit.ScriptModule | None:
+    owner = node.graph.owning_module
+    module = owner.get_submodule(node.target) if node.op == "call_module" and owner is not None else None
+    return module if is_scripted(module) else None
+
+
+def _scripted_cut(node: fx.Node, module: torch.jit.ScriptModule, source: str | None) -> CutSite:
+    """A cut inside a scripted submodule, named from its TorchScript graph: the op and its line."""
+    read = read_scripted(module)
+    if read is None or read.cut is None:
+        reason = (f"the scripted `{node.target}` returns a result that does not depend differentiably on "
+                  "this input (read from its TorchScript graph), so the gradient stops here")
+        return CutSite(node.name, node_op(node), source, reason)
+    op, line = read.cut
+    reason = (f"{op}, inside the scripted `{node.target}` (called at {source}), returns a result that carries "
+              "no gradient (read from its TorchScript graph), so the gradient stops here")
+    return CutSite(node.name, op, line or source, reason)
 
 
 def _historyless_element(flow: NodeFlow) -> bool:
