@@ -44,8 +44,8 @@ def describe_cut(node: fx.Node) -> CutSite:
     if region is not None:  # named where the region was entered: the op's own line runs with gradients for other callers
         kind = region.kind  # set_grad_enabled(False) flips the same switch as no_grad: reported as no_grad
         at = f" ({source})" if source and source != region.source else ""
-        where = "the" if region.source else "a"
-        reason = f"{op}{at} runs inside {where} torch.{kind}() region entered here, so autograd records nothing for it"
+        where = f" (entered at {region.source})" if region.source else ""
+        reason = f"{op}{at} runs inside torch.{kind}(){where}, so autograd records nothing for it"
         return CutSite(node.name, kind, region.source or source, reason)
     if OPAQUE_KEY in node.meta and (flow.requires_grad is False or _historyless_element(flow)):
         reason = (f"{node.meta[OPAQUE_KEY]} marks the output read here non-differentiable "
