@@ -236,6 +236,7 @@ def analyze(graph_module: fx.GraphModule, model: torch.nn.Module) -> StaticAnaly
     _fold_parts(graph, [connected, wet_any, wet, certain])
     cut_sites = _attribute(graph, connected - wet_any, NONE, connected)
     zero_sites = _attribute(graph, wet_any - wet, ZERO, wet_any)
+    passed = _whole_sites(graph, _reached_differentiably(graph, connected - wet_any, cut_sites))
     cut_sites, zero_sites = _whole_sites(graph, cut_sites), _whole_sites(graph, zero_sites)
     nodes = {node.name: node for node in graph_module.graph.nodes}
 
@@ -244,7 +245,6 @@ def analyze(graph_module: fx.GraphModule, model: torch.nn.Module) -> StaticAnaly
         if "part_of" in data:
             parts.setdefault(data["part_of"], []).append(name)
     verdicts: dict[str, ParameterFinding] = {}
-    reach: dict[str, set[str]] = {}  # cut site -> its descendants, when needed
     goal = "the model's loss" if graph_module.meta.get(LOSS_OUTPUT_KEY) else "an output"
     for name, parameter in model.named_parameters():
         key = PARAM + name
@@ -267,8 +267,7 @@ def analyze(graph_module: fx.GraphModule, model: torch.nn.Module) -> StaticAnaly
             verdict = ParameterFinding(Static.ZERO, [_site(describe_zero, nodes[s]) for s in sorted(zero_sites[key], key=_order(graph))])
         else:
             sites = _outermost(graph, cut_sites[key], parts)
-            if len(sites) > 1:
-                sites = (sites - _feeding_a_later_cut(graph, sites, wet_any, reach)) or sites
+            sites = (sites - passed.get(key, frozenset())) or sites
             verdict = ParameterFinding(Static.CUT, _distinct([_site(describe_cut, nodes[s]) for s in sorted(sites, key=_order(graph))]))
         verdicts[name] = verdict
 
@@ -292,17 +291,23 @@ def _outermost(graph: nx.DiGraph, sites: frozenset[str], parts: dict[str, list[s
     return kept or sites
 
 
-def _feeding_a_later_cut(graph: nx.DiGraph, sites: frozenset[str], wet_any: set[str],
-                        reach: dict[str, set[str]]) -> frozenset[str]:
-    """The cut sites whose own result carries no gradient to the output and reaches another of
-    ``sites``: lifting such a cut would change nothing (``torch.autograd.grad`` of an inner loop
-    whose step is then applied under ``no_grad`` is cut by that region). ``reach`` caches descendants."""
-    def descendants(site: str) -> set[str]:
-        if site not in reach:
-            reach[site] = nx.descendants(graph, site)
-        return reach[site]
-
-    return frozenset(s for s in sites if s not in wet_any and descendants(s) & (sites - {s}))
+def _reached_differentiably(graph: nx.DiGraph, region: set[str], sites: dict[str, frozenset[str]]) -> dict[str, frozenset[str]]:
+    """For each node of ``region``: the cut sites of ``sites`` its value reaches along a path of
+    ``diff`` or ``zero`` edges. Such a site also has a ``none`` edge from it, but the value arrives
+    anyway: it is not where the flow stops (``torch.autograd.grad(inner, w, create_graph=True)``
+    reads ``inner`` only for its graph, and is differentiable in what ``inner`` was made of)."""
+    candidates = {s for found in sites.values() for s in found}
+    reached: dict[str, frozenset[str]] = {}
+    for node in reversed(list(nx.topological_sort(graph.subgraph(region)))):
+        found: set[str] = set()
+        for successor in graph.successors(node):
+            if graph[node][successor]["kind"] == NONE:
+                continue
+            if successor in candidates:
+                found.add(successor)
+            found |= reached.get(successor, frozenset())
+        reached[node] = frozenset(found)
+    return reached
 
 
 def _site(describe: Callable[[fx.Node], CutSite], node: fx.Node) -> CutSite:
