@@ -113,7 +113,12 @@ def test_a_no_grad_region_is_named_where_it_is_entered(tmp_path: Path, source: s
     _assert_cut_at(report, {"enc.weight", "enc.bias"}, "no_grad", _where(path, "# the region"))
     site = report.parameter("enc.weight").cut_by[0]
     assert f"({_where(path, 'h = layer(x)')}) runs inside torch.no_grad()" in site.reason
-    assert site.frames == ()  # no way "down to" the op: the region's line is the one to fix
+    # the way from forward to the region's line: the decorated method's decorator (the with line is forward's own)
+    if source is DECORATED_METHOD:
+        assert site.frames == (f"forward @ {_where(path, 'return self.head(self.features(x))')}",
+                               f"features @ {site.source}")
+    else:
+        assert site.frames == ()
 
 
 LIBRARY = """

@@ -1,104 +1,22 @@
-"""``torch.jit.script``'ed submodules: one node per call, and their own graph read for the cut.
+"""``torch.jit.script``'ed submodules: one ``call_module`` node per call, on every capture.
 
 A scripted module runs as TorchScript: no Python hook sees inside it, the run-time recording sees
-no torch call it makes, and its parameters cannot be swapped for twins (the stateless API refuses
-jitted modules). So each call becomes one ``call_module`` node (:func:`as_module_calls` for a
-symbolic trace, :class:`ScriptedCalls` for the run-time recording), and what the call is
-differentiable in is read from its TorchScript graph (:func:`read_scripted`): a walk back from the
-graph's result that stops at the ops with no gradient-carrying result (``argmax``, comparisons,
-integer casts: :data:`fxflow.static.rules.NON_DIFFERENTIABLE_OPS`), which also names the op and
-its line. A module that ran is never reported unused.
+no torch call it makes, and a symbolic trace calls its ``_c.forward``. So each call becomes one
+``call_module`` node (:func:`as_module_calls` for a symbolic trace, :class:`ScriptedCalls` for the
+run-time recording), whose parameters belong to it; the static stage reads what the call is
+differentiable in from its TorchScript graph (:mod:`fxflow.static.scripted`).
 """
 from __future__ import annotations
 
 import contextlib
 import functools
-import re
-from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 import torch
 import torch.fx as fx
 
-from ..verdicts import EdgeKind
+from ..static.scripted import is_scripted
 from .patching import ThreadPatch
-from .source import display_path, is_library_file
-
-_SOURCE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
-_INTEGER_TYPES = ("int", "long", "bool", "short", "char", "byte")
-
-
-@dataclass(frozen=True)
-class ScriptedFlow:
-    """What a scripted module's result is differentiable in, read from its TorchScript graph."""
-
-    inputs: tuple[EdgeKind, ...]  # per forward argument, self excluded
-    params: dict[str, EdgeKind] = field(default_factory=dict)  # the module's own parameter names
-    cut: tuple[str, str | None] | None = None  # (op, file:line) of the first op met that carries no gradient
-
-
-def is_scripted(module: object) -> bool:
-    return isinstance(module, torch.jit.ScriptModule)
-
-
-def read_scripted(module: torch.jit.ScriptModule) -> ScriptedFlow | None:
-    """Walk ``module``'s forward graph back from its result (None when it has none to read)."""
-    try:
-        graph = module.inlined_graph
-    except (AttributeError, RuntimeError):
-        return None
-    return _read(graph, frozenset(name for name, _ in module.named_parameters()))
-
-
-def _read(graph: torch._C.Graph, parameters: frozenset[str]) -> ScriptedFlow:
-    from ..static.rules import NON_DIFFERENTIABLE_OPS  # the static stage's table; imported late (no cycle)
-
-    arguments = list(graph.inputs())
-    attribute_paths: dict[Any, str] = {arguments[0]: ""}  # value -> qualified attribute name from self
-    for node in graph.nodes():
-        if node.kind() == "prim::GetAttr" and node.input() in attribute_paths:
-            parent = attribute_paths[node.input()]
-            attribute_paths[node.output()] = f"{parent}.{node.s('name')}" if parent else node.s("name")
-    reached: set[Any] = set()
-    cut = None
-    stack = list(graph.return_node().inputs())
-    while stack:
-        value = stack.pop()
-        if value in reached:
-            continue
-        reached.add(value)
-        node = value.node()
-        op = node.kind().partition("::")[2].rstrip("_")
-        if node.kind().startswith("aten::") and (op in NON_DIFFERENTIABLE_OPS or _casts_to_integer(node)):
-            cut = cut or (op, _line(node))
-            continue
-        stack.extend(node.inputs())
-        for block in node.blocks():  # an if or a loop: what its blocks return and read
-            for inner in block.nodes():
-                stack.extend(inner.inputs())
-            stack.extend(block.returnNode().inputs())
-    kind = lambda hit: EdgeKind.DIFF if hit else EdgeKind.NONE  # noqa: E731
-    return ScriptedFlow(
-        inputs=tuple(kind(value in reached) for value in arguments[1:]),
-        params={name: kind(any(v in reached and path == name for v, path in attribute_paths.items()))
-                for name in sorted(parameters)},
-        cut=cut)
-
-
-def _casts_to_integer(node: torch._C.Node) -> bool:
-    """``aten::to`` (or a ``.long()``-style cast) whose result TorchScript types as an integer tensor."""
-    if node.kind() not in ("aten::to", "aten::type_as") and node.kind().partition("::")[2] not in _INTEGER_TYPES:
-        return False
-    dtype = node.output().type().scalarType() if isinstance(node.output().type(), torch._C.TensorType) else None
-    return dtype is not None and dtype.lower() in _INTEGER_TYPES + ("int",)
-
-
-def _line(node: torch._C.Node) -> str | None:
-    """``file:line`` of the user's code that made ``node`` (None for a line of torch's own)."""
-    match = _SOURCE.search(node.sourceRange())
-    if match is None or is_library_file(match["file"]):
-        return None
-    return f"{display_path(match['file'])}:{match['line']}"
 
 
 def as_module_calls(graph_module: fx.GraphModule, model: torch.nn.Module) -> fx.GraphModule:

@@ -311,11 +311,26 @@ def _reached_differentiably(graph: nx.DiGraph, region: set[str], sites: dict[str
 
 
 def _site(describe: Callable[[fx.Node], CutSite], node: fx.Node) -> CutSite:
-    """The cut site ``describe`` gives, with the user's frames from forward down to its line (when
-    that line is the node's own, not where a no-grad region was entered)."""
+    """The cut site ``describe`` gives, with the user's frames from forward down to its line."""
     site = describe(node)
-    frames = user_frames(node.meta.get("stack_trace")) if site.source == node_source(node) else ()
+    frames = user_frames(node.meta.get("stack_trace"))
+    if frames and site.source != node_source(node):
+        frames = _frames_to(frames, site.source)
     return replace(site, frames=frames) if frames else site
+
+
+def _frames_to(frames: tuple[str, ...], source: str | None) -> tuple[str, ...]:
+    """The way from forward to ``source`` (where a no-grad region was entered) along the node's
+    ``frames``: down to the innermost frame in the same file at or below that line (a ``with`` or
+    a decorator comes before the lines it covers), which then points at it; () if none is."""
+    file, _, line = (source or "").rpartition(":")
+    for index in range(len(frames) - 1, -1, -1):
+        function, _, where = frames[index].partition(" @ ")
+        frame_file, _, frame_line = where.rpartition(":")
+        if frame_file == file and line.isdigit() and frame_line.isdigit() and int(line) <= int(frame_line):
+            chain = (*frames[:index], f"{function} @ {source}")
+            return chain if len(chain) > 1 else ()
+    return ()
 
 
 def _distinct(sites: list[CutSite]) -> list[CutSite]:

@@ -9,8 +9,8 @@ import torch.fx as fx
 
 from . import rules
 from .flow import META_KEY, NONE, NodeFlow
-from ..capture.scripted import is_scripted, read_scripted
-from ..capture.source import display_path, source_of_stack_trace
+from .scripted import is_scripted, read_scripted
+from ..capture.source import display_path, is_library_file, source_of_stack_trace
 from ..verdicts import OPAQUE_KEY, CutSite, raises_reason
 
 _CASTS = {"to", "type", "long", "int", "short", "bool", "byte", "char", "half", "float", "double"}
@@ -102,12 +102,13 @@ def _scripted_module(node: fx.Node) -> torch.jit.ScriptModule | None:
 
 def _scripted_cut(node: fx.Node, module: torch.jit.ScriptModule, source: str | None) -> CutSite:
     """A cut inside a scripted submodule, named from its TorchScript graph: the op and its line."""
-    read = read_scripted(module)
+    read = read_scripted(module, rules.NON_DIFFERENTIABLE_OPS)
     if read is None or read.cut is None:
         reason = (f"the scripted `{node.target}` returns a result that does not depend differentiably on "
                   "this input (read from its TorchScript graph), so the gradient stops here")
         return CutSite(node.name, node_op(node), source, reason)
-    op, line = read.cut
+    op, written = read.cut
+    line = f"{display_path(written[0])}:{written[1]}" if written and not is_library_file(written[0]) else None
     reason = (f"{op}, inside the scripted `{node.target}` (called at {source}), returns a result that carries "
               "no gradient (read from its TorchScript graph), so the gradient stops here")
     return CutSite(node.name, op, line or source, reason)

@@ -25,7 +25,7 @@ import torch
 import torch.fx as fx
 
 from . import derivatives
-from ..capture.scripted import ScriptedFlow, is_scripted, read_scripted
+from .scripted import ScriptedFlow, is_scripted, read_scripted
 from .flow import DIFF, NONE, ZERO, NodeFlow, data_inputs, resolve_attribute_of
 # node.meta[NO_DERIVATIVE_KEY]: the inputs (and "param:<name>"s) that reach this node's result only
 # through an op with no derivative; set by the annotation, read by fxflow.static.explain for the reason.
@@ -172,7 +172,7 @@ def annotate_by_rules(node: fx.Node, model: torch.nn.Module, names: dict[int, st
     if node.op == "call_module":
         module = model.get_submodule(node.target)
         flow.params = {names[id(p)]: (kind if p.requires_grad else NONE) for p in module.parameters() if id(p) in names}
-        scripted = read_scripted(module) if is_scripted(module) and region is None else None
+        scripted = read_scripted(module, NON_DIFFERENTIABLE_OPS) if is_scripted(module) and region is None else None
         if scripted is not None:  # its own TorchScript graph says what the result is differentiable in
             _apply_scripted(flow, node, module, names, scripted, read)
         elif is_scripted(module) and region is None:  # the name rule cannot see inside: only the backward can tell
