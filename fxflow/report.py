@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
-from .dynamic.health import HealthFlag, LayerStep
-from .diagnose.nonfinite import NonfiniteSite
+from .core.records import HealthFlag, LayerStep, NonfiniteSite
 from .errors import FxflowError
 from .verdicts import FAILING_DYNAMIC, FAILING_STATIC, CutSite, DynamicVerdict, ReportStatus, StaticVerdict
 
@@ -232,58 +231,59 @@ class Report:
         except (KeyError, TypeError, AttributeError) as error:
             raise FxflowError(f"not an fxflow JSON report: missing or malformed {error}") from error
 
-    # -- presenters (each lives in its own module) ------------------------------------------
+    # -- presenters (each lives in its own module; fxflow.presenters registers them) -------------
     def table(self, width: int | None = None) -> str:
         """The text ``fxflow check`` prints: table, one paragraph per cut, summary; ``width`` wraps
         it at that many columns (None: one line per row and paragraph, like piped output)."""
-        from .present.text import render_text
-
-        return render_text(self, width=width)
+        return presenter("table")(self, width=width)
 
     def summary(self) -> str:
         """One line: what is dry and why."""
-        from .present.text import summary_line
-
-        return summary_line(self)
+        return presenter("summary")(self)
 
     def to_dot(self, **options: Any) -> str:
         """The Graphviz DOT source of the flow diagram."""
-        from .render import build_dot
-
-        return build_dot(self, **options)
+        return presenter("dot")(self, **options)
 
     def render(self, path: str, *, format: str | None = None, **options: Any) -> str:
         """Write the diagram to ``path`` (.svg, .png, .pdf or .dot); returns the path."""
-        from .render import render_file
-
-        return render_file(self, path, format=format, **options)
+        return presenter("file")(self, path, format=format, **options)
 
     def plot(self, layer: str | None = None) -> Any:
         """The per-layer gradient chart of a watched training loop (matplotlib, ``pip install fxflow[plot]``):
         mean and largest |grad| per layer at the last step, and ``layer`` (default: the first flagged,
         else the last layer) over the steps. Returns the matplotlib Figure."""
-        from .present.plot import plot_history
-
-        return plot_history(self, layer)
+        return presenter("plot")(self, layer)
 
     def _repr_svg_(self) -> str | None:
-        from .render import to_svg_text
-
         try:
-            return to_svg_text(self)
+            return presenter("svg")(self)
         except Exception:  # no renderer: the notebook falls back to the text repr
             return None
 
     def _repr_html_(self) -> str | None:
-        from .render.html import notebook_html
-
         try:
-            return notebook_html(self)
+            return presenter("html")(self)
         except Exception:  # no renderer: the notebook falls back to the SVG or text repr
             return None
 
     def __str__(self) -> str:
         return self.table()
+
+
+# The documented views of a Report, served by presenters that live above it: the data model imports
+# none of them. fxflow.presenters fills this table when the package is imported.
+_PRESENTERS: dict[str, Callable[..., Any]] = {}
+
+
+def register_presenter(view: str, function: Callable[..., Any]) -> None:
+    """Serve ``view`` (``table``, ``summary``, ``dot``, ``file``, ``plot``, ``svg``, ``html``) with ``function``."""
+    _PRESENTERS[view] = function
+
+
+def presenter(view: str) -> Callable[..., Any]:
+    """The function that serves ``view`` (the package registers them all when it is imported)."""
+    return _PRESENTERS[view]
 
 
 _EXIT_CODES = {ReportStatus.OK: 0, ReportStatus.STATIC_ONLY: 0, ReportStatus.PROBLEM: 1, ReportStatus.NOT_VERIFIED: 2}

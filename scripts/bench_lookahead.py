@@ -56,7 +56,7 @@ def main() -> None:
     look = statistics.median(phases[-REPEATS:])
     load = os.getloadavg()[0]
     print(f"GPT-2 {layers}x{width}, sequence {sequence}, one torch thread, load {load:.1f}")
-    print(f"| run | median s |\n|---|---|")
+    print("| run | median s |\n|---|---|")
     print(f"| plain step (base model) | {plain:.3f} |")
     print(f"| fxflow.check (base model: no exact zero) | {unwrapped:.3f} |")
     print(f"| plain step (LoRA) | {lora_plain:.3f} |")

@@ -15,7 +15,7 @@ import pytest
 import torch
 
 import fxflow
-from fxflow.capture.source import display_path
+from fxflow.core.source import display_path
 from gradtruth import assert_agrees, line_of, real_grads
 
 CAPTURES = ["symbolic_trace", "runtime"]

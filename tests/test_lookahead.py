@@ -105,6 +105,13 @@ def test_holder_is_named():
     assert row["dynamic"] == "held" and row["learns_from_step"] == 2 and row["held_by"] == ["alpha"]
 
 
+def test_a_dead_unit_is_named_as_one():
+    torch.manual_seed(0)
+    report = fxflow.check(zero_init.DeadReLU(), (torch.randn(4, 8),))
+    diagnosis = report.parameter("a.weight").diagnosis
+    assert report.parameter("a.weight").dynamic == "zero" and "a dead unit" in diagnosis and "never learns" in diagnosis
+
+
 def test_constant_zero_is_not_blamed_on_the_batch():
     torch.manual_seed(0)
     report = fxflow.check(zero_init.BufferGate(), (torch.randn(4, 8),))
@@ -180,3 +187,41 @@ def test_steps_on_lora_give_no_ddp_advice():
     assert report.ok, report.table()
     ddp = [note for note in report.notes if note.startswith("DDP")]
     assert ddp and all("find_unused_parameters=True" not in note for note in ddp), ddp
+
+
+def test_diffusers_controlnet_learns_from_step_three():
+    """diffusers' ControlNet: zero convolutions behind the control branch, and a zero ``conv_out`` in the
+    conditioning embedding behind them: parameters learn from steps 1, 2 and 3, none never."""
+    diffusers = pytest.importorskip("diffusers")
+    torch.manual_seed(0)
+    model = diffusers.ControlNetModel(
+        block_out_channels=(8, 16), down_block_types=("CrossAttnDownBlock2D", "DownBlock2D"), layers_per_block=1,
+        cross_attention_dim=8, attention_head_dim=2, norm_num_groups=4, conditioning_embedding_out_channels=(4, 8),
+        in_channels=4)
+    inputs = dict(sample=torch.randn(1, 4, 16, 16), timestep=torch.tensor([10]),
+                  encoder_hidden_states=torch.randn(1, 3, 8), controlnet_cond=torch.randn(1, 3, 32, 32))
+
+    def residual_loss(outputs) -> torch.Tensor:
+        residuals = [*outputs.down_block_res_samples, outputs.mid_block_res_sample]
+        return sum(projection_loss(r) for r in residuals)
+
+    first: dict[str, int | None] = {}
+    twin = copy.deepcopy(model)
+    optimizer = torch.optim.Adam(twin.parameters(), lr=1e-3)
+    for step in (1, 2, 3):
+        optimizer.zero_grad(set_to_none=True)
+        residual_loss(twin(**inputs)).backward()
+        for name, parameter in twin.named_parameters():
+            if name not in first or first[name] is None:
+                first[name] = step if parameter.grad is not None and bool(parameter.grad.count_nonzero()) else None
+        optimizer.step()
+    report = fxflow.check(model, inputs, loss_fn=residual_loss)
+    assert report.exit_code == 0, report.summary()
+    assert set(first.values()) == {1, 2, 3}
+    for parameter in report.parameters:
+        if first[parameter.name] == 1:
+            assert parameter.dynamic in ("ok", "vanishing"), parameter.name
+        else:
+            assert (parameter.dynamic, parameter.learns_from_step) == ("held", first[parameter.name]), parameter.name
+    conv_out = report.parameter("controlnet_cond_embedding.conv_out.weight")
+    assert conv_out.learns_from_step == 2 and any("controlnet_down_blocks" in h for h in conv_out.held_by)

@@ -2,7 +2,7 @@
 
 A stage after the dynamic verdicts (:func:`fxflow.dynamic.gradients.dynamic_verdicts`): it needs to know
 which gradients are exactly zero, vanishing or not finite, and it asks the probe that made the
-real run (:class:`fxflow.dynamic.probe.GradientProbe`) to run forward once more, with the same random
+real run (:class:`fxflow.dynamic.probe.ModelRun`) to run forward once more, with the same random
 draws. :mod:`fxflow.diagnose.localize` names where a zero or vanishing gradient died or shrank;
 :mod:`fxflow.diagnose.nonfinite`, where a NaN or inf was born. Both are extras: a replay that fails leaves a
 note, never a failed check.
@@ -15,10 +15,10 @@ from ..errors import first_line
 from ..verdicts import DynamicVerdict
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..dynamic.probe import GradientProbe, ProbeResult
+    from ..dynamic.probe import ModelRun, ProbeResult
 
 
-def diagnose(run: "GradientProbe", result: "ProbeResult", verdicts: dict[str, DynamicVerdict]) -> None:
+def diagnose(run: "ModelRun", result: "ProbeResult", verdicts: dict[str, DynamicVerdict]) -> None:
     """Fill ``result.explanations`` (zero and vanishing parameters) and ``result.nonfinite``."""
     if not result.measurable:
         return
@@ -41,17 +41,3 @@ def diagnose(run: "GradientProbe", result: "ProbeResult", verdicts: dict[str, Dy
         except Exception as error:
             result.notes.append(f"could not find where the non-finite values were born: {type(error).__name__}: "
                                 f"{first_line(error)}")
-
-
-def zero_holders(run: "GradientProbe", names: list[str]) -> dict[str, list[str]]:
-    """For parameters ``run`` left exactly zero: the all-zero trainable weights that zeroed them
-    (empty when the replay fails: the holders are an explanation, never a verdict)."""
-    from .localize import localize
-
-    named = dict(run.model.named_parameters())
-    held: dict[str, list[str]] = {}
-    try:
-        localize(run.model, run.replay, run.loss_of, {name: named[name] for name in names if name in named}, {}, held)
-    except Exception:  # noqa: BLE001 - the look-ahead's verdicts stand without the names
-        return {}
-    return held

@@ -3,7 +3,7 @@
 For parameters the real backward left exactly zero or vanishing, forward and backward are
 replayed once (same inputs, same random state) with two recorders:
 
-* forward, under a :class:`~torch.overrides.TorchFunctionMode`: which torch call, user line and
+* forward, with a part of the one forward observer (:mod:`fxflow.core.observer`): which torch call, user line and
   module created each autograd node, and where ``register_hook`` was called;
 * backward, with post-hooks on the autograd nodes between the loss and those parameters: the
   norm of the gradient arriving at each node and of the one it passes to each input.
@@ -16,22 +16,21 @@ backward with hooks, so only a zero or vanishing verdict pays for it.
 """
 from __future__ import annotations
 
-import itertools
 import math
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 import torch
-from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
-from ..static import rules
+from ..core.observer import ForwardPart
+from ..core import derivatives
 from .holders import ZeroHolders
-from ..capture.source import ModuleStack, current_user_source
-from ..static.flow import gradient_norm
-from ..static.history import reach
-from ..verdicts import CutSite, EdgeKind
+from ..core.source import ModuleStack, current_user_source
+from ..core.tensors import gradient_norm
+from ..core.history import autograd_nodes
+from ..verdicts import CutSite
 
 Node = Any  # torch.autograd.graph.Node (C++ nodes have no common Python base class to annotate with)
 
@@ -40,6 +39,11 @@ _GATES = {"relu": "every unit is inactive on this batch", "relu_": "every unit i
           "threshold": "every unit is below the threshold on this batch"}
 _SATURATING = frozenset({"clamp", "clamp_", "clip", "clip_", "clamp_min", "clamp_max", "hardtanh", "hardtanh_",
                          "relu6"})
+
+def passes_nothing_back(op: str) -> bool:
+    """An op that passes back 0 where its units are inactive or saturated (ReLU, clamp): a dead unit."""
+    return op in _GATES or op in _SATURATING
+
 
 # Products: the gradient one operand gets is the other operand times the incoming gradient.
 _PRODUCTS = frozenset({"linear", "matmul", "mm", "bmm", "mul", "mul_", "__mul__", "__rmul__", "__matmul__",
@@ -51,15 +55,6 @@ _ROUTING = frozenset({"stack", "cat", "unbind", "split", "splitwithsizes", "chun
                       "narrow", "index", "gather", "flatten", "unflatten", "alias", "tobackward", "copyslices"})
 
 
-def autograd_nodes(roots: Iterable[Node]) -> list[Node]:
-    """Every autograd node reachable from ``roots`` through ``next_functions``, each once."""
-    return reach([(root, 0) for root in roots if root is not None], kinds=_every_edge).nodes
-
-
-def _every_edge(function: Node) -> Iterable[str]:
-    return itertools.repeat(EdgeKind.DIFF)
-
-
 @dataclass(frozen=True)
 class NodeOrigin:
     """What created an autograd node during forward."""
@@ -69,30 +64,26 @@ class NodeOrigin:
     module: str | None  # qualified name of the innermost module being called
 
 
-class OriginRecorder(TorchFunctionMode):
-    """Forward: the torch call, user line and module behind each autograd node; user gradient hooks."""
+class OriginRecorder(ForwardPart):
+    """Forward: the torch call, user line and module behind each autograd node; user gradient hooks
+    (a part of the one forward observer; nothing while dynamo traces: no side effects there)."""
 
     def __init__(self, model: torch.nn.Module) -> None:
-        super().__init__()
         self.model = model
         self.origins: dict[Node, NodeOrigin] = {}
         self.hooks: dict[Any, str | None] = {}  # grad_fn (or id of a leaf) -> line that registered a hook
         self.modules = ModuleStack(model)  # entered around the forward with this mode
 
-    def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        result = func(*args, **(kwargs or {}))
-        if torch.compiler.is_compiling():  # inside torch.compile / torch.cond: record nothing (no side effects)
-            return result
+    def observe(self, func: Callable, args: tuple, kwargs: dict, result: Any) -> None:
         name = _call_name(func)
         if name == "register_hook" and args and isinstance(args[0], torch.Tensor):
             tensor = args[0]
             self.hooks[tensor.grad_fn if tensor.grad_fn is not None else id(tensor)] = current_user_source()
-            return result
+            return
         for tensor in tree_flatten(result)[0]:
             node = tensor.grad_fn if isinstance(tensor, torch.Tensor) else None
             if node is not None and node not in self.origins:
                 self.origins[node] = NodeOrigin(name, current_user_source(), self.modules.innermost)
-        return result
 
 
 def _call_name(func: Callable) -> str:
@@ -216,7 +207,7 @@ class Localizer:
         op, where = origin.op or _node_op(node), _at(origin.source)  # a call with no __name__: its backward's
         if op == "cond":
             reason = f"exactly 0 after `torch.cond`{where}: the branch that uses it was not taken on this batch"
-        elif rules.zero_derivative_edges(node) is not False:
+        elif derivatives.zero_derivative_edges(node) is not False:
             reason = f"`{op}`{where} has a derivative of exactly 0 everywhere, so nothing passes back through it"
         elif holders:
             reason = (f"exactly 0 after `{op}`{where}: {_listed(holders)} (all zeros) "

@@ -15,7 +15,7 @@ A sign step is what Adam's first update is; a size relative to the weight keeps 
 being revived by a large step and a half-precision weight from being left unmoved by a tiny one.
 Each tensor is replaced for the look-ahead and the original object put back afterwards, so the
 user's weights are restored bit for bit (the model's buffers, grads and random state are restored by
-:func:`fxflow.prepare.state.untouched` around the check).
+:func:`fxflow.core.state.untouched` around the check).
 """
 from __future__ import annotations
 
@@ -24,7 +24,7 @@ from typing import Callable, Iterable
 
 import torch
 
-from ..static.flow import l2_norm
+from ..core.tensors import l2_norm
 
 STEP_RELATIVE = 1e-2  # each step moves a tensor by this fraction of its RMS ...
 STEP_FLOOR = 1e-3  # ... or by this much where the tensor is all zeros
@@ -39,7 +39,6 @@ class LookAhead:
 
     zeros: list[str]  # exactly zero on step 1
     learns_from: dict[str, int] = field(default_factory=dict)  # name -> first step with a non-zero gradient
-    held_by: dict[str, list[str]] = field(default_factory=dict)  # name -> the zero-initialized weights that held it
     steps: int = 1  # steps seen, the first included
     note: str | None = None  # why the look-ahead stopped early (a rerun failed)
 
@@ -49,21 +48,17 @@ class LookAhead:
 
 
 def look_ahead(parameters: dict[str, torch.nn.Parameter], zeros: Iterable[str], rerun: Rerun, *,
-               movable: Callable[[str], bool] | None = None,
-               holders: Callable[[list[str]], dict[str, list[str]]] | None = None,
-               held_first: dict[str, list[str]] | None = None, max_steps: int = MAX_STEPS) -> LookAhead:
+               movable: Callable[[str], bool] | None = None, max_steps: int = MAX_STEPS) -> LookAhead:
     """Step, rerun, repeat while new parameters come alive; the weights are put back on return.
 
     ``parameters``: the model's, with the first backward's gradients in ``.grad``. ``rerun()`` runs
     forward and backward again (same inputs and random draws), leaves the new gradients in ``.grad``
     and returns, per parameter, whether its gradient is non-zero and finite (None: it could not run).
     ``movable(name)``: whether the optimizer moves it (all trainable parameters when not given).
-    ``holders(names)``: for parameters still exactly zero, the all-zero weights that hold them now;
-    ``held_first``: the same, found on the first step.
+    Which zero-initialized weights held each zero is the diagnose stage's (:mod:`fxflow.diagnose.holders`).
     """
     found = LookAhead(zeros=sorted(zeros))
     remaining = set(found.zeros)
-    held: dict[str, set[str]] = {name: set((held_first or {}).get(name, ())) for name in remaining}
     originals: dict[str, torch.Tensor] = {}
     try:
         for step in range(2, max_steps + 2):
@@ -79,13 +74,9 @@ def look_ahead(parameters: dict[str, torch.nn.Parameter], zeros: Iterable[str], 
             revived = sorted(name for name in remaining if alive.get(name))
             for name in revived:
                 found.learns_from[name] = step
-                found.held_by[name] = sorted(held[name])
             remaining.difference_update(revived)
             if not remaining or not revived:
                 break
-            if holders is not None:
-                for name, names in holders(sorted(remaining)).items():
-                    held[name].update(names)
     finally:
         for name, original in originals.items():
             parameters[name].data = original

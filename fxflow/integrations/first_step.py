@@ -120,12 +120,13 @@ class FirstStepCheck:
     def _confirm(self, report: "Report") -> None:
         """The step that ends the wait: zeros lifted since the first step are ``held``, the rest ``zero``."""
         from ..reconcile.zeros import classify_zeros
+        from ..verdicts import DynamicVerdict
 
         first = self._unconfirmed[0].report
         held_by = {p.name: p.held_by for p in first.parameters}
         for parameter in report.parameters:
-            if parameter.dynamic == "unconfirmed":
-                parameter.dynamic = "zero"  # confirmed by the steps since: it stays exactly zero
+            if parameter.dynamic == DynamicVerdict.UNCONFIRMED:
+                parameter.dynamic = DynamicVerdict.ZERO  # confirmed by the steps since: it stays exactly zero
         classify_zeros(report.parameters, self._learned, held_by, len(self._unconfirmed) + 1)
         names = sorted({p.name for p in first.unconfirmed})
         report.notes.append(f"this is step {len(self._unconfirmed) + 1}: the first gave {len(names)} parameter(s) an "
@@ -149,7 +150,7 @@ class FirstStepCheck:
 
     def _act(self, watch: "Watch") -> "Report":
         """Print the watched step's report (rank 0), then raise or warn on a problem."""
-        from .distributed import rank
+        from ..core.distributed import rank
         from ..present.text import summary_line
 
         report = self.report = watch.report

@@ -11,7 +11,7 @@ import hashlib
 import json
 from typing import Any, Iterable
 
-from .. import __version__
+from ..version import __version__
 from ..report import Report
 from ..verdicts import DynamicVerdict as Dynamic, StaticVerdict as Static
 from .findings import BACKWARD_RAISES, NONFINITE_ORIGIN, RULES, ZERO_GRADIENT, Finding, findings

@@ -11,13 +11,15 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 import torch
 
-from ..dynamic.health import LayerStep, flags as health_flags
+from ..core.records import LayerStep
+from ..dynamic.health import flags as health_flags
 from .norms import call_norms
 from . import backward_raises, parameter_reports, uncertainty, uncertainty_notes, unregistered_reports
 from ..report import Report, TraceInfo
 from ..dynamic.steps import StepTally, apply_steps
 from .zeros import classify_zeros
-from ..integrations.distributed import guidance as ddp_guidance
+from ..core.distributed import guidance as ddp_guidance
+from ..prepare.inputs import device_of
 from ..verdicts import CutSite, DynamicVerdict as Dynamic
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -74,7 +76,7 @@ def assemble_report(model: torch.nn.Module, *, target: str, captured: "Capture |
     counted = steps.steps if steps is not None else 1
     look = result.look_ahead if result is not None else None
     if look is not None:  # check: the look-ahead's steps tell designed zero-inits from dead units
-        classify_zeros(parameters, look.learns_from, result.held_by, look.steps)
+        classify_zeros(parameters, look.learns_from, result.held_by, look.steps, result.explanations)
         if look.note:
             notes.append(look.note)
     elif steps is not None and counted > 1 and watched:  # real steps: the ones from which a zero learned
@@ -97,7 +99,7 @@ def assemble_report(model: torch.nn.Module, *, target: str, captured: "Capture |
         trace=trace,
         parameters=parameters,
         backward=result is not None,
-        device=str(_device_of(model)),
+        device=str(device_of(model)),
         notes=notes,
         graph=static.graph if static is not None else None,
         module_grad_norms=result.module_grad_norms if result is not None else {},
@@ -113,9 +115,3 @@ def assemble_report(model: torch.nn.Module, *, target: str, captured: "Capture |
         gradient_history=history or {},
         gradient_flags=health_flags(history, vanishing) if history else [],
     )
-
-
-def _device_of(module: torch.nn.Module) -> torch.device:
-    for tensor in module.parameters():
-        return tensor.device
-    return torch.device("cpu")

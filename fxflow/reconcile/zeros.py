@@ -10,17 +10,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable
 
-from ..verdicts import DynamicVerdict as Dynamic, StaticVerdict as Static
+from ..diagnose.localize import passes_nothing_back
+from ..verdicts import CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..report import ParameterReport
 
 
 def classify_zeros(parameters: "Iterable[ParameterReport]", learns_from: dict[str, int] | None,
-                   held_by: dict[str, list[str]], steps_seen: int) -> None:
+                   held_by: dict[str, list[str]], steps_seen: int, sites: "dict[str, CutSite] | None" = None) -> None:
     """Give each exactly-zero parameter its verdict: ``held`` (learns from ``learns_from[name]``),
     ``zero`` (still zero after ``steps_seen`` steps), or ``unconfirmed`` (``learns_from`` is None:
-    no later step was seen). ``held_by``: the all-zero weights that zeroed each one, when known."""
+    no later step was seen). ``held_by``: the all-zero weights that zeroed each one, when known;
+    ``sites``: where each zero was made (:mod:`fxflow.diagnose.localize`), when located."""
     for parameter in parameters:
         later = learns_from is not None and parameter.name in learns_from  # also when the last step's grad is fine
         if parameter.static not in (Static.REACHABLE, Static.UNKNOWN) or not (parameter.dynamic == Dynamic.ZERO or later):
@@ -36,7 +38,9 @@ def classify_zeros(parameters: "Iterable[ParameterReport]", learns_from: dict[st
             parameter.diagnosis = held_reason(holders, parameter.learns_from_step)
             parameter.agree = True
         else:
-            parameter.diagnosis = _stays_zero(parameter.diagnosis, holders, steps_seen)
+            site = (sites or {}).get(parameter.name)
+            dead = site is not None and passes_nothing_back(site.op)
+            parameter.diagnosis = _stays_zero(parameter.diagnosis, holders, steps_seen, dead)
 
 
 def held_reason(holders: list[str], step: int) -> str:
@@ -59,13 +63,16 @@ def _unconfirmed(found: str | None, holders: list[str]) -> str:
             "first optimizer step, or it may never learn; watch two steps (watch(steps=2)) or run fxflow.check")
 
 
-def _stays_zero(found: str | None, holders: list[str], steps_seen: int) -> str:
+def _stays_zero(found: str | None, holders: list[str], steps_seen: int, dead: bool = False) -> str:
     head = f"{found}. " if found else ""
     later = f"still exactly 0 after {steps_seen - 1} step{'s' if steps_seen > 2 else ''} that moved every weight with a gradient"
     if steps_seen <= 1:
         later = "no weight with a gradient could move what zeroes it"
     if holders:
         return head + f"{later}: {_listed(holders)} get{'s' if len(holders) == 1 else ''} no gradient either, so it never learns"
+    if dead:
+        return head + (f"{later}: a dead unit, and the weights that feed it get exactly 0 too, so no step "
+                       "revives it and it never learns")
     return head + f"{later}: the zero comes from something no optimizer step changes, so it never learns"
 
 

@@ -14,15 +14,13 @@ from typing import Any
 
 import torch
 
+from ..core.scripted import is_scripted
 from ..verdicts import EdgeKind
+
+__all__ = ["ScriptedFlow", "is_scripted", "read_scripted"]
 
 _SOURCE = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 _INTEGER_TYPES = ("int", "long", "bool", "short", "char", "byte")
-
-
-def is_scripted(module: object) -> bool:
-    """A ``torch.jit.script``'ed (or traced) module: TorchScript runs it, not Python."""
-    return isinstance(module, torch.jit.ScriptModule)
 
 
 @dataclass(frozen=True)

@@ -15,8 +15,12 @@ from typing import Any, Callable, Iterator
 import torch
 import torch.fx as fx
 
-from ..static.scripted import is_scripted
 from .patching import ThreadPatch
+
+
+def is_scripted(module: object) -> bool:
+    """A ``torch.jit.script``'ed (or traced) module: TorchScript runs it, not Python."""
+    return isinstance(module, torch.jit.ScriptModule)
 
 
 def as_module_calls(graph_module: fx.GraphModule, model: torch.nn.Module) -> fx.GraphModule:

@@ -25,11 +25,6 @@ from torch.utils._pytree import tree_map_only
 
 from ..verdicts import DynamicVerdict as Dynamic, StaticVerdict as Static
 
-def is_ddp(model: nn.Module) -> bool:
-    """True for ``DistributedDataParallel`` (and ``DataParallel``, which has the same ``module.`` prefix)."""
-    return isinstance(model, (nn.parallel.DistributedDataParallel, nn.DataParallel))
-
-
 def find_ddp(model: nn.Module) -> "nn.parallel.DistributedDataParallel | None":
     """The DDP wrapper around the user's module, if there is one (possibly under torch.compile)."""
     while True:
@@ -109,7 +104,7 @@ def plain_structure(model: nn.Module) -> Iterator[nn.Module]:
     if not is_sharded(model) and not any(_fsdp_base_class(m) for m in model.modules()):
         yield model
         return
-    from ..prepare.state import preserved_module_attributes
+    from .state import preserved_module_attributes
 
     classes = [(m, type(m)) for m in model.modules()]
     replacements: dict[int, nn.Parameter] = {}
