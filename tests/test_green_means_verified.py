@@ -465,10 +465,10 @@ def test_a_cut_in_a_helper_names_the_way_there_from_forward(path):
     assert_agrees(report, real_grads(model, (x,)))
     site = report.parameter("a.weight").cut_by[0]
     here = _here()
-    assert site.source == f"{here}:{line_of(HERE, 'the helper' + chr(39) + 's line')}"
+    assert site.source == f"{here}:{line_of(HERE, 'the region the helper enters')}"  # where to fix it
     assert site.frames == (f"forward @ {here}:{line_of(HERE, 'forward' + chr(39) + 's line')}",
                            f"_squash @ {site.source}")
-    assert f"entered at {here}:{line_of(HERE, 'the region the helper enters')}" in site.reason
+    assert f"({here}:{line_of(HERE, 'the helper' + chr(39) + 's line')}) runs inside torch.no_grad()" in site.reason
 
 
 # -- 12. inputs that cannot fit ----------------------------------------------------------------------
@@ -536,6 +536,6 @@ def test_ci_annotations_land_on_the_checked_files_line_that_leads_to_a_cut_in_a_
     lines = out.splitlines()
     cut = next(line for line in lines if "title=fxflow cut" in line)
     assert cut.startswith("::error file=model.py,line=13,")  # forward's line, in the checked file
-    assert "no_grad at helpers.py:5, reached from this line (forward -> squash)" in cut
+    assert "no_grad at helpers.py:4, reached from this line (forward -> squash)" in cut  # the with line
     unregistered = next(line for line in lines if "title=fxflow unregistered" in line)
     assert unregistered.startswith("::error file=model.py,line=10,")  # where self.scale is assigned

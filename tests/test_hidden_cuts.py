@@ -26,8 +26,8 @@ def _example(name: str):
 
 # example, the cut op, the marker on the line that creates the cut node, dry parameters
 HIDDEN = [
-    ("hidden_no_grad", "no_grad", "h = torch.relu(self.proj(x))", {"encoder.proj.weight", "encoder.proj.bias"}),
-    ("hidden_inference_mode", "inference_mode", "h = torch.relu(self.features(x))", {"features.weight", "features.bias"}),
+    ("hidden_no_grad", "no_grad", "torch.set_grad_enabled(False)", {"encoder.proj.weight", "encoder.proj.bias"}),
+    ("hidden_inference_mode", "inference_mode", "with torch.inference_mode()", {"features.weight", "features.bias"}),
     ("hidden_detach_inplace", "detach_", "h.detach_()", {"first.weight", "first.bias"}),
     ("hidden_numpy", "tolist", "values = h.tolist()", {"first.weight", "first.bias"}),
     ("hidden_checkpoint", "checkpoint", "h = checkpoint(", {"block.0.weight", "block.0.bias"}),
@@ -55,15 +55,17 @@ def path_display(path: str) -> str:
     return display_path(path)
 
 
-@pytest.mark.parametrize("name, parameter, marker", [
-    ("hidden_no_grad", "encoder.proj.weight", "torch.set_grad_enabled(False)"),
-    ("hidden_inference_mode", "features.weight", "with torch.inference_mode()"),
+@pytest.mark.parametrize("name, parameter, marker, op_marker", [
+    ("hidden_no_grad", "encoder.proj.weight", "torch.set_grad_enabled(False)", "h = torch.relu(self.proj(x))"),
+    ("hidden_inference_mode", "features.weight", "with torch.inference_mode()", "h = torch.relu(self.features(x))"),
 ])
-def test_no_grad_region_names_where_it_began(name: str, parameter: str, marker: str) -> None:
+def test_no_grad_region_is_named_where_it_began(name: str, parameter: str, marker: str, op_marker: str) -> None:
+    """The site is the line that opened the region; the reason names the op inside it, at its own line."""
     module, path = _example(name)
     report = fxflow.check(module.Net(), (module.example_inputs(),))
-    reason = report.parameter(parameter).cut_by[0].reason
-    assert f"entered at {path_display(path)}:{line_of(path, marker)}" in reason
+    site = report.parameter(parameter).cut_by[0]
+    assert site.source == f"{path_display(path)}:{line_of(path, marker)}"
+    assert f"({path_display(path)}:{line_of(path, op_marker)}) runs inside torch." in site.reason
 
 
 def test_custom_function_backward_returning_none_is_explained_once() -> None:

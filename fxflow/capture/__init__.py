@@ -39,6 +39,7 @@ from ..core.state import RandomState, preserved_module_attributes
 from ..core.functions import (OPAQUE_KEY, CheckpointGate, OpaqueFunction, checkpoint_inputs, checkpointed_call,
                         intercepted_apply, is_checkpoint, is_user_function, opaque_reason)
 from ..core.grad_mode import META_KEY as GRAD_MODE_KEY, GradRegion
+from ..core.scripted import as_module_calls
 from ..dynamic.recorded import Recorded, RecordedValues
 from ..dynamic.recording import record_run
 from .symbolic import symbolic_capture
@@ -70,7 +71,7 @@ def _symbolic(model: torch.nn.Module, inputs: Sequence[object] | None) -> fx.Gra
         shown = ", ".join(defaulted[:3]) + (f" and {len(defaulted) - 3} more" if len(defaulted) > 3 else "")
         raise TypeError(f"forward's arguments {shown} keep their defaults, which symbolic tracing would treat as inputs")
     with intercepted_apply(_symbolic_apply):
-        return symbolic_capture(model)
+        return as_module_calls(symbolic_capture(model), model)
 
 
 def _export(model: torch.nn.Module, inputs: Sequence[object] | None) -> fx.GraphModule:

@@ -14,7 +14,7 @@ import torch
 
 from ..verdicts import GRAD_MODE_KEY, GradRegion
 from .patching import INFERENCE_MODE, ThreadPatch
-from .source import current_user_source
+from .source import entered_region_source
 
 META_KEY = GRAD_MODE_KEY
 
@@ -42,7 +42,7 @@ class GradModeRecorder:
 
         def set_grad_enabled(mode: bool) -> None:
             if not mode and torch.is_grad_enabled():
-                recorder.grad_region = GradRegion("no_grad", current_user_source())
+                recorder.grad_region = GradRegion("no_grad", entered_region_source())
             elif mode:
                 recorder.grad_region = None
             original_set(mode)
@@ -56,7 +56,7 @@ class GradModeRecorder:
             def __enter__(self) -> None:
                 recorder._inference_stack.append(recorder.inference_region)
                 if self._begins:
-                    recorder.inference_region = GradRegion("inference_mode", current_user_source())
+                    recorder.inference_region = GradRegion("inference_mode", entered_region_source())
                 self._guard.__enter__()
 
             def __exit__(self, *exc: object) -> None:

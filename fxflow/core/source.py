@@ -2,6 +2,8 @@
 from __future__ import annotations
 
 import functools
+import inspect
+import linecache
 import os
 import re
 import sys
@@ -100,6 +102,54 @@ def current_user_source() -> str | None:
         frames.append((frame.f_code.co_filename, frame.f_lineno))
         frame = frame.f_back
     return pick_user_frame(frames)
+
+
+_FXFLOW_ROOT = _LIBRARY_ROOTS[1]
+_CONTEXT_DECORATOR = os.path.join(_LIBRARY_ROOTS[0], "utils", "_contextlib.py")
+
+
+def entered_region_source() -> str | None:
+    """``file:line`` where the grad-mode region being entered right now (a ``no_grad``,
+    ``inference_mode`` or ``set_grad_enabled(False)``) was opened, for a cut to point at:
+
+    * the ``with`` line or the ``set_grad_enabled(False)`` call;
+    * for a function, method or hook decorated with ``@torch.no_grad()``, the decorator's line;
+    * where that line lies in an installed package (a decorator inside transformers), the innermost
+      line of the user's own code that called into it; a package's line only when forward has none.
+    """
+    frame = sys._getframe(1)
+    while frame is not None and frame.f_code.co_filename.startswith(_FXFLOW_ROOT):  # the recorder's own frames
+        frame = frame.f_back
+    package_line = None
+    while frame is not None and not frame.f_code.co_filename.startswith(_FXFLOW_ROOT):  # up to fxflow's call
+        filename = frame.f_code.co_filename
+        if filename == _CONTEXT_DECORATOR and frame.f_code.co_name == "decorate_context":
+            decorated = decorator_line(frame.f_locals.get("func"))
+            if decorated is not None:
+                return decorated
+        elif not is_library_file(filename):
+            if not _installed(filename):
+                return f"{display_path(filename)}:{frame.f_lineno}"
+            package_line = package_line or f"{display_path(filename)}:{frame.f_lineno}"
+        frame = frame.f_back
+    return package_line
+
+
+def decorator_line(function: object) -> str | None:
+    """``file:line`` of the grad-mode decorator of the user's own ``function`` (the first decorator
+    when no line of them names the grad mode); None for a function of torch or an installed package."""
+    code = getattr(inspect.unwrap(function), "__code__", None) if callable(function) else None
+    if code is None or is_library_file(code.co_filename) or _installed(code.co_filename):
+        return None
+    line = code.co_firstlineno  # a decorated function's first line is its first decorator's
+    for number in range(code.co_firstlineno, code.co_firstlineno + 16):
+        text = linecache.getline(code.co_filename, number).strip()
+        if not text.startswith("@"):
+            break
+        if "grad" in text or "inference" in text:
+            line = number
+            break
+    return f"{display_path(code.co_filename)}:{line}"
 
 
 class StackTexts:

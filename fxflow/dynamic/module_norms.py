@@ -10,6 +10,7 @@ import sys
 from typing import Any, Callable
 
 import torch
+from torch._C._functorch import is_functorch_wrapped_tensor
 
 from ..core.tensors import gradient_norm
 from .loss import floating_outputs
@@ -39,7 +40,8 @@ class ModuleGradRecorder:
             slot = len(self.norms.setdefault(name, []))
             self.norms[name].append(None)
             for tensor in floating_outputs(output):
-                if tensor.requires_grad and not tensor.is_meta:
+                # inside torch.func (grad, vmap, jacrev) the gradient is the transform's own, not the step's
+                if tensor.requires_grad and not tensor.is_meta and not is_functorch_wrapped_tensor(tensor):
                     tensor.register_hook(self._grad_hook(name, slot))
 
         return hook

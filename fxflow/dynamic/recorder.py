@@ -64,6 +64,31 @@ class Reentry(Constant):
         self.__name__ = self.__qualname__ = name
 
 
+class HiddenChannel(Constant):
+    """Node target for a tensor whose values come from another through a channel autograd does not
+    see: ``param.data = value`` (inside ``torch.nn.utils.vector_to_parameters``, say) or a new
+    ``nn.Parameter(value)`` (``fuse_conv_bn_weights``), both of which share the value's storage.
+
+    Its inputs are the value's node and, for an assignment, the tensor assigned to; it returns
+    that tensor (a parameter keeps its own gradient) or else the recorded one: never anything
+    differentiable in the value, so what computed the value is cut here, not unused.
+    """
+
+    def __init__(self, name: str, value: torch.Tensor, cut_reason: str) -> None:
+        super().__init__(value)
+        self.__name__ = self.__qualname__ = name
+        self.cut_reason = cut_reason
+
+    def __call__(self, source: Any, target: Any = None) -> Any:
+        return self.value if target is None else target
+
+
+_SET_DATA_REASON = ("`.data =` gives the tensor these values without their autograd history, so the "
+                    "gradient stops here")
+_NEW_LEAF_REASON = ("these values are wrapped in a new tensor that shares their storage but not their "
+                    "autograd history (a new nn.Parameter, say): a leaf, so the gradient stops here")
+
+
 class SetItem:
     """``x[index] = value`` as a node that returns ``x`` (so the mutation has a result)."""
 
@@ -117,6 +142,8 @@ class RunRecorder(ForwardPart):
         # the results' own histories are what running the graph again would build (Recording.values).
         self.values: dict[fx.Node, Any] = {}
         self.states: list[tuple[torch.Tensor, tuple | None]] = []
+        self.storages: dict[tuple[str, int], torch.Tensor] = {}  # storage -> the last recorded tensor in it
+        self.indexed = 0  # how many of `alive` are in `storages`: indexed when first needed
 
     # -- graph building ---------------------------------------------------------------------
     def bind(self, value: Any, node: fx.Node) -> None:
@@ -149,9 +176,35 @@ class RunRecorder(ForwardPart):
         if id(tensor) in self.attributes:
             node = self.graph.get_attr(self.attributes[id(tensor)])
         else:
-            node = self._reentry("tensor", tensor, None) or self.add("call_function", Constant(tensor), (), {})
+            node = (self._sharing_storage(tensor) or self._reentry("tensor", tensor, None)
+                    or self.add("call_function", Constant(tensor), (), {}))
         self.bind(tensor, node)
         return node
+
+    def _sharing_storage(self, tensor: torch.Tensor) -> fx.Node | None:
+        """A node for an untracked tensor that shares its storage with a recorded one (a new
+        ``nn.Parameter`` of it), linked to that one's node; None when it shares none."""
+        key = _storage_key(tensor) if tensor.grad_fn is None else None  # a history of its own: not hidden
+        if key is None:
+            return None
+        for value in self.alive[self.indexed:]:
+            found = _storage_key(value)
+            if found is not None:
+                self.storages[found] = value
+        self.indexed = len(self.alive)
+        source = self.storages.get(key)
+        if source is None:
+            return None
+        origin = self.nodes[id(source)]
+        node = self.graph.create_node("call_function", HiddenChannel("new_leaf", tensor, _NEW_LEAF_REASON), (origin,), {})
+        node.meta.update({key: origin.meta[key] for key in ("stack_trace", "nn_module_stack", GRAD_MODE_KEY) if key in origin.meta})
+        return node
+
+    def _set_data(self, target: torch.Tensor, value: torch.Tensor) -> None:
+        """``target.data = value``: later reads of ``target`` see ``value``'s data, not its history."""
+        node = self.add("call_function", HiddenChannel("set_data", target, _SET_DATA_REASON),
+                        (self.node_of(value), self.node_of(target)), {})
+        self.bind(target, node)
 
     def _reentry(self, name: str, result: Any, data: Any) -> fx.Node | None:
         """A node for data that came back from an escape, linked to it (None if nothing escaped)."""
@@ -190,6 +243,10 @@ class RunRecorder(ForwardPart):
             for scalar in (result if isinstance(result, list) else [result]):  # floats, not (cached) ints
                 if isinstance(scalar, (float, complex)):
                     self.scalars[id(scalar)] = (node, scalar)
+            return
+        if name == "__set__" and getattr(getattr(func, "__self__", None), "__name__", "") == "data" and tracked \
+                and len(args) == 2 and isinstance(args[1], torch.Tensor):
+            self._set_data(*args)
             return
         if not _has_tensor(result) and name != "__setitem__":
             return  # metadata reads and Python data: used as constants later
@@ -234,6 +291,18 @@ class RunRecorder(ForwardPart):
         node = self._record(OpaqueFunction(cls), cls.__name__, args, kwargs)
         node.meta[OPAQUE_KEY] = opaque_reason(cls)
         self.bind(result, node)
+        return result
+
+    def scripted_call(self, name: str, call: Callable[[], Any], args: tuple, kwargs: dict) -> Any:
+        """A ``torch.jit.script``'ed submodule's call: one ``call_module`` node (nothing inside is seen)."""
+        if self.paused:
+            return call()
+        self.paused += 1
+        try:
+            result = call()
+        finally:
+            self.paused -= 1
+        self.bind(result, self.add("call_module", name, self._convert(args), self._convert(kwargs)))
         return result
 
     @contextlib.contextmanager
@@ -307,6 +376,16 @@ def _map(function: Callable[[Any], Any], value: Any) -> Any:
         return function(value)
     return tree_map(function, value)
 
+
+
+def _storage_key(tensor: torch.Tensor) -> tuple[str, int] | None:
+    """The storage ``tensor`` lives in (meta and fake tensors have one too); None for a tensor
+    without one (a wrapper subclass). The recording keeps every tensor it saw alive, so no other
+    storage can take the key while it runs."""
+    try:
+        return str(tensor.device), tensor.untyped_storage()._cdata
+    except (RuntimeError, NotImplementedError, TypeError, AttributeError):
+        return None
 
 
 def _same_data(escaped: Any, data: Any) -> bool:

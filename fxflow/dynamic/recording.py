@@ -20,6 +20,7 @@ from ..core.tensors import tensors_in
 from ..core.functions import intercepted_apply
 from ..core.grad_mode import GradModeRecorder
 from .recorded import Recorded, RecordedValues, Snapshots, Unsupported, tensor_state
+from ..core.scripted import ScriptedCalls
 from .recorder import RunRecorder
 
 
@@ -56,7 +57,8 @@ class Recording:
 
     def __enter__(self) -> "Recording":
         for context in (self.recorder.modules, torch.enable_grad(), self.grad_modes.recording(), intercepted_apply(self.recorder.apply_function),
-                        self.recorder.recording_vmap(), self.recorder):
+                        self.recorder.recording_vmap(), ScriptedCalls(self.model).recording(self.recorder.scripted_call),
+                        self.recorder):
             self._stack.enter_context(context)
         return self
 

@@ -90,6 +90,8 @@ def build_graph(graph_module: fx.GraphModule) -> tuple[nx.DiGraph, str]:
             _add_edge(graph, PARAM + name, node.name, kind)
         for key, part in flow.outputs.items():
             graph.add_node(_part(node.name, key), **attributes, part_of=node.name)
+            if not part.inputs and not part.params:  # computed from the call's inputs, with no history
+                part = replace(part, inputs=dict.fromkeys(flow.inputs, NONE), params=dict.fromkeys(flow.params, NONE))
             for source, kind in part.inputs.items():
                 for origin in _origins(split, source, node):
                     _add_edge(graph, origin, _part(node.name, key), kind)
@@ -234,6 +236,7 @@ def analyze(graph_module: fx.GraphModule, model: torch.nn.Module) -> StaticAnaly
     _fold_parts(graph, [connected, wet_any, wet, certain])
     cut_sites = _stop_sites(graph, connected - wet_any, NONE, connected)
     zero_sites = _stop_sites(graph, wet_any - wet, ZERO, wet_any)
+    passed = _whole_sites(graph, _reached_differentiably(graph, connected - wet_any, cut_sites))
     cut_sites, zero_sites = _whole_sites(graph, cut_sites), _whole_sites(graph, zero_sites)
     nodes = {node.name: node for node in graph_module.graph.nodes}
 
@@ -264,7 +267,8 @@ def analyze(graph_module: fx.GraphModule, model: torch.nn.Module) -> StaticAnaly
             verdict = ParameterFinding(Static.ZERO, [_site(describe_zero, nodes[s]) for s in sorted(zero_sites[key], key=_order(graph))])
         else:
             sites = _outermost(graph, cut_sites[key], parts)
-            verdict = ParameterFinding(Static.CUT, [_site(describe_cut, nodes[s]) for s in sorted(sites, key=_order(graph))])
+            sites = (sites - passed.get(key, frozenset())) or sites
+            verdict = ParameterFinding(Static.CUT, _distinct([_site(describe_cut, nodes[s]) for s in sorted(sites, key=_order(graph))]))
         verdicts[name] = verdict
 
     # The engine runs the backward of every node the gradient reaches: one with no derivative raises.
@@ -287,11 +291,52 @@ def _outermost(graph: nx.DiGraph, sites: frozenset[str], parts: dict[str, list[s
     return kept or sites
 
 
+def _reached_differentiably(graph: nx.DiGraph, region: set[str], sites: dict[str, frozenset[str]]) -> dict[str, frozenset[str]]:
+    """For each node of ``region``: the cut sites of ``sites`` its value reaches along a path of
+    ``diff`` or ``zero`` edges. Such a site also has a ``none`` edge from it, but the value arrives
+    anyway: it is not where the flow stops (``torch.autograd.grad(inner, w, create_graph=True)``
+    reads ``inner`` only for its graph, and is differentiable in what ``inner`` was made of)."""
+    candidates = {s for found in sites.values() for s in found}
+    reached: dict[str, frozenset[str]] = {}
+    for node in reversed(list(nx.topological_sort(graph.subgraph(region)))):
+        found: set[str] = set()
+        for successor in graph.successors(node):
+            if graph[node][successor]["kind"] == NONE:
+                continue
+            if successor in candidates:
+                found.add(successor)
+            found |= reached.get(successor, frozenset())
+        reached[node] = frozenset(found)
+    return reached
+
+
 def _site(describe: Callable[[fx.Node], CutSite], node: fx.Node) -> CutSite:
     """The cut site ``describe`` gives, with the user's frames from forward down to its line."""
     site = describe(node)
     frames = user_frames(node.meta.get("stack_trace"))
+    if frames and site.source != node_source(node):
+        frames = _frames_to(frames, site.source)
     return replace(site, frames=frames) if frames else site
+
+
+def _frames_to(frames: tuple[str, ...], source: str | None) -> tuple[str, ...]:
+    """The way from forward to ``source`` (where a no-grad region was entered) along the node's
+    ``frames``: down to the innermost frame in the same file at or below that line (a ``with`` or
+    a decorator comes before the lines it covers), which then points at it; () if none is."""
+    file, _, line = (source or "").rpartition(":")
+    for index in range(len(frames) - 1, -1, -1):
+        function, _, where = frames[index].partition(" @ ")
+        frame_file, _, frame_line = where.rpartition(":")
+        if frame_file == file and line.isdigit() and frame_line.isdigit() and int(line) <= int(frame_line):
+            chain = (*frames[:index], f"{function} @ {source}")
+            return chain if len(chain) > 1 else ()
+    return ()
+
+
+def _distinct(sites: list[CutSite]) -> list[CutSite]:
+    """One site per op and line: the ops of one no-grad region are all named where it was entered."""
+    seen: set[tuple[str, str | None]] = set()
+    return [site for site in sites if (site.op, site.source) not in seen and not seen.add((site.op, site.source))]
 
 
 def _uncertain(graph_module: fx.GraphModule, graph: nx.DiGraph) -> dict[str, tuple[int, list[str]]]:

@@ -1,12 +1,16 @@
 """Name the op that severs gradient flow at a node, and say why in plain words."""
 from __future__ import annotations
 
+import functools
+import inspect
+
 import torch
 import torch.fx as fx
 
 from . import rules
-from .flow import META_KEY, NodeFlow
-from ..core.source import display_path, source_of_stack_trace
+from .flow import META_KEY, NONE, NodeFlow
+from .scripted import is_scripted, read_scripted
+from ..core.source import display_path, is_library_file, source_of_stack_trace
 from ..verdicts import OPAQUE_KEY, CutSite, raises_reason
 
 _CASTS = {"to", "type", "long", "int", "short", "bool", "byte", "char", "half", "float", "double"}
@@ -37,14 +41,22 @@ def describe_cut(node: fx.Node) -> CutSite:
     source = node_source(node)
     region = flow.grad_region
     dtype = flow.dtype or _cast_dtype(node)  # a node that never ran has no dtype: read the cast
-    if region is not None:
+    if region is not None:  # named where the region was entered: the op's own line runs with gradients for other callers
         kind = region.kind  # set_grad_enabled(False) flips the same switch as no_grad: reported as no_grad
+        at = f" ({source})" if source and source != region.source else ""
         where = f" (entered at {region.source})" if region.source else ""
-        reason = f"it runs inside torch.{kind}(){where}, so autograd records nothing for it"
-        return CutSite(node.name, kind, source, reason)
+        reason = f"{op}{at} runs inside torch.{kind}(){where}, so autograd records nothing for it"
+        return CutSite(node.name, kind, region.source or source, reason)
+    if OPAQUE_KEY in node.meta and (flow.requires_grad is False or _historyless_element(flow)):
+        reason = (f"{node.meta[OPAQUE_KEY]} marks the output read here non-differentiable "
+                  "(ctx.mark_non_differentiable), so the gradient stops here")
+        return CutSite(node.name, f"{op}.apply", source, reason)
     if OPAQUE_KEY in node.meta:  # its own backward ran on twins and returned None for this input
         reason = f"the backward of {node.meta[OPAQUE_KEY]} returns None for this input, so the gradient stops here"
         return CutSite(node.name, f"{op}.apply", source, reason)
+    scripted = _scripted_module(node)
+    if scripted is not None:
+        return _scripted_cut(node, scripted, source)
     if node.meta.get(rules.NO_DERIVATIVE_KEY):
         reason = f"{op} has no derivative for this input, so the gradient stops here"
     elif op in ("detach", "detach_"):
@@ -61,11 +73,18 @@ def describe_cut(node: fx.Node) -> CutSite:
             reason = f"the comparison {op} returns {with_article(dtype)} tensor, which carries no gradient"
         else:
             reason = f"{op} returns {with_article(dtype)} tensor (indices or flags), which carries no gradient"
-    elif flow.requires_grad is False and _forward_hooks(node):
-        hook, where = _forward_hooks(node)[0]
+    elif getattr(node.target, "cut_reason", None):  # a capture's own function says why (a hidden channel)
+        reason = node.target.cut_reason
+    elif flow.requires_grad is False and _hooks(node, "_forward_hooks"):
+        hook, where = _hooks(node, "_forward_hooks")[0]
         reason = (f"the forward hook `{hook}`{f' ({where})' if where else ''} on `{node.target}` ({op}) returns "
                   "a result with no autograd history, so the gradient stops here")
         return CutSite(node.name, f"{hook} hook", where or source, reason)
+    elif NONE in flow.inputs.values() and _hooks(node, "_forward_pre_hooks"):
+        hook, where = _hooks(node, "_forward_pre_hooks")[0]
+        reason = (f"the forward pre-hook `{hook}`{f' ({where})' if where else ''} on `{node.target}` ({op}) "
+                  "hands it an input with no autograd history, so the gradient stops here")
+        return CutSite(node.name, f"{hook} pre-hook", where or source, reason)
     elif flow.requires_grad is False:
         reason = f"{op} produces a result that does not depend differentiably on its input"
     elif not flow.evaluated:
@@ -75,18 +94,47 @@ def describe_cut(node: fx.Node) -> CutSite:
     return CutSite(node.name, op, source, reason)
 
 
-def _forward_hooks(node: fx.Node) -> list[tuple[str, str | None]]:
-    """(name, ``file:line`` where it is defined) of each forward hook of a ``call_module`` node's
-    module: a hook that detaches is where such a call's result loses its history. A lambda's
-    line is the line that registered it."""
+def _scripted_module(node: fx.Node) -> torch.jit.ScriptModule | None:
+    owner = node.graph.owning_module
+    module = owner.get_submodule(node.target) if node.op == "call_module" and owner is not None else None
+    return module if is_scripted(module) else None
+
+
+def _scripted_cut(node: fx.Node, module: torch.jit.ScriptModule, source: str | None) -> CutSite:
+    """A cut inside a scripted submodule, named from its TorchScript graph: the op and its line."""
+    read = read_scripted(module, rules.NON_DIFFERENTIABLE_OPS)
+    if read is None or read.cut is None:
+        reason = (f"the scripted `{node.target}` returns a result that does not depend differentiably on "
+                  "this input (read from its TorchScript graph), so the gradient stops here")
+        return CutSite(node.name, node_op(node), source, reason)
+    op, written = read.cut
+    line = f"{display_path(written[0])}:{written[1]}" if written and not is_library_file(written[0]) else None
+    reason = (f"{op}, inside the scripted `{node.target}` (called at {source}), returns a result that carries "
+              "no gradient (read from its TorchScript graph), so the gradient stops here")
+    return CutSite(node.name, op, line or source, reason)
+
+
+def _historyless_element(flow: NodeFlow) -> bool:
+    """One element of the node's result depends on nothing differentiably (a custom Function's
+    output marked non-differentiable), while the whole call's inputs are read."""
+    return bool(flow.inputs) and any(not part.inputs and not part.params for part in flow.outputs.values())
+
+
+def _hooks(node: fx.Node, kind: str) -> list[tuple[str, str | None]]:
+    """(name, ``file:line`` where it is defined) of each hook of a ``call_module`` node's module in
+    its ``kind`` table (``_forward_hooks``, ``_forward_pre_hooks``): a hook that detaches, or runs
+    under ``no_grad``, is where such a call loses its history, and the module's own line is not.
+    A decorated hook's line is its first decorator's (``@torch.no_grad()``); a lambda's, the line
+    that registered it."""
     owner = node.graph.owning_module
     if node.op != "call_module" or owner is None:
         return []
     hooks = []
-    for hook in owner.get_submodule(node.target)._forward_hooks.values():
-        code = getattr(hook, "__code__", None)
+    for hook in getattr(owner.get_submodule(node.target), kind).values():
+        function = inspect.unwrap(hook.func if isinstance(hook, functools.partial) else hook)
+        code = getattr(function, "__code__", None)
         where = f"{display_path(code.co_filename)}:{code.co_firstlineno}" if code is not None else None
-        hooks.append((getattr(hook, "__name__", type(hook).__name__), where))
+        hooks.append((getattr(function, "__name__", type(function).__name__), where))
     return hooks
 
 

@@ -25,9 +25,10 @@ import torch.fx as fx
 
 from ..core.derivatives import NON_DIFFERENTIABLE_OPS, ZERO_DERIVATIVE_OPS
 from .flow import DIFF, NONE, ZERO, NodeFlow, data_inputs, resolve_attribute_of
+from .scripted import ScriptedFlow, is_scripted, read_scripted
 # node.meta[NO_DERIVATIVE_KEY]: the inputs (and "param:<name>"s) that reach this node's result only
 # through an op with no derivative; set by the annotation, read by fxflow.static.explain for the reason.
-from ..verdicts import GRAD_MODE_KEY, NO_DERIVATIVE_KEY
+from ..verdicts import GRAD_MODE_KEY, NO_DERIVATIVE_KEY, OPAQUE_KEY
 
 _OPERATOR_NAMES = {getattr(operator, name): name for name in dir(operator) if not name.startswith("_")}
 
@@ -77,11 +78,27 @@ def annotate_by_rules(node: fx.Node, model: torch.nn.Module, names: dict[int, st
     if node.op == "call_module":
         module = model.get_submodule(node.target)
         flow.params = {names[id(p)]: (kind if p.requires_grad else NONE) for p in module.parameters() if id(p) in names}
+        scripted = read_scripted(module, NON_DIFFERENTIABLE_OPS) if is_scripted(module) and region is None else None
+        if scripted is not None:  # its own TorchScript graph says what the result is differentiable in
+            _apply_scripted(flow, node, module, names, scripted, read)
+        elif is_scripted(module) and region is None:  # the name rule cannot see inside: only the backward can tell
+            node.meta.setdefault(OPAQUE_KEY, f"scripted module {node.target}, whose TorchScript graph could not be read")
     elif node.op == "get_attr":
         value = resolve_attribute_of(model, node.graph.owning_module, node.target)
         if id(value) in names:
             flow.params = {names[id(value)]: DIFF}
     return flow
+
+
+def _apply_scripted(flow: NodeFlow, node: fx.Node, module: torch.nn.Module, names: dict[int, str],
+                    scripted: ScriptedFlow, read: Callable[[fx.Node], str]) -> None:
+    """A scripted module's call: the edges its TorchScript graph gives (forward's arguments by position)."""
+    for position, argument in enumerate(node.args):
+        if isinstance(argument, fx.Node) and position < len(scripted.inputs):
+            flow.inputs[read(argument)] = scripted.inputs[position]
+    for local, parameter in module.named_parameters():
+        if id(parameter) in names and parameter.requires_grad:
+            flow.params[names[id(parameter)]] = scripted.params.get(local, NONE)
 
 
 def in_place(node: fx.Node) -> bool:

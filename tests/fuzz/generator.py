@@ -294,13 +294,13 @@ def _plant_cut(w: _Writer, new: str, kind: str, mark: list) -> Value:
         line = w.emit(f"{new}.detach_()")
         mark.append((line, kind))
         return Value(new, cut=cut(victim, line).cut)
-    # grad-mode blocks: the planted line is the one statement inside the block
+    # grad-mode blocks: the planted line is the `with` line that enters the region (issue 29)
     context = {"no_grad": "torch.no_grad()", "inference_mode": "torch.inference_mode()",
                "set_grad_enabled": "torch.set_grad_enabled(False)"}[kind]
-    w.emit(f"with {context}:")
+    line = w.emit(f"with {context}:")
     inner_layer = w.layer("linear") if w.rng.random() < 0.5 else None
     call = f"self.{inner_layer}({v})" if inner_layer else f"torch.tanh({v})"
-    line = w.emit(f"    {new} = {call}")
+    w.emit(f"    {new} = {call}")
     mark.append((line, kind))
     if kind == "inference_mode":
         w.emit(f"{new} = {new}.clone()")  # inference tensors cannot be saved for backward later

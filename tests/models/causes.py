@@ -116,22 +116,22 @@ class IndexSelect(Pair):
 
 class NoGrad(Pair):
     def forward(self, x):
-        with torch.no_grad():
-            h = self.a(x)  # plant-no_grad
+        with torch.no_grad():  # plant-no_grad
+            h = self.a(x)
         return self.b(x) + h
 
 
 class InferenceMode(Pair):
     def forward(self, x):
-        with torch.inference_mode():
-            h = self.a(x)  # plant-inference_mode
+        with torch.inference_mode():  # plant-inference_mode
+            h = self.a(x)
         return self.b(x) + h.clone()
 
 
 class GradDisabled(Pair):
     def forward(self, x):
-        with torch.set_grad_enabled(False):
-            h = torch.relu(self.a(x))  # plant-set_grad_enabled
+        with torch.set_grad_enabled(False):  # plant-set_grad_enabled
+            h = torch.relu(self.a(x))
         return self.b(x) + h
 
 
@@ -141,8 +141,8 @@ class _Frozen(nn.Module):
         self.inner = nn.Linear(D, D)
 
     def forward(self, x):
-        with torch.no_grad():
-            return self.inner(x)  # plant-submodule
+        with torch.no_grad():  # plant-submodule
+            return self.inner(x)
 
 
 class NoGradSubmodule(nn.Module):
