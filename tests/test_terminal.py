@@ -30,6 +30,8 @@ last.bias      2      reachable  ok           4.731
 detach at examples/seed.py:15 (node detach) cuts first.weight, first.bias, middle.weight,
 middle.bias off from the output: detach() returns a tensor with no autograd history, so the gradient
 stops here.
+fix: remove the detach, or use a straight-through estimator: `x + (f(x) - x).detach()`; for a
+  deliberate freeze, pass --allow 'first.*' --allow 'middle.*'
 
 loss: random projection of all outputs (the model returns no loss)
 

@@ -17,7 +17,7 @@ import sys
 from typing import TYPE_CHECKING, Callable, Iterator, TextIO
 
 from ..verdicts import DynamicVerdict as Dynamic, ReportStatus, StaticVerdict as Static
-from .text import COLUMNS, cut_paragraphs, render_text, summary_line, table_rows
+from .text import COLUMNS, cut_paragraphs, render_text, summary_line, table_rows, wrap_paragraph
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
@@ -68,8 +68,12 @@ def rich_report(report: "Report", console: "Console") -> None:
     paragraphs = cut_paragraphs(report)
     if paragraphs:
         console.print()
-        for paragraph in paragraphs:
-            console.print(Text(paragraph), highlight=False)
+        for paragraph in paragraphs:  # wrapped as the plain text wraps: the fix line's own indent
+            text = Text(wrap_paragraph(paragraph, console.width))
+            fix = text.plain.find("\nfix: ")
+            if fix >= 0:
+                text.stylize("bold green", fix + 1, fix + 5)
+            console.print(text, highlight=False)
     notes = report.trace.notes + report.notes
     if notes or report.loss:
         console.print()

@@ -12,7 +12,8 @@ import textwrap
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..verdicts import DynamicVerdict, ReportStatus, StaticVerdict
+from ..verdicts import DynamicVerdict as Dynamic, ReportStatus, StaticVerdict as Static
+from .fixes import fix_line, site_cause, verdict_cause
 
 if TYPE_CHECKING:  # pragma: no cover - the report imports this module to present itself
     from ..diagnose.nonfinite import NonfiniteSite
@@ -87,8 +88,10 @@ def _wrap_cell(cell: str, room: int) -> list[str]:
 def cut_paragraphs(report: Report) -> list[str]:
     """One plain-words paragraph per cutting (or zeroing) node, then per unused module and disagreement."""
     # where the real backward raises (one with no line of its own is a note already)
-    paragraphs = [f"At {site.source}: {site.reason}." for site in report.backward_raises if site.source]
-    paragraphs += [f"A{nonfinite_sentence(site)[1:]}." for site in report.nonfinite]
+    every = [p.name for p in report.parameters]
+    paragraphs = [f"At {site.source}: {site.reason}.\n{fix_line('backward-raises')}"
+                  for site in report.backward_raises if site.source]
+    paragraphs += [f"A{nonfinite_sentence(site)[1:]}.\n{fix_line(Dynamic.NONFINITE)}" for site in report.nonfinite]
     paragraphs += [f"The gradient of {flag.layer} is {flag.kind} next to the rest of the model since step {flag.since}: "
                    f"its mean |grad| is {format_norm(flag.ratio)}x the median layer's at the last step."
                    for flag in report.gradient_flags]
@@ -97,42 +100,54 @@ def cut_paragraphs(report: Report) -> list[str]:
         where = f" at {site.source}" if site.source else ""
         if site.frames:  # the line lies in a helper: the way there from forward
             where += f" (reached by {' -> '.join(site.frames)})"
-        names = name_list([p.name for p in victims])
-        if victims and all(p.static == StaticVerdict.ZERO for p in victims):
-            effect = f"gives {names} an exactly zero gradient"
-        else:
-            effect = f"cuts {names} off from the output"
-        paragraphs.append(f"{site.op}{where} (node {site.node}) {effect}: {site.reason}.")
-    grouped: dict[tuple[str, str], list[str]] = {}  # one line per verdict and reason, not per parameter
-    diagnosed: dict[tuple[str, str | None, str | None], list[str]] = {}
-    dry_dynamic = (DynamicVerdict.ZERO, DynamicVerdict.NONFINITE, DynamicVerdict.MISSING, DynamicVerdict.VANISHING)
+        names = [p.name for p in victims]
+        zero = bool(victims) and all(p.static == Static.ZERO for p in victims)
+        effect = f"gives {name_list(names)} an exactly zero gradient" if zero else f"cuts {name_list(names)} off from the output"
+        paragraphs.append(f"{site.op}{where} (node {site.node}) {effect}: {site.reason}."
+                          + _fix_for(victims, site_cause(site, zero), every))
+    grouped: dict[tuple[str, str], list[ParameterReport]] = {}  # one line per verdict and reason, not per parameter
+    diagnosed: dict[tuple[str, str | None, str | None], list[ParameterReport]] = {}
+    dry_dynamic = (Dynamic.ZERO, Dynamic.NONFINITE, Dynamic.MISSING, Dynamic.VANISHING)
     for parameter in report.parameters:
         if parameter.static in _GROUPED and parameter.diagnosis:
-            grouped.setdefault((parameter.static, parameter.diagnosis), []).append(parameter.name)
+            grouped.setdefault((parameter.static, parameter.diagnosis), []).append(parameter)
         elif parameter.agree is False or (parameter.diagnosis
-                                          and parameter.static not in (StaticVerdict.CUT, StaticVerdict.FROZEN)
+                                          and parameter.static not in (Static.CUT, Static.FROZEN)
                                           and parameter.dynamic in dry_dynamic):
             key = (parameter.static, parameter.dynamic, parameter.diagnosis)
-            diagnosed.setdefault(key, []).append(parameter.name)
+            diagnosed.setdefault(key, []).append(parameter)
     shown_vanishing = 0
-    for (static, dynamic, diagnosis), names in diagnosed.items():
-        if dynamic == DynamicVerdict.VANISHING:  # one shrink factor per parameter: show the first few places
+    for (static, dynamic, diagnosis), group in diagnosed.items():
+        if dynamic == Dynamic.VANISHING:  # one shrink factor per parameter: show the first few places
             shown_vanishing += 1
             if shown_vanishing > _VANISHING_PARAGRAPHS:
                 continue
-        paragraphs.append(f"{name_list(names)} ({static} / {dynamic}): {diagnosis}.")
+        names = [p.name for p in group]
+        cause = verdict_cause(dynamic if static == Static.REACHABLE and dynamic else static, names)
+        paragraphs.append(f"{name_list(names)} ({static} / {dynamic}): {diagnosis}." + _fix_for(group, cause, every))
     if shown_vanishing > _VANISHING_PARAGRAPHS:
         hidden = shown_vanishing - _VANISHING_PARAGRAPHS
         paragraphs.append(f"{hidden} more place{'s' if hidden != 1 else ''} where a gradient vanishes: see --json.")
-    for (static, diagnosis), names in grouped.items():
+    for (static, diagnosis), group in grouped.items():
+        names = [p.name for p in group]
         verb = "is" if len(names) == 1 else "are"
-        paragraphs.append(f"{name_list(names)} {verb} {_GROUPED[static]}: {diagnosis}.")
+        paragraphs.append(f"{name_list(names)} {verb} {_GROUPED[static]}: {diagnosis}."
+                          + _fix_for(group, verdict_cause(static, names), every))
     return paragraphs
 
 
+def _fix_for(group: list[ParameterReport], cause: str, every: list[str]) -> str:
+    """The fix line that ends a group's paragraph: only for a group that fails the check (or would,
+    but for --allow)."""
+    failing = [p for p in group if p.problem or p.allowed]
+    if not failing:
+        return ""
+    return "\n" + fix_line(cause, [p.name for p in failing], every)
+
+
 # Verdicts whose parameters share one paragraph per reason: how the paragraph calls them.
-_GROUPED = {StaticVerdict.UNUSED: "unused", StaticVerdict.UNKNOWN: "unknown",
-            StaticVerdict.UNREGISTERED: "trained by no optimizer"}
+_GROUPED = {Static.UNUSED: "unused", Static.UNKNOWN: "unknown",
+            Static.UNREGISTERED: "trained by no optimizer"}
 
 
 def nonfinite_sentence(site: "NonfiniteSite") -> str:
@@ -152,14 +167,14 @@ def name_list(names: list[str], limit: int = 6) -> str:
 
 # How the summary's tally says a verdict where the bare word would not read: a zero, static or
 # dynamic alike (the two members are the same string).
-_KIND_WORDS = {StaticVerdict.ZERO: "with an exactly zero gradient"}
+_KIND_WORDS = {Static.ZERO: "with an exactly zero gradient"}
 _VANISHING_PARAGRAPHS = 3  # vanishing explanations shown in the text; the JSON has all
 
 
 def verdict_of(parameter: ParameterReport) -> str:
     """The one word that says what is wrong (or right) with a parameter: the static verdict,
     unless the graph says reachable, then what the real backward found."""
-    if parameter.static == StaticVerdict.REACHABLE and parameter.dynamic:
+    if parameter.static == Static.REACHABLE and parameter.dynamic:
         return parameter.dynamic
     return parameter.static
 
@@ -185,7 +200,7 @@ def summary_line(report: Report) -> str:
     if report.everything_frozen:
         return f"problem: {NOTHING_LEARNS}"
     problems = report.problems
-    frozen = report.counts()[StaticVerdict.FROZEN]
+    frozen = report.counts()[Static.FROZEN]
     tail = ""
     allowed = allowed_problems(report)
     if allowed:
@@ -193,11 +208,11 @@ def summary_line(report: Report) -> str:
         tail += f"; {len(allowed)} allowed ({kinds.pop() if len(kinds) == 1 else _tally(allowed, words={})})"
     if frozen:
         tail += f"; {frozen} frozen"
-    vanishing = [p for p in report.parameters if p.dynamic == DynamicVerdict.VANISHING]
+    vanishing = [p for p in report.parameters if p.dynamic == Dynamic.VANISHING]
     if vanishing:
         smallest = min((p.grad_norm for p in vanishing if p.grad_norm is not None), default=None)
         tail += f"; {len(vanishing)} vanishing" + (f" (smallest norm {format_norm(smallest)})" if smallest is not None else "")
-    unknown = sum(1 for p in report.parameters if p.static == StaticVerdict.UNKNOWN)
+    unknown = sum(1 for p in report.parameters if p.static == Static.UNKNOWN)
     if unknown:  # the backward alone spoke for these: say so next to any "ok"
         why = "nothing captured" if report.trace.method == "none" else "an op that never ran decides them"
         tail += f"; {unknown} static verdict{'s' if unknown > 1 else ''} unknown ({why})"
@@ -226,10 +241,10 @@ def summary_line(report: Report) -> str:
             return f"ok: no unexpected problems{tail}"
         return f"ok: all {total - frozen} trainable parameters get a gradient{tail}"
     where = ""
-    sites = [(p.static, s) for p in problems if p.static in (StaticVerdict.CUT, StaticVerdict.ZERO) for s in p.cut_by]
+    sites = [(p.static, s) for p in problems if p.static in (Static.CUT, Static.ZERO) for s in p.cut_by]
     if sites:  # a real cut first: it is the one that starves
-        static, first = next((item for item in sites if item[0] == StaticVerdict.CUT), sites[0])
-        label = "first cut" if static == StaticVerdict.CUT else "first zero"
+        static, first = next((item for item in sites if item[0] == Static.CUT), sites[0])
+        label = "first cut" if static == Static.CUT else "first zero"
         where = f" ({label}: {first.op} @ {first.source or first.node})"
     return f"problem: {len(problems)} of {total} parameters will not learn: {_tally(problems)}{where}{tail}"
 
@@ -247,14 +262,18 @@ def render_text(report: Report, width: int | None = None) -> str:
     for block in (paragraphs, notes):
         if block:
             parts.append("")
-            parts.extend(_wrap(text, width) for text in block)
-    parts.extend(["", _wrap(summary_line(report), width)])
+            parts.extend(wrap_paragraph(text, width) for text in block)
+    parts.extend(["", wrap_paragraph(summary_line(report), width)])
     return "\n".join(parts)
 
 
-def _wrap(text: str, width: int | None) -> str:
+def wrap_paragraph(text: str, width: int | None, indent: str = "") -> str:
     """``text`` wrapped at ``width``; ``op @ file:line`` never splits, so a log grep still finds it."""
+    if "\n" in text:  # a paragraph and its fix line: each wraps on its own, the fix's lines indented
+        first, _, rest = text.partition("\n")
+        return wrap_paragraph(first, width) + "\n" + wrap_paragraph(rest, width, indent="  ")
     if width is None or len(text) <= width:
         return text
     joined = text.replace(" @ ", "\u00a0@\u00a0")  # textwrap never breaks at a no-break space
-    return textwrap.fill(joined, width, break_long_words=False, break_on_hyphens=False).replace("\u00a0", " ")
+    return textwrap.fill(joined, width, break_long_words=False, break_on_hyphens=False,
+                         subsequent_indent=indent).replace("\u00a0", " ")
