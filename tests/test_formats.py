@@ -127,7 +127,8 @@ def test_unused_at_the_attribute_s_line_and_the_rest_at_the_class(run_fxflow, wr
     assert code == 1, err
     lines = out.splitlines()
     assert "::error file=deep.py,line=8,title=fxflow unused::spare.weight, spare.bias are unused: " \
-           "its module spare is never called in forward%0Afix: call the layer in forward, or delete it; " \
+           "its module spare is never called in forward%0Afix: call the layer in forward, or delete it " \
+           "(unused trainable parameters also break DDP); " \
            "for a deliberate freeze, pass --allow 'spare.*'" in lines
     (warning,) = [line for line in lines if line.startswith("::warning")]
     assert warning.startswith("::warning file=deep.py,line=4,title=fxflow vanishing::")
