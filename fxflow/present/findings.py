@@ -17,7 +17,7 @@ from typing import Iterable
 from ..report import ParameterReport, Report
 from ..verdicts import CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static
 from .fixes import fix_line, site_cause, verdict_cause
-from .text import allowed_problems, format_norm, name_list, nonfinite_sentence, verdict_of
+from .text import allowed_problems, name_list, nonfinite_sentence, vanishing_size, verdict_of
 
 ERROR, WARNING, NOTE = "error", "warning", "note"  # SARIF's level words; GitHub says "notice" for note
 
@@ -164,9 +164,8 @@ def findings(report: Report, known: Iterable[str] = ()) -> list[Finding]:
     vanishing = [p for p in report.parameters if p.dynamic == Dynamic.VANISHING]
     if vanishing:
         path, line = target_path, target_line
-        smallest = min((p.grad_norm for p in vanishing if p.grad_norm is not None), default=None)
-        size = f" (smallest norm {format_norm(smallest)})" if smallest is not None else ""
-        message = (f"{len(vanishing)} of {len(report.parameters)} parameters have vanishing gradients{size}: "
+        message = (f"{len(vanishing)} of {len(report.parameters)} parameters have vanishing gradients"
+                   f"{vanishing_size(report)}: "
                    f"{name_list([p.name for p in vanishing])}")
         result.append(Finding(Dynamic.VANISHING, WARNING, message, path, line, [p.name for p in vanishing],
                               fix=fix_line(Dynamic.VANISHING)))

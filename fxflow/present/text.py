@@ -8,6 +8,7 @@ paragraph (the API's default; the CLI always passes one, 100 when piped).
 from __future__ import annotations
 
 import math
+import re
 import textwrap
 from dataclasses import replace
 from typing import TYPE_CHECKING
@@ -49,18 +50,38 @@ def _static(parameter: ParameterReport) -> str:
     return parameter.static + (" (allowed)" if parameter.allowed else "")
 
 
-def table_rows(report: Report) -> list[tuple[str, ...]]:
+FOLD_ROWS = 40  # above this many parameters the table shows the ones with a problem and one line for the rest
+
+
+def shown_parameters(report: Report, all_rows: bool = False) -> tuple[list[ParameterReport], str | None]:
+    """The parameters the table lists, and the line that stands for the others: above
+    :data:`FOLD_ROWS` rows (unless ``all_rows``), only those that fail the check (or would, but for
+    ``--allow``) or where the graph and the backward disagree are listed."""
+    parameters = report.parameters
+    if all_rows or len(parameters) <= FOLD_ROWS:
+        return parameters, None
+    shown = [p for p in parameters if p.problem or p.allowed or p.agree is False]
+    rest = [p for p in parameters if p not in shown]
+    if not rest:
+        return parameters, None
+    noun = "parameter" if len(rest) == 1 else "parameters"
+    return shown, f"... {len(rest)} more {noun} without a problem ({_tally(rest, words={})}): --all lists every row"
+
+
+def table_rows(report: Report, parameters: list[ParameterReport] | None = None) -> list[tuple[str, ...]]:
     """The table's cells, one tuple per parameter (shared by the plain and the rich terminal)."""
     return [
         (p.name, _shape(p), _static(p), p.dynamic or "-", format_norm(p.grad_norm),
          _cut_by(p) + ("" if p.agree is not False else "  [disagree]"))
-        for p in report.parameters
+        for p in (report.parameters if parameters is None else parameters)
     ]
 
 
-def plain_table(report: Report, width: int | None = None) -> str:
-    """The aligned table; at ``width``, the last column wraps inside itself (at ``, `` and spaces)."""
-    rows = [COLUMNS] + table_rows(report)
+def plain_table(report: Report, width: int | None = None, all_rows: bool = False) -> str:
+    """The aligned table; at ``width``, the last column wraps inside itself between its sites (a
+    site, ``op @ file:line``, never splits); above FOLD_ROWS rows, one line for those without a problem."""
+    parameters, folded = shown_parameters(report, all_rows)
+    rows = [COLUMNS] + table_rows(report, parameters)
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS) - 1)]
     indent = sum(widths) + len(_GAP) * len(widths)
     room = None if width is None else max(width - indent, _MIN_LAST_COLUMN)
@@ -70,18 +91,21 @@ def plain_table(report: Report, width: int | None = None) -> str:
         last = [row[-1]] if room is None or len(row[-1]) <= room else _wrap_cell(row[-1], room)
         lines.append(_GAP.join(cells + [last[0]]).rstrip())
         lines.extend(" " * indent + piece for piece in last[1:])
+    if folded:
+        lines.append(folded)
     return "\n".join(lines)
 
 
 def _wrap_cell(cell: str, room: int) -> list[str]:
-    """Wrap one "cut by" cell: between sites first, then inside a site at its spaces."""
+    """Wrap one "cut by" cell between its sites; a site longer than ``room`` keeps its one line,
+    so ``op @ file:line`` stays whole for a reader and for grep."""
     pieces: list[str] = []
     for index, site in enumerate(cell.split(", ")):
         text = site + ("," if index < cell.count(", ") else "")
         if pieces and len(pieces[-1]) + 1 + len(text) <= room:
             pieces[-1] += " " + text
         else:
-            pieces.extend(textwrap.wrap(text, room, break_long_words=False, break_on_hyphens=False) or [text])
+            pieces.append(text)
     return pieces
 
 
@@ -171,6 +195,26 @@ _KIND_WORDS = {Static.ZERO: "with an exactly zero gradient"}
 _VANISHING_PARAGRAPHS = 3  # vanishing explanations shown in the text; the JSON has all
 
 
+def vanishing_size(report: Report) -> str:
+    """`` (smallest norm 0.1511, 1/400 of the largest's 60.4)``: how small the smallest vanishing
+    gradient is, next to the largest in the model (what "vanishing" is measured against)."""
+    norms = [p.grad_norm for p in report.parameters if p.grad_norm is not None and math.isfinite(p.grad_norm)]
+    smallest = min((p.grad_norm for p in report.parameters
+                    if p.dynamic == Dynamic.VANISHING and p.grad_norm is not None), default=None)
+    if smallest is None:
+        return ""
+    largest = max(norms, default=0.0)
+    if smallest <= 0 or largest <= smallest:
+        return f" (smallest norm {format_norm(smallest)})"
+    return f" (smallest norm {format_norm(smallest)}, {_fraction(smallest / largest)} of the largest's {format_norm(largest)})"
+
+
+def _fraction(ratio: float) -> str:
+    """0.0025 -> ``1/400``; 2.9e-7 -> ``1/3.4e+06``: two significant digits."""
+    denominator = float(f"{1 / ratio:.2g}")
+    return f"1/{denominator:.0f}" if denominator < 1e5 else f"1/{denominator:.1e}"
+
+
 def verdict_of(parameter: ParameterReport) -> str:
     """The one word that says what is wrong (or right) with a parameter: the static verdict,
     unless the graph says reachable, then what the real backward found."""
@@ -210,8 +254,7 @@ def summary_line(report: Report) -> str:
         tail += f"; {frozen} frozen"
     vanishing = [p for p in report.parameters if p.dynamic == Dynamic.VANISHING]
     if vanishing:
-        smallest = min((p.grad_norm for p in vanishing if p.grad_norm is not None), default=None)
-        tail += f"; {len(vanishing)} vanishing" + (f" (smallest norm {format_norm(smallest)})" if smallest is not None else "")
+        tail += f"; {len(vanishing)} vanishing{vanishing_size(report)}"
     unknown = sum(1 for p in report.parameters if p.static == Static.UNKNOWN)
     if unknown:  # the backward alone spoke for these: say so next to any "ok"
         why = "nothing captured" if report.trace.method == "none" else "an op that never ran decides them"
@@ -230,9 +273,9 @@ def summary_line(report: Report) -> str:
             return f"problem: {raises}{tail}"
         tail = f"; {raises}{tail}"
     if report.status == ReportStatus.NOT_VERIFIED:
-        return f"{NOT_VERIFIED}{tail}"
+        return f"{not_verified(report)}{tail}"
     if not report.verified and not report.static_only:
-        tail += f"; {NOT_VERIFIED}"
+        tail += f"; {not_verified(report)}"
     if not problems and report.static_only:
         return (f"static only (--no-backward): all {total - frozen} trainable parameters have a differentiable "
                 f"path to the output; no backward ran to confirm it{tail}")
@@ -251,12 +294,23 @@ def summary_line(report: Report) -> str:
 
 NOTHING_LEARNS = "nothing will learn: every parameter is frozen (loss.backward() would raise)"
 NOT_VERIFIED = "not verified: no backward ran (give --input-size or example_inputs())"
+_NO_INPUTS_FOR = re.compile(r"no example inputs for (forward\(.*?\)):")  # fxflow.prepare.inputs.no_inputs_note
 
 
-def render_text(report: Report, width: int | None = None) -> str:
-    """The whole text report; ``width`` wraps paragraphs and the table's last column (None: no wrap)."""
+def not_verified(report: Report) -> str:
+    """Why nothing is verified, naming forward's arguments when a note has them (what to give inputs for)."""
+    for note in report.trace.notes + report.notes:
+        found = _NO_INPUTS_FOR.match(note)
+        if found:
+            return f"not verified: no backward ran for {found[1]} (give --input-size or example_inputs())"
+    return NOT_VERIFIED
+
+
+def render_text(report: Report, width: int | None = None, all_rows: bool = False) -> str:
+    """The whole text report; ``width`` wraps paragraphs and the table's last column (None: no wrap);
+    ``all_rows`` lists every parameter even above FOLD_ROWS."""
     parts = [f"fxflow check {report.target}  [trace: {report.trace.method}, {report.trace.nodes} nodes]", ""]
-    parts.append(plain_table(report, width))
+    parts.append(plain_table(report, width, all_rows))
     paragraphs = cut_paragraphs(report)
     notes = ([f"loss: {report.loss}"] if report.loss else []) + [f"note: {note}" for note in report.trace.notes + report.notes]
     for block in (paragraphs, notes):
