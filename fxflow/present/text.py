@@ -328,6 +328,7 @@ def wrap_paragraph(text: str, width: int | None, indent: str = "") -> str:
         return wrap_paragraph(first, width) + "\n" + wrap_paragraph(rest, width, indent="  ")
     if width is None or len(text) <= width:
         return text
-    joined = text.replace(" @ ", "\u00a0@\u00a0")  # textwrap never breaks at a no-break space
+    # textwrap never breaks at a no-break space: not inside `op @ file:line`, nor inside `code`
+    joined = re.sub(r"`[^`]*`", lambda code: code[0].replace(" ", "\u00a0"), text.replace(" @ ", "\u00a0@\u00a0").replace("--allow '", "--allow\u00a0'"))
     return textwrap.fill(joined, width, break_long_words=False, break_on_hyphens=False,
                          subsequent_indent=indent).replace("\u00a0", " ")
