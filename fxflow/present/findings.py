@@ -17,6 +17,7 @@ from typing import Iterable
 from ..report import ParameterReport, Report
 from ..verdicts import CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static
 from .fixes import fix_line, site_cause, verdict_cause
+from .fresh import fresh_paragraph, fresh_tensor_sources
 from .text import allowed_problems, name_list, nonfinite_sentence, vanishing_size, verdict_of
 
 ERROR, WARNING, NOTE = "error", "warning", "note"  # SARIF's level words; GitHub says "notice" for note
@@ -158,6 +159,10 @@ def findings(report: Report, known: Iterable[str] = ()) -> list[Finding]:
         names = [p.name for p in parameters]
         finding = Finding(rule, ERROR, message, path, line, names, fix=fix_line(verdict_cause(verdict, names), names, every))
         result.append(_leveled(finding, failing, allowed, known))
+    for source in fresh_tensor_sources(report):  # no parameter to fail, so a warning at the line
+        path, line = split_source(source)
+        paragraph, _, fix = fresh_paragraph(source).partition("\n")
+        result.append(Finding(Static.UNREGISTERED, WARNING, paragraph.removeprefix(f"At {source} "), path, line, fix=fix))
     for birth in report.nonfinite:  # the parameters it reached are a finding of their own (nonfinite)
         path, line = split_source(birth.source) if birth.source else (target_path, target_line)
         result.append(Finding(NONFINITE_ORIGIN, ERROR, nonfinite_sentence(birth), path, line, fix=fix_line(Dynamic.NONFINITE)))

@@ -54,6 +54,9 @@ FIXES: tuple[Fix, ...] = (
         "call the layer in forward, or delete it (unused trainable parameters also break DDP)"),
     Fix("unregistered-list", "`unregistered`, modules in a plain list or dict (`layers[0].weight`)",
         "for layers kept in a plain list, use `nn.ModuleList` (`nn.ModuleDict` for a dict)", deliberate=False),
+    Fix("built-in-forward", "a layer built inside forward (`nn.Linear(...)(x)`)",
+        "build the layer once in `__init__` (`self.layer = nn.Linear(...)`) and call `self.layer` in forward",
+        deliberate=False),
     Fix(Static.UNREGISTERED, "`unregistered`, a tensor made with `requires_grad=True`",
         "make it an `nn.Parameter` (or `register_buffer` when it should not learn)", deliberate=False),
     Fix(Dynamic.ZERO, "`zero` from the real backward (dead ReLU, all-zero mask, an expert no token reached)",
@@ -67,6 +70,7 @@ FIXES: tuple[Fix, ...] = (
         "replace the op by one with a derivative, or detach its input on purpose", deliberate=False),
 )
 _BY_CAUSE = {fix.cause: fix for fix in FIXES}
+BUILT_IN_FORWARD = "built-in-forward"
 # the causes a cut site can have (site_cause's answers, but the zero derivative's)
 CUT_CAUSES = ("grad-region", "detach", "python-data", "index", "comparison", "cast", "hook", "function",
               "no-derivative", "cut")

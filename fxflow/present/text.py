@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 
 from ..verdicts import DynamicVerdict as Dynamic, ReportStatus, StaticVerdict as Static
 from .fixes import fix_line, site_cause, verdict_cause
+from .fresh import fresh_paragraph, fresh_tensor_sources
 
 if TYPE_CHECKING:  # pragma: no cover - the report imports this module to present itself
     from ..diagnose.nonfinite import NonfiniteSite
@@ -116,6 +117,7 @@ def cut_paragraphs(report: Report) -> list[str]:
     paragraphs = [f"At {site.source}: {site.reason}.\n{fix_line('backward-raises')}"
                   for site in report.backward_raises if site.source]
     paragraphs += [f"A{nonfinite_sentence(site)[1:]}.\n{fix_line(Dynamic.NONFINITE)}" for site in report.nonfinite]
+    paragraphs += [fresh_paragraph(source) for source in fresh_tensor_sources(report)]
     paragraphs += [f"The gradient of {flag.layer} is {flag.kind} next to the rest of the model since step {flag.since}: "
                    f"its mean |grad| is {format_norm(flag.ratio)}x the median layer's at the last step."
                    for flag in report.gradient_flags]
@@ -259,6 +261,9 @@ def summary_line(report: Report) -> str:
     if unknown:  # the backward alone spoke for these: say so next to any "ok"
         why = "nothing captured" if report.trace.method == "none" else "an op that never ran decides them"
         tail += f"; {unknown} static verdict{'s' if unknown > 1 else ''} unknown ({why})"
+    fresh = fresh_tensor_sources(report)
+    if fresh:  # not a parameter, so no row: the summary still names the line
+        tail += f"; {len(fresh)} layer{'s' if len(fresh) > 1 else ''} built inside forward (at {fresh[0]})"
     disagreements = sum(1 for p in report.parameters if p.agree is False)
     if disagreements:
         tail += f"; {disagreements} static/runtime disagreement{'s' if disagreements > 1 else ''}"
