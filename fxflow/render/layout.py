@@ -35,7 +35,7 @@ from .auto import TALL_RANKS, Make, choose_automatically, healthy_modules, ranks
 from .fold import collapse_modules, fold_siblings, merge_runs
 from .inert import Hidden, hide_inert
 from .style import EDGE_PRECEDENCE
-from .view import Base, Item, Link, NeverCalled, View, counted, owner_module
+from .view import NEVER_PER_ROW, Base, Item, Link, NeverCalled, View, counted, owner_module
 from .wide import MAX_WIDTH_PT, modules_on_wide_ranks, sibling_modules, stacking, widest
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -277,7 +277,8 @@ def build_view(report: "Report", *, depth: int | None = None, focus: bool = Fals
         by_key = {item.key: item for item in items}
         links = _links(graph, edges, where, aliases, by_key, report, node_norms, failed)
         return View(items, links, classes, never, list(notes), level, False, total, graph is not None,
-                    collapse_never=level is not None or bool(collapse), hidden=len(hidden.names),
+                    collapse_never=level is not None or bool(collapse) or len(never) > NEVER_PER_ROW,
+                    hidden=len(hidden.names),
                     markers=hidden.markers)
 
     view = make(depth, healthy_modules(bases) if focus else set())
