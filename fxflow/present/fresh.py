@@ -3,7 +3,8 @@
 ``nn.Linear(8, 8)(h)`` in forward makes a fresh, untrained weight each call: the backward reaches
 it, but no optimizer ever holds it, and it is a different tensor next step. In the captured graph
 such a weight is a node that requires grad while nothing it comes from does (no input, no
-parameter): a trainable tensor born in forward. The report says so at the line that builds it.
+parameter) and that an op of forward writes in place, as ``nn.init`` does while a layer is built.
+The report says so at the line that builds it.
 """
 from __future__ import annotations
 
@@ -33,7 +34,9 @@ def fresh_tensor_sources(report: "Report") -> list[str]:
         if data.get("requires_grad") is True and data.get("kind") == "call_function":
             fresh.add(node)
             source = data.get("source")
-            if source and source not in sources and not any(name in fresh for name in inputs):
+            # written in place while nothing learned reaches it: nn.init filling a new layer's weight
+            # (a tensor merely read, such as one held in a plain list, is the unregistered rows' case)
+            if source and source not in sources and str(data.get("op", "")).endswith("_"):
                 sources.append(source)
     return sources
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING
 
 import graphviz
 
-from ..verdicts import NodeState
+from ..verdicts import NodeState, StaticVerdict
 from . import style
 from .labels import MARKER_COLOR, html_text, node_attrs, plain, small, tooltip_of
 from .legend import legend_table
@@ -112,6 +112,8 @@ def _param_node(name: str, state: str, cluster: tuple[str, ...], parameter: "Par
     words = _relative(name, cluster)
     if state == NodeState.FAILED and parameter is not None and parameter.dynamic:
         words += f" ({parameter.dynamic} grad)"  # which way the real backward failed it
+    elif parameter is not None and parameter.static == StaticVerdict.UNREGISTERED:
+        words += " (unregistered)"  # reached, but in no optimizer: the table's word for it
     label = "<" + small(words) + ">"
     return label, node_attrs(state, style.node_class(state, "param", *extra_classes),
                               _paramtooltip(name, state, parameter), shape="box", height="0.2",
