@@ -53,17 +53,6 @@ class BuiltInForward(nn.Module):
         return self.head(h)
 
 
-class DictBatch(nn.Module):
-    """forward(batch: dict, lengths): nothing can infer such inputs."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.a = nn.Linear(4, 4)
-
-    def forward(self, batch: dict, lengths):
-        return self.a(batch["x"]) * lengths
-
-
 def example_inputs() -> tuple[torch.Tensor]:
     return (torch.randn(4, 8),)
 
@@ -97,18 +86,6 @@ def gpt2_detached_block(layers: int = 4, cut_block: int = 1):
 
 def gpt2_inputs() -> tuple[torch.Tensor]:
     return (torch.randint(0, 99, (2, 8)),)
-
-
-def argmax_moe_8():
-    """The issue's wide picture: eight argmax-routed experts."""
-    from tests.models.render_models import ArgmaxMoE
-
-    torch.manual_seed(0)
-    return ArgmaxMoE(experts=8)
-
-
-def moe_inputs() -> tuple[torch.Tensor]:
-    return (torch.randn(2, 5, 16),)
 
 
 class SparseArgmaxMoE(nn.Module):

@@ -54,6 +54,7 @@
       edges.push({source: ends[0], target: ends[1], g: g});
     });
     document.getElementById("fx-notes").textContent = current.notes.join(" | ");
+    panel.replaceChildren(el("p", HINT, "fx-hint"));  // what the last view selected is not in this one
     fit();
     if (search.value) runSearch();
     if (near) centerOn(near, false);
@@ -66,6 +67,23 @@
     svg.setAttribute("viewBox", [next.x, next.y, next.w, next.h].join(" "));
   }
   var READABLE = 0.55;  // screen pixels per point below which 11-point labels cannot be read
+  var FIRST_TEXT_PX = 12;  // the first view opens on the cut with its smallest words at least this tall
+  var HINT = panel.textContent;
+  function openOnCut() {
+    fit();
+    var key = cutKey(), g = key === null ? null : groups[key];
+    if (!g) return;
+    var sizes = Array.prototype.map.call(g.querySelectorAll("text"), function (t) {
+      return parseFloat(t.getAttribute("font-size")) || 14;
+    });
+    var smallest = Math.min.apply(null, sizes.length ? sizes : [14]);
+    var rect = diagram.getBoundingClientRect();
+    var scale = Math.min(rect.width / box.w, rect.height / box.h);  // screen pixels per point now
+    if (smallest * scale >= FIRST_TEXT_PX) return;  // the whole view is readable as it is
+    var w = rect.width * smallest / (FIRST_TEXT_PX + 0.5), h = w * rect.height / Math.max(rect.width, 1);
+    var b = bboxOf(g);
+    setBox({x: b.x + b.w / 2 - w / 2, y: b.y + b.h / 2 - h / 2, w: w, h: h});
+  }
   function fit() {
     var rect = diagram.getBoundingClientRect();
     var scale = Math.min(rect.width / whole.w, rect.height / whole.h);
@@ -289,7 +307,12 @@
       }
       tr.appendChild(dynamic);
       tr.appendChild(el("td", fmt(p.norm), "fx-num"));
-      tr.appendChild(el("td", p.cut_by.join("; "), "fx-cut-by"));
+      var cuts = el("td", null, "fx-cut-by");  // each "op @ file:line" whole; the cell wraps between them
+      p.cut_by.forEach(function (site, index) {
+        cuts.appendChild(el("span", site + (index < p.cut_by.length - 1 ? ";" : ""), "fx-site"));
+        if (index < p.cut_by.length - 1) cuts.appendChild(document.createTextNode(" "));
+      });
+      tr.appendChild(cuts);
       if (p.problem) tr.classList.add("fx-row-fail");
       tr.title = p.cut_by.length ? "cut by " + p.cut_by.join("; ") : p.name;
       tr.addEventListener("click", function () {
@@ -324,5 +347,6 @@
   fillTable(data.parameters.filter(function (p) { return p.problem; }).concat(
     data.parameters.filter(function (p) { return !p.problem; })));
   show(data.views[0].id);
+  openOnCut();
   document.body.dataset.ready = "true";
 })();
