@@ -336,8 +336,8 @@ def test_a_file_and_line_never_splits_across_lines(browser, seed_html, width):
     page = Page(browser, seed_html)
     try:
         page.page.set_viewport_size({"width": width, "height": 900})
-        assert page.page.evaluate(_LINES_OF, ['#fx-table tr[data-name="first.weight"] td.fx-cut-by',
-                                              "examples/seed.py:15"]) == 1
+        # a long path may break after its folder, the file and line never
+        assert page.page.evaluate(_LINES_OF, ['#fx-table tr[data-name="first.weight"] td.fx-cut-by', "seed.py:15"]) == 1
         page.node("detach").click()
         assert page.page.evaluate(_LINES_OF, ["#fx-panel dl", "examples/seed.py:15"]) == 1
     finally:

@@ -307,10 +307,17 @@
       }
       tr.appendChild(dynamic);
       tr.appendChild(el("td", fmt(p.norm), "fx-num"));
-      var cuts = el("td", null, "fx-cut-by");  // each "op @ file:line" whole; the cell wraps between them
+      var cuts = el("td", null, "fx-cut-by");  // a file:line stays whole: the cell wraps before it or between sites
       p.cut_by.forEach(function (site, index) {
-        cuts.appendChild(el("span", site + (index < p.cut_by.length - 1 ? ";" : ""), "fx-site"));
-        if (index < p.cut_by.length - 1) cuts.appendChild(document.createTextNode(" "));
+        var found = site.lastIndexOf(" @ "), at = found < 0 ? 0 : found + 3, last = index === p.cut_by.length - 1;
+        if (at) cuts.appendChild(document.createTextNode(site.slice(0, at)));
+        var where = el("span", null, "fx-site");  // a long path may break after a "/", never in file:line
+        (site.slice(at) + (last ? "" : ";")).split("/").forEach(function (part, i, parts) {
+          where.appendChild(document.createTextNode(part + (i < parts.length - 1 ? "/" : "")));
+          if (i < parts.length - 1) where.appendChild(document.createElement("wbr"));
+        });
+        cuts.appendChild(where);
+        if (!last) cuts.appendChild(document.createTextNode(" "));
       });
       tr.appendChild(cuts);
       if (p.problem) tr.classList.add("fx-row-fail");
