@@ -250,3 +250,20 @@ def test_the_legend_counts_the_folds_the_drawing_shows():
     drawn = sorted({int(n) for node in nodes.values() for n in re.findall(r"\bx(\d+)\b", node.text)})
     legend = re.search(r"double, (x\d+(?:/x\d+)*): identical blocks", svg)[1]
     assert drawn == [72] and legend == "/".join(f"x{n}" for n in drawn)
+
+
+def test_many_unused_modules_share_a_paragraph_and_none_is_lost():
+    torch.manual_seed(0)
+    model = SparseArgmaxMoE()
+    report = fxflow.check(model, sparse_moe_inputs())
+    missing = {name for name, grad in real_grads(model, sparse_moe_inputs()).items() if grad is None}
+    unused = {p.name for p in report.parameters if p.static == "unused"}
+    assert unused and unused <= missing  # the real backward gives them nothing on this batch
+    paragraphs = [line for line in render_text(report).splitlines() if " are unused" in line or " is unused" in line]
+    assert len(paragraphs) <= 3
+    counted = 0
+    for line in paragraphs:
+        listed = line.split(" are unused" if " are unused" in line else " is unused")[0]
+        more = re.search(r" and (\d+) more$", listed)
+        counted += len(listed.split(", ")) + (int(more[1]) if more else 0)
+    assert counted == len(unused)

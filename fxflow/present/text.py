@@ -154,11 +154,20 @@ def cut_paragraphs(report: Report) -> list[str]:
     if shown_vanishing > _VANISHING_PARAGRAPHS:
         hidden = shown_vanishing - _VANISHING_PARAGRAPHS
         paragraphs.append(f"{hidden} more place{'s' if hidden != 1 else ''} where a gradient vanishes: see --json.")
+    shown: dict[str, list[ParameterReport]] = {}  # per verdict, the groups past the first few, merged
     for (static, diagnosis), group in grouped.items():
         names = [p.name for p in group]
         verb = "is" if len(names) == 1 else "are"
+        if sum(1 for key in grouped if key[0] == static) > _GROUP_PARAGRAPHS and \
+                [key for key in grouped if key[0] == static].index((static, diagnosis)) >= _GROUP_PARAGRAPHS - 1:
+            shown.setdefault(static, []).extend(group)
+            continue
         paragraphs.append(f"{name_list(names)} {verb} {_GROUPED[static]}: {diagnosis}."
                           + _fix_for(group, verdict_cause(static, names), every))
+    for static, group in shown.items():  # eight experts no token reached: one paragraph, not eight
+        names = [p.name for p in group]
+        paragraphs.append(f"{name_list(names)} are {_GROUPED[static]} too, each for its own module's reason "
+                          "(--json has every one)." + _fix_for(group, verdict_cause(static, names), every))
     return paragraphs
 
 
@@ -195,6 +204,7 @@ def name_list(names: list[str], limit: int = 6) -> str:
 # dynamic alike (the two members are the same string).
 _KIND_WORDS = {Static.ZERO: "with an exactly zero gradient"}
 _VANISHING_PARAGRAPHS = 3  # vanishing explanations shown in the text; the JSON has all
+_GROUP_PARAGRAPHS = 3  # paragraphs per grouped verdict (unused, ...); past it, the rest share one
 
 
 def vanishing_size(report: Report) -> str:
