@@ -10,13 +10,14 @@ The pipeline (:mod:`fxflow.pipeline` wires it; each stage is one subpackage, ent
 
     check(model, inputs)
       prepare.prepare            unwrap DDP/compile, inputs as model(**inputs) takes them, copy to --device
-      dynamic.probe.GradientProbe  one real forward + backward on the training loss, the forward recorded
+      dynamic.probe.run_model    the one forward + backward on the training loss (real, meta or fake), recorded
       dynamic.gradients.dynamic_verdicts  missing, zero, vanishing, nonfinite, ok
       capture.capture            fx GraphModule: symbolic_trace -> the recorded run -> torch.export
       pipeline.analyze_capture   the static stage, shared with watch:
         static.annotate.annotate   node.meta["fxflow"]: how gradient crosses each node (twin tensors)
         static.analyze.analyze     one backward walk: static verdicts, cut sites, node states
       diagnose.diagnose          where a zero, vanishing or NaN gradient died, faded or was born (a replay)
+      pipeline.look_ahead_of     exact zeros: small steps and the run again, while parameters come alive
       reconcile.assemble.assemble_report  static next to dynamic, agreement, diagnosis, steps, health
       -> report.Report           the one data model
     present.text / present.terminal / render   table, JSON, DOT/SVG/PNG/HTML, notebook
@@ -30,7 +31,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
-__version__ = "0.1.0"
+from .version import __version__
 
 __all__ = [
     "check", "assert_gradients_flow", "watch", "Watch", "Report", "ParameterReport", "CutSite",
@@ -46,17 +47,20 @@ _LAZY = {
     "ParameterReport": ("report", "ParameterReport"),
     "CutSite": ("report", "CutSite"),
     "TraceInfo": ("report", "TraceInfo"),
-    "DDPGuidance": ("integrations.distributed", "DDPGuidance"),
+    "DDPGuidance": ("core.distributed", "DDPGuidance"),
     "FxflowError": ("errors", "FxflowError"),
 }
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs only
-    from .integrations.distributed import DDPGuidance
+    from .core.distributed import DDPGuidance
     from .errors import FxflowError
     from .pipeline import check
     from .report import CutSite, ParameterReport, Report, TraceInfo
     from .testing import assert_gradients_flow
     from .watching import Watch, watch
+
+
+from . import presenters  # noqa: E402,F401 - a Report's views (report.table(), .render(), ...) are served from here
 
 
 def __getattr__(name: str) -> Any:

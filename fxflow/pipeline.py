@@ -22,16 +22,16 @@ from .capture import Capture, capture
 from .errors import FxflowError
 from .prepare import prepare
 from .dynamic.loss import labels_in
-from .dynamic.probe import GradientProbe, ProbeResult, probe
+from .dynamic.probe import ModelRun, ProbeResult, on_meta, run_model
 from .reconcile.assemble import assemble_report
 from .diagnose import diagnose
+from .dynamic.lookahead import LookAhead, look_ahead
 from .dynamic.gradients import dynamic_verdicts
 from .report import Report
 from .prepare.inputs import infer_inputs
-from .prepare.state import materialize_lazy, untouched
-from .dynamic.meta_probe import MetaProbe, on_meta
+from .core.state import ModelSnapshot, materialize_lazy, untouched
 from .dynamic.steps import StepTally
-from .verdicts import CutSite
+from .verdicts import CutSite, DynamicVerdict as Dynamic
 
 
 def check(
@@ -84,22 +84,21 @@ def check(
         # and the run-time capture is the recording of this very forward.
         result: ProbeResult | None = None
         failure: CutSite | None = None  # the real backward raised: no gradient to read
-        real_run: GradientProbe | None = None
+        real_run: ModelRun | None = None
         recorded = None  # the run-time capture: the recording of the forward run here
         record = capture_methods is None or "runtime" in capture_methods
         if backward and example is not None:
             step("running forward and backward", phase="backward")
-            if fake:
-                meta = MetaProbe(runner, loss_fn=loss_fn, labels_given=labels_in(inputs)) \
-                    if record and on_meta(runner, example) else None  # one recorded meta forward, not two
-                result = (meta.run(example) if meta is not None else None) or probe(
-                    runner, example, loss_fn=loss_fn, seed=seed, fake=True, labels_given=labels_in(inputs))
-                recorded = meta.recorded if meta is not None else None
-            else:
-                real_run = GradientProbe(runner, loss_fn=loss_fn, seed=seed, labels_given=labels_in(inputs),
-                                         record=record)
-                result, failure, recorded = real_run.run(example), real_run.failure, real_run.recorded
+            mode = ("meta" if on_meta(runner, example) else "fake") if fake else "real"
+            run = run_model(runner, example, mode=mode, loss_fn=loss_fn, seed=seed, labels_given=labels_in(inputs),
+                            record=record)
+            result, failure, recorded = run.result, run.failure, run.recorded
+            real_run = run if run.mode == "real" else None
         verdicts = dynamic_verdicts(result, vanishing) if result is not None else {}
+        zeros = [name for name, verdict in verdicts.items() if verdict == Dynamic.ZERO]
+        if zeros and real_run is not None:  # designed zero-inits learn from step 2 or 3, a dead unit never
+            step("looking ahead past exact zeros", phase="look-ahead")
+            result.look_ahead = look_ahead_of(real_run, example, zeros)
 
         step("capturing the graph", phase="capture")
         captured = capture(runner, example, methods=capture_methods, recorded=recorded)
@@ -129,6 +128,28 @@ def check(
     return report
 
 
+def look_ahead_of(run: ModelRun, example: tuple[Any, ...], zeros: list[str],
+                  movable: Callable[[str], bool] | None = None) -> LookAhead:
+    """:func:`fxflow.dynamic.lookahead.look_ahead` on the model of ``run``, whose first backward left
+    ``zeros`` exactly zero: each rerun is ``run``'s forward and backward again, from the same random
+    draws; the model's buffers, grads and random state are put back afterwards."""
+    parameters = dict(run.model.named_parameters())
+
+    def rerun() -> dict[str, bool] | None:
+        _, again = run.again(example)
+        if again is None:
+            return None
+        return {name: info.present and info.finite and not info.all_zero for name, info in again.grads.items()}
+
+    snapshot = ModelSnapshot.save(run.model, copy_parameters=False)  # the look-ahead puts its weights back itself
+    try:
+        for name, parameter in parameters.items():  # the first step's gradients give the first step's direction
+            parameter.grad = run.gradients.get(name)
+        return look_ahead(parameters, zeros, rerun, movable=movable)
+    finally:
+        snapshot.restore()
+
+
 def _later_steps(model: torch.nn.Module, first: ProbeResult, static: StaticAnalysis | None, steps: int,
                  batches: Iterable[Any] | None, inputs: Any, loss_fn: Callable[[Any], torch.Tensor] | None, seed: int,
                  device: str | torch.device | None) -> StepTally:
@@ -147,7 +168,12 @@ def _later_steps(model: torch.nn.Module, first: ProbeResult, static: StaticAnaly
         if batch is None:
             batch = infer_inputs(model, seed=seed + index) if inputs is None else inputs
         prepared = prepare(model, batch, device, infer=False)
-        result = probe(prepared.runner, prepared.example, loss_fn=loss_fn, seed=seed, labels_given=labels_in(batch))
+        with untouched(prepared.module):
+            later = run_model(prepared.runner, prepared.example, loss_fn=loss_fn, seed=seed,
+                              labels_given=labels_in(batch))
+        if later.result is None:
+            raise FxflowError(f"the real backward of step {index + 1} raised {later.failure.reason}")
+        result = later.result
         tally.add(result.grads)
         missed = [name for name, info in result.grads.items()
                   if name not in tally.later_cuts and first.grads[name].present and not first.grads[name].all_zero

@@ -7,10 +7,9 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
-from .dynamic.health import HealthFlag, LayerStep
-from .diagnose.nonfinite import NonfiniteSite
+from .core.records import HealthFlag, LayerStep, NonfiniteSite
 from .errors import FxflowError
 from .verdicts import FAILING_DYNAMIC, FAILING_STATIC, CutSite, DynamicVerdict, ReportStatus, StaticVerdict
 
@@ -25,7 +24,7 @@ FROZEN, UNUSED, CUT, ZERO, REACHABLE, UNKNOWN = (StaticVerdict.FROZEN, StaticVer
 UNREGISTERED = StaticVerdict.UNREGISTERED
 MISSING, VANISHING, NONFINITE, OK, PRESENT = (DynamicVerdict.MISSING, DynamicVerdict.VANISHING,
                                               DynamicVerdict.NONFINITE, DynamicVerdict.OK, DynamicVerdict.PRESENT)
-INTERMITTENT = DynamicVerdict.INTERMITTENT
+INTERMITTENT, HELD, UNCONFIRMED = DynamicVerdict.INTERMITTENT, DynamicVerdict.HELD, DynamicVerdict.UNCONFIRMED
 STATIC_VERDICTS = (FROZEN, UNUSED, CUT, ZERO, REACHABLE)  # always counted; UNKNOWN only when it occurs
 
 
@@ -48,6 +47,10 @@ class ParameterReport:
     # Over many steps (check --steps, watch(steps=N)): how many had a non-zero gradient, and which did not.
     steps_with_gradient: int | None = None
     missed_steps: list[int] = field(default_factory=list)
+    # Exactly zero at first, held by zero-initialized weights (``held``): the 1-based step from which it
+    # gets a non-zero gradient, and the zero-initialized parameters that held it until then.
+    learns_from_step: int | None = None
+    held_by: list[str] = field(default_factory=list)
 
     @property
     def problem(self) -> bool:
@@ -125,7 +128,13 @@ class Report:
 
     def _clean(self) -> bool:
         """No parameter is a problem, the backward (or the graph) raises nowhere, something trains."""
-        return not self.everything_frozen and not any(p.problem for p in self.parameters) and not self.backward_raises
+        return (not self.everything_frozen and not any(p.problem for p in self.parameters) and not self.backward_raises
+                and not self.unconfirmed)
+
+    @property
+    def unconfirmed(self) -> list[ParameterReport]:
+        """Parameters whose exact zero one watched step could neither confirm nor clear."""
+        return [p for p in self.parameters if p.dynamic == UNCONFIRMED and not p.allowed]
 
     @property
     def status(self) -> ReportStatus:
@@ -137,6 +146,8 @@ class Report:
         if self.static_only and self._clean():
             return ReportStatus.STATIC_ONLY
         if not (self.verified or self.static_only) and not self.problems and not self.backward_raises:
+            return ReportStatus.NOT_VERIFIED
+        if self.unconfirmed and not self.problems and not self.backward_raises and not self.everything_frozen:
             return ReportStatus.NOT_VERIFIED
         return ReportStatus.PROBLEM
 
@@ -220,58 +231,59 @@ class Report:
         except (KeyError, TypeError, AttributeError) as error:
             raise FxflowError(f"not an fxflow JSON report: missing or malformed {error}") from error
 
-    # -- presenters (each lives in its own module) ------------------------------------------
+    # -- presenters (each lives in its own module; fxflow.presenters registers them) -------------
     def table(self, width: int | None = None) -> str:
         """The text ``fxflow check`` prints: table, one paragraph per cut, summary; ``width`` wraps
         it at that many columns (None: one line per row and paragraph, like piped output)."""
-        from .present.text import render_text
-
-        return render_text(self, width=width)
+        return presenter("table")(self, width=width)
 
     def summary(self) -> str:
         """One line: what is dry and why."""
-        from .present.text import summary_line
-
-        return summary_line(self)
+        return presenter("summary")(self)
 
     def to_dot(self, **options: Any) -> str:
         """The Graphviz DOT source of the flow diagram."""
-        from .render import build_dot
-
-        return build_dot(self, **options)
+        return presenter("dot")(self, **options)
 
     def render(self, path: str, *, format: str | None = None, **options: Any) -> str:
         """Write the diagram to ``path`` (.svg, .png, .pdf or .dot); returns the path."""
-        from .render import render_file
-
-        return render_file(self, path, format=format, **options)
+        return presenter("file")(self, path, format=format, **options)
 
     def plot(self, layer: str | None = None) -> Any:
         """The per-layer gradient chart of a watched training loop (matplotlib, ``pip install fxflow[plot]``):
         mean and largest |grad| per layer at the last step, and ``layer`` (default: the first flagged,
         else the last layer) over the steps. Returns the matplotlib Figure."""
-        from .present.plot import plot_history
-
-        return plot_history(self, layer)
+        return presenter("plot")(self, layer)
 
     def _repr_svg_(self) -> str | None:
-        from .render import to_svg_text
-
         try:
-            return to_svg_text(self)
+            return presenter("svg")(self)
         except Exception:  # no renderer: the notebook falls back to the text repr
             return None
 
     def _repr_html_(self) -> str | None:
-        from .render.html import notebook_html
-
         try:
-            return notebook_html(self)
+            return presenter("html")(self)
         except Exception:  # no renderer: the notebook falls back to the SVG or text repr
             return None
 
     def __str__(self) -> str:
         return self.table()
+
+
+# The documented views of a Report, served by presenters that live above it: the data model imports
+# none of them. fxflow.presenters fills this table when the package is imported.
+_PRESENTERS: dict[str, Callable[..., Any]] = {}
+
+
+def register_presenter(view: str, function: Callable[..., Any]) -> None:
+    """Serve ``view`` (``table``, ``summary``, ``dot``, ``file``, ``plot``, ``svg``, ``html``) with ``function``."""
+    _PRESENTERS[view] = function
+
+
+def presenter(view: str) -> Callable[..., Any]:
+    """The function that serves ``view`` (the package registers them all when it is imported)."""
+    return _PRESENTERS[view]
 
 
 _EXIT_CODES = {ReportStatus.OK: 0, ReportStatus.STATIC_ONLY: 0, ReportStatus.PROBLEM: 1, ReportStatus.NOT_VERIFIED: 2}
@@ -289,7 +301,8 @@ def _parameter_from_dict(data: dict[str, Any]) -> ParameterReport:
         grad_norm=data.get("grad_norm"), cut_by=[_site_from_dict(site) for site in data.get("cut_by", [])],
         agree=data.get("agree"), diagnosis=data.get("diagnosis"), allowed=bool(data.get("allowed")),
         random_ops=list(data.get("random_ops", [])), steps_with_gradient=data.get("steps_with_gradient"),
-        missed_steps=list(data.get("missed_steps", [])))
+        missed_steps=list(data.get("missed_steps", [])), learns_from_step=data.get("learns_from_step"),
+        held_by=list(data.get("held_by", [])))
 
 
 def _site_from_dict(data: dict[str, Any]) -> CutSite:

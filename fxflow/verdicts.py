@@ -34,6 +34,13 @@ class DynamicVerdict(StrEnum):
     OK = "ok"
     PRESENT = "present"  # a meta/fake backward saw a gradient but cannot measure it
     INTERMITTENT = "intermittent"  # over many steps: a gradient on some, none on others (fxflow.dynamic.steps)
+    # Exactly zero on the first step only because a zero-initialized weight holds it (LoRA's B, adaLN-Zero's
+    # gate, a zero convolution): the first optimizer steps move that weight and it learns from a later step
+    # (fxflow.dynamic.lookahead). Not a problem.
+    HELD = "held"
+    # Exactly zero on the one step watched, where no look-ahead could run: a zero-initialized weight may
+    # hold it (then it learns from step 2) or it may never learn. Neither ok nor a problem: not verified.
+    UNCONFIRMED = "unconfirmed"
 
 
 # The verdicts that fail the check (unless the parameter is frozen, allowed or intermittent).

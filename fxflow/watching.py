@@ -31,11 +31,11 @@ import torch
 from torch import nn
 from torch.utils._pytree import tree_map
 
-from .integrations import distributed
+from .core import distributed
 from .prepare.unwrap import unwrap
 from .errors import FxflowError
 from .dynamic.gradients import read_gradients
-from .dynamic.probe import Stashed
+from .dynamic.probe import GradStash
 from .dynamic.health import HealthRecorder, layer_of
 from .dynamic.steps import StepTally
 from .dynamic.unregistered import unregistered_tensors
@@ -67,6 +67,7 @@ class Watch:
         self.steps = steps  # watch this many backward calls (a training loop), counting gradients per step
         self._tasks: list[int] = []  # the backward calls seen, by autograd's graph task id
         self._received: dict[str, list[int]] = {}  # parameter -> the steps it got a non-zero gradient in
+        self._present: dict[str, list[int]] = {}  # parameter -> the steps it got any gradient (zero too) in
         self._health = HealthRecorder()  # per layer and step: |grad| and the optimizer's update
         self.ddp_guidance: distributed.DDPGuidance | None = None
         self._inputs: tuple[Any, ...] | None = None
@@ -75,13 +76,13 @@ class Watch:
         self._handles: list[Any] = []
         self._recorder: Any = None
         self._uninstrumented: str | None = None  # the recorder's note on compiled / higher-order regions
-        self._unregistered = Stashed({})  # tensors outside model.parameters(): their grads, put back on exit
+        self._unregistered = GradStash({})  # tensors outside model.parameters(): their grads, put back on exit
         self._report: Report | None = None
         self._active = False
 
     # -- the context manager ----------------------------------------------------------------
     def __enter__(self) -> "Watch":
-        from .dynamic.probe import ModuleGradRecorder
+        from .dynamic.module_norms import ModuleGradRecorder
 
         if self._active:
             raise FxflowError("this fxflow.watch is already active; use a new one per step")
@@ -95,8 +96,8 @@ class Watch:
             self.model.register_forward_hook(self._post_forward),
         ]
         self._recorder = ModuleGradRecorder(self.module)
-        self._unregistered = Stashed(unregistered_tensors(self.module))
-        self._tasks, self._received = [], {}
+        self._unregistered = GradStash(unregistered_tensors(self.module))
+        self._tasks, self._received, self._present = [], {}, {}
         self._health = HealthRecorder(order=list(dict.fromkeys(layer_of(name) for name, _ in self.module.named_parameters())))
         if self.steps is not None:
             self._handles += [p.register_hook(self._step_hook(name, p))
@@ -170,6 +171,9 @@ class Watch:
             if step is None:
                 return
             total = self._health.record(step, name, parameter, grad)
+            present = self._present.setdefault(name, [])
+            if step not in present:
+                present.append(step)
             if total > 0 and math.isfinite(total):  # a non-zero, finite gradient in this step
                 steps = self._received.setdefault(name, [])
                 if step not in steps:
@@ -182,6 +186,7 @@ class Watch:
             return None
         tally = StepTally(steps=len(self._tasks))
         tally.received = {name: list(self._received.get(name, [])) for name, _ in self.module.named_parameters()}
+        tally.present = {name: list(self._present.get(name, [])) for name, _ in self.module.named_parameters()}
         return tally
 
     @property
@@ -216,7 +221,7 @@ class Watch:
     def _collect(self) -> None:
         """Read this step's grads (gathered over ranks) and build the Report as fxflow.check does."""
         from .reconcile.assemble import assemble_report
-        from .dynamic.probe import ProbeResult
+        from .dynamic.probe import gradient_result
 
         named = {name: p.grad for name, p in self.module.named_parameters()}
         any_grad = any(g is not None for g in named.values())
@@ -225,10 +230,8 @@ class Watch:
             return  # no backward on any rank: .report explains
         infos, notes = read_gradients(named, self.group)
         measurable = not any(info.present and info.norm is None and info.finite for info in infos.values())
-        reached = {path: t for path, t in self._unregistered.tensors.items() if t.grad is not None}
-        unregistered_infos, _ = read_gradients({path: t.grad for path, t in reached.items()}, self.group)
-        result = ProbeResult(infos, dict(self._recorder.norms), measurable, notes, loss=WATCHED_LOSS,
-                             unregistered={path: (tuple(t.shape), unregistered_infos[path]) for path, t in reached.items()})
+        result = gradient_result(infos, self._unregistered, self._recorder, group=self.group, measurable=measurable,
+                                 notes=notes, loss=WATCHED_LOSS)
         captured, static, static_notes = self._static_analysis()
         if self._uninstrumented:
             static_notes.append(self._uninstrumented)
@@ -244,9 +247,11 @@ class Watch:
         ddp = distributed.find_ddp(self.model)
         report = assemble_report(self.module, target=self.target, captured=captured, static=static, result=result,
                                  static_notes=static_notes, vanishing=self.vanishing, allow=self.allow, steps=tally,
-                                 history=self._health.history() if tally is not None else None, ddp=ddp)
+                                 history=self._health.history() if tally is not None else None, ddp=ddp,
+                                 watched=True)
         if ddp is not None:  # the same advice as the report's DDP note, as an object
-            self.ddp_guidance = distributed.ddp_guidance(report, ddp)
+            self.ddp_guidance = distributed.guidance(report.parameters, ddp, report.steps,
+                                                     tally.without_gradient if tally is not None else None)
         self._report = report
 
     def _static_analysis(self) -> tuple[Any, Any, list[str]]:
@@ -259,7 +264,7 @@ class Watch:
         from .pipeline import analyze_capture, gc_paused
         from .prepare import prepare
         from .prepare.signature import as_call_dict
-        from .prepare.state import untouched
+        from .core.state import untouched
 
         observed = as_call_dict(self.module, self._inputs, self._kwargs) if self._kwargs else self._inputs
         if observed is None:

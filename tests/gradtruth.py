@@ -13,7 +13,7 @@ from typing import Any, Sequence
 import torch
 
 from fxflow.dynamic.loss import labels_in, training_loss
-from fxflow.prepare.state import ModelSnapshot
+from fxflow.core.state import ModelSnapshot
 
 WET = {"reachable", "zero"}
 

@@ -15,9 +15,9 @@ from typing import Any
 import torch
 
 from fxflow.dynamic.loss import labels_in
-from fxflow.dynamic.probe import GradientProbe
+from fxflow.dynamic.probe import ModelRun
 from fxflow.prepare import prepare
-from fxflow.prepare.state import untouched
+from fxflow.core.state import untouched
 from fxflow.static.annotate import annotate
 from fxflow.static.flow import META_KEY, NodeFlow
 
@@ -26,7 +26,7 @@ def recorded_run(model: torch.nn.Module, inputs: Any) -> tuple[Any, Any, Any]:
     """The probe's recording of one real forward and backward: (recorded, runner, example inputs).
     Call inside ``untouched(model)``."""
     prepared = prepare(model, inputs, None, infer=False)
-    probe = GradientProbe(prepared.runner, record=True, labels_given=labels_in(inputs))
+    probe = ModelRun(prepared.runner, record=True, labels_given=labels_in(inputs))
     probe.run(prepared.example)
     return probe.recorded, prepared.runner, prepared.example
 

@@ -159,7 +159,7 @@ def test_a_cut_written_into_a_view_is_named_at_its_line(method: str) -> None:
 
 
 def _display(path: str) -> str:
-    from fxflow.capture.source import display_path
+    from fxflow.core.source import display_path
 
     return display_path(path)
 

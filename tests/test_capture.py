@@ -12,7 +12,7 @@ from fxflow.static.analyze import analyze
 from fxflow.static.annotate import annotate
 from fxflow.capture import OPAQUE_KEY, _methods, capture
 from fxflow.prepare.unwrap import meta_copy, unwrap
-from fxflow.prepare.state import preserved_module_attributes
+from fxflow.core.state import preserved_module_attributes
 from gradtruth import assert_agrees, real_grads, static_disagreements
 
 METHODS = dict(_methods())

@@ -12,7 +12,7 @@ import sys
 
 import pytest
 
-from fxflow.integrations.distributed import DDP_ERROR
+from fxflow.core.distributed import DDP_ERROR
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DRY = ["first.weight", "first.bias", "middle.weight", "middle.bias"]

@@ -26,7 +26,7 @@ def test_no_absolute_machine_path_in_docs():
 def test_a_library_s_line_reads_relative_to_site_packages():
     import transformers
 
-    from fxflow.capture.source import display_path
+    from fxflow.core.source import display_path
 
     shown = display_path(transformers.__file__)
     assert shown == "transformers/__init__.py" or not Path(shown).is_absolute(), shown

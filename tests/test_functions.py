@@ -143,6 +143,6 @@ def test_a_backward_that_cannot_run_stays_opaque_and_disagreement_is_not_hidden(
 
 
 def _display(path: str) -> str:
-    from fxflow.capture.source import display_path
+    from fxflow.core.source import display_path
 
     return display_path(path)

@@ -499,7 +499,7 @@ def test_inputs_whose_activations_cannot_fit_are_refused_before_the_run(run_fxfl
 
 
 def _here() -> str:
-    from fxflow.capture.source import display_path
+    from fxflow.core.source import display_path
 
     return display_path(HERE)
 

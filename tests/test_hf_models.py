@@ -16,7 +16,7 @@ import torch.nn as nn  # noqa: E402
 transformers = pytest.importorskip("transformers")
 
 import fxflow  # noqa: E402
-from fxflow.capture.source import display_path  # noqa: E402
+from fxflow.core.source import display_path  # noqa: E402
 from gradtruth import assert_agrees, line_of, real_grads  # noqa: E402
 
 T = transformers

@@ -50,7 +50,7 @@ def test_hidden_cut_is_named_at_the_users_line(name: str, op: str, marker: str, 
 
 
 def path_display(path: str) -> str:
-    from fxflow.capture.source import display_path
+    from fxflow.core.source import display_path
 
     return display_path(path)
 

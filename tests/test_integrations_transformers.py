@@ -136,8 +136,10 @@ def test_lora_names_are_the_peft_models_and_the_zero_lora_a_is_confirmed_on_step
     assert trainable == {p.name for p in report.parameters if p.static != "frozen"}
     assert {p.name.rsplit(".", 3)[1] for p in report.parameters if p.name in trainable} == {"lora_A", "lora_B"}
     # the first step gave lora_A an exactly zero gradient (B starts at zero); the second step is reported
-    note = next(note for note in report.notes if note.startswith("this is the second step"))
+    note = next(note for note in report.notes if note.startswith("this is step 2"))
     assert "c_attn.lora_A.default.weight" in note
+    lora_a = [p for p in report.parameters if "lora_A" in p.name]
+    assert all(p.dynamic == "held" and p.learns_from_step == 2 for p in lora_a)
     assert all(p.grad_norm > 0 for p in report.parameters if p.name in trainable)
 
 

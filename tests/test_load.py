@@ -11,7 +11,7 @@ import torch.nn as nn
 from fxflow.errors import FxflowError
 from fxflow.prepare.inputs import check_input_count, infer_inputs, make_inputs, parse_input_size
 from fxflow.prepare.load import load_target, parse_args, split_target
-from fxflow.prepare.state import preserved_module_attributes, untouched
+from fxflow.core.state import preserved_module_attributes, untouched
 
 from conftest import TARGETS
 

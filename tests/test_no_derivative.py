@@ -307,3 +307,22 @@ def test_neither_a_baseline_nor_a_diff_lets_a_raising_backward_through(run_fxflo
     assert "no parameter changed its verdict" in out
     assert out.splitlines()[-1].startswith("worse:") and out.splitlines()[-1].endswith(
         "; loss.backward() raises at 1 new op")
+
+
+@pytest.mark.parametrize("model_class, raises", [(BesideTheOp, True), (OffThePath, False)])
+@pytest.mark.parametrize("where", ["meta device", "built on meta"])
+def test_the_same_backward_raises_on_meta(model_class, raises, where) -> None:
+    """The meta twin of the test above: a model checked on (or built on) the meta device has no values,
+    but the same stops: the backward raises at the same op, with the same line, and fails the same way."""
+    torch.manual_seed(0)
+    model, x = model_class(), torch.randn(3, 4)
+    on_cpu = fxflow.check(model, (x,))
+    if where == "meta device":
+        report = fxflow.check(model, (x,), device="meta")
+    else:
+        with torch.device("meta"):
+            meta_model = model_class()
+        report = fxflow.check(meta_model, (x.to("meta"),))
+    assert report.backward_raises == on_cpu.backward_raises and bool(report.backward_raises) == raises
+    assert report.ok == (not raises) and report.exit_code == on_cpu.exit_code
+    assert {p.name: p.dynamic for p in report.parameters} == {p.name: "present" for p in on_cpu.parameters}

@@ -11,7 +11,7 @@ import torch
 from torch import nn
 
 import fxflow
-from fxflow.capture.source import display_path
+from fxflow.core.source import display_path
 from gradtruth import line_of, real_gradients
 
 HERE = __file__

@@ -4,7 +4,7 @@ Each OpInfo of ``op_db`` that supports autograd runs its first sample on CPU in 
 where float64 is not supported), with every floating input a leaf that requires grad. Two answers
 per input are compared:
 
-* fxflow's: the walk the annotation runs on every node (``fxflow.static.history.walk_history``, with the rules
+* fxflow's: the walk the annotation runs on every node (``fxflow.core.history.walk_history``, with the rules
   of ``fxflow.static.rules``) from the op's result back to the inputs: DIFF, ZERO or NONE;
 * autograd's: ``torch.autograd.grad`` of a seeded random projection of the result, one input at a
   time: a nonzero gradient, an exact zero, None, or a backward that raises because the op has no
@@ -29,7 +29,7 @@ import pytest
 import torch
 from torch.utils._pytree import tree_flatten
 
-from fxflow.static.history import entry_key, walk_history
+from fxflow.core.history import entry_key, walk_history
 from fxflow.static.flow import DIFF, NONE, ZERO
 
 NOTHING = "nothing"  # autograd: the gradient is None

@@ -14,7 +14,7 @@ import torch
 from torch import nn
 
 import fxflow
-from fxflow.dynamic.probe import GradientProbe
+from fxflow.dynamic.probe import ModelRun
 from gradtruth import real_dynamic, real_grads
 
 dynamo = pytest.importorskip("torch._dynamo")
@@ -102,7 +102,7 @@ def test_a_compiled_submodule_runs_without_graph_breaks_and_matches_a_real_backw
 def test_the_recorder_leaves_no_hooks_and_records_eager_calls() -> None:
     torch.manual_seed(0)
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), nn.Linear(4, 1))
-    probe = GradientProbe(model)
+    probe = ModelRun(model)
     result = probe.run((torch.randn(2, 4),))
     assert set(result.module_grad_norms) == {"0", "1", "2"}
     assert all(norms[0] > 0 for norms in result.module_grad_norms.values())

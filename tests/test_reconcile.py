@@ -11,7 +11,8 @@ import torch
 from torch import nn
 
 import fxflow
-from fxflow.dynamic.probe import probe
+from fxflow.dynamic.probe import run_model
+from fxflow.core.state import untouched
 from fxflow.dynamic.gradients import dynamic_verdicts
 from fxflow.reconcile import matches
 
@@ -38,7 +39,8 @@ class Grads(nn.Module):
 def test_dynamic_verdicts_follow_the_real_gradients():
     model = Grads()
     x = torch.randn(4, 3)
-    result = probe(model, (x,))
+    with untouched(model):
+        result = run_model(model, (x,)).result
     verdicts = dynamic_verdicts(result, vanishing=1e-3)
     model.zero_grad(set_to_none=True)
     out = model(x)

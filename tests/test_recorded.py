@@ -15,7 +15,7 @@ import torch.nn as nn
 
 import fxflow
 from fxflow.capture import capture
-from fxflow.prepare.state import untouched
+from fxflow.core.state import untouched
 from gradtruth import assert_agrees, real_grads
 from recorded_flows import flow_differences, recorded_run
 from test_functions import ScaleGrad  # examples/hidden_autograd_function.py's: its backward returns None
@@ -159,7 +159,7 @@ def test_a_recording_keeps_no_activation_once_forward_has_returned() -> None:
     import gc
     import weakref
 
-    from fxflow.capture.recording import record_run
+    from fxflow.dynamic.recording import record_run
     from fxflow.prepare import prepare
 
     torch.manual_seed(0)

@@ -6,7 +6,8 @@ from typing import Callable
 import pytest
 import torch
 
-from fxflow.static import derivatives, flow, rules
+from fxflow.core import derivatives
+from fxflow.static import flow, rules
 
 X = torch.randn(6, dtype=torch.float64) * 3
 V = torch.tensor(0.7, dtype=torch.float64)
@@ -44,7 +45,7 @@ BUILDERS: dict[str, Callable[[torch.Tensor, torch.Tensor], torch.Tensor]] = {
 }
 
 
-# Rules read off a node's saved arguments (fxflow.static.rules._BY_SAVED_ARGUMENT, _ZERO_FOR_REAL_INPUT):
+# Rules read off a node's saved arguments (fxflow.core.derivatives._BY_SAVED_ARGUMENT, _ZERO_FOR_REAL_INPUT):
 # (node, f(x, v) that makes it with the argument that decides, what every input then gets).
 SAVED_ARGUMENT_BUILDERS = [
     ("PowBackward0", lambda x, v: x ** 0, flow.ZERO),
@@ -66,9 +67,9 @@ DIFFERENTIABLE_TWINS = [
 
 
 def test_every_rule_has_a_builder() -> None:
-    assert set(BUILDERS) == set(rules.ZERO_DERIVATIVE_GRAD_FNS)
+    assert set(BUILDERS) == set(derivatives.ZERO_DERIVATIVE_GRAD_FNS)
     saved = {name for name, _, _ in SAVED_ARGUMENT_BUILDERS}
-    assert set(rules._BY_SAVED_ARGUMENT) | rules._ZERO_FOR_REAL_INPUT <= saved
+    assert set(derivatives._BY_SAVED_ARGUMENT) | derivatives._ZERO_FOR_REAL_INPUT <= saved
 
 
 def test_torch_derivative_table_is_read() -> None:
@@ -85,8 +86,8 @@ def test_torch_table_agrees_with_the_hand_table(name: str) -> None:
     torch.manual_seed(0)
     y = BUILDERS[name](X.clone().requires_grad_(), V.clone().requires_grad_())
     kinds = derivatives.input_kinds(y.grad_fn)
-    hand = rules.ZERO_DERIVATIVE_GRAD_FNS[name]
-    if kinds is None or name in rules._ZERO_FOR_REAL_INPUT:
+    hand = derivatives.ZERO_DERIVATIVE_GRAD_FNS[name]
+    if kinds is None or name in derivatives._ZERO_FOR_REAL_INPUT:
         pytest.skip(f"{name}: torch's table has one formula for real and complex inputs")
     assert [k == flow.ZERO for k in kinds] == [hand is None or i in hand for i in range(len(kinds))]
 
@@ -96,9 +97,9 @@ def test_hand_table_decides_without_torch_table(name: str, monkeypatch) -> None:
     """Where derivatives.yaml cannot be read (no PyYAML), the hand table gives the same zeros."""
     torch.manual_seed(0)
     y = BUILDERS[name](X.clone().requires_grad_(), V.clone().requires_grad_())
-    with_table = rules.zero_derivative_edges(y.grad_fn)
+    with_table = derivatives.zero_derivative_edges(y.grad_fn)
     monkeypatch.setattr(derivatives, "table", dict)
-    assert rules.zero_derivative_edges(y.grad_fn) == with_table
+    assert derivatives.zero_derivative_edges(y.grad_fn) == with_table
 
 
 @pytest.mark.parametrize("index", range(len(SAVED_ARGUMENT_BUILDERS)))
@@ -110,12 +111,12 @@ def test_saved_argument_rule_matches_autograd(index: int) -> None:
     v = V.clone().requires_grad_()
     y = build(x, v)
     assert type(y.grad_fn).__name__ == name
-    assert set(rules.derivative_kinds(y.grad_fn)) == {kind}
+    assert set(derivatives.derivative_kinds(y.grad_fn)) == {kind}
     (grad,) = torch.autograd.grad(y.sum(), [x], allow_unused=True)
     assert (grad is None) if kind == flow.NONE else bool((grad == 0).all())
     y = DIFFERENTIABLE_TWINS[index](x, v)
     y = y.real + y.imag if y.is_complex() else y
-    assert set(rules.derivative_kinds(y.grad_fn)) <= {flow.DIFF}
+    assert set(derivatives.derivative_kinds(y.grad_fn)) <= {flow.DIFF}
     (grad,) = torch.autograd.grad(y.sum(), [x])
     assert bool((grad != 0).any())
 
@@ -128,7 +129,7 @@ def test_zero_derivative_rule_matches_autograd(name: str) -> None:
     v = V.clone().requires_grad_()
     y = BUILDERS[name](x, v)
     assert type(y.grad_fn).__name__ == name
-    zero = rules.zero_derivative_edges(y.grad_fn)
+    zero = derivatives.zero_derivative_edges(y.grad_fn)
     assert zero is not False
     edges = [function for function, _ in y.grad_fn.next_functions]
     grads = torch.autograd.grad(y, [x, v], torch.ones_like(y), allow_unused=True)
@@ -157,7 +158,7 @@ def _reaches(function, leaf: torch.Tensor) -> bool:
     return False
 
 
-@pytest.mark.parametrize("op", sorted(rules.ZERO_DERIVATIVE_OPS))
+@pytest.mark.parametrize("op", sorted(derivatives.ZERO_DERIVATIVE_OPS))
 def test_zero_derivative_op_names_match_autograd(op: str) -> None:
     """Name-only fallback: each listed op really gives an exact zero (present, not None)."""
     x = X.clone().requires_grad_()
@@ -177,7 +178,7 @@ def test_zero_derivative_op_names_match_autograd(op: str) -> None:
     assert grad is not None and bool((grad == 0).all())
 
 
-@pytest.mark.parametrize("op", sorted(rules.NON_DIFFERENTIABLE_OPS))
+@pytest.mark.parametrize("op", sorted(derivatives.NON_DIFFERENTIABLE_OPS))
 def test_non_differentiable_op_names_match_autograd(op: str) -> None:
     """Name-only fallback: each listed op returns something autograd cannot follow."""
     x = (X.clone() + 0.5).requires_grad_()

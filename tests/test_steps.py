@@ -189,3 +189,17 @@ def test_check_steps_from_the_command_line_with_example_batches(run_fxflow, writ
     assert {p["name"]: p["steps_with_gradient"] for p in report["parameters"]}["long.weight"] == 1
     code, out, err = run_fxflow("check", f"{path}:Net", "--steps", "0")
     assert code == 2 and "--steps must be at least 1" in err
+
+
+def test_intermittent_words_agree_with_the_table(run_fxflow):
+    """Experts skipped on some steps: the paragraph says what the table says (intermittent), not the
+    first step's "unused"; the DDP advice is hypothetical when no DDP wrapper is in use."""
+    code, out, _ = run_fxflow("check", "tests/models/skipping_moe.py:MoE", "--steps", "6", "--input-size", "3,8")
+    assert code == 1
+    rows = {line.split()[0]: line.split()[1:] for line in out.splitlines() if line.startswith("experts.")}
+    intermittent = sorted(name for name, cells in rows.items() if "intermittent" in cells)
+    assert intermittent
+    text = out.replace("\n", " ")
+    assert "are used on some steps only: a gradient on" in text
+    assert "are unused: a gradient on" not in text
+    assert "buckets" not in out and "under DDP without find_unused_parameters=True" in out.replace("\n", " ")

@@ -209,3 +209,16 @@ if trace.method == "none" or options.command == "diff":
     found = spelled_words(ast.parse(source), _vocabulary())
     assert found == [(2, "cut"), (2, "missing"), (3, "dry"), (3, "wet"), (4, "inert"), (5, "frozen"),
                      (5, "unused"), (8, "not verified")]
+
+
+def test_stages_import_only_the_floor_and_the_stages_before_them():
+    """The layering contract in pyproject.toml ([tool.importlinter]): cli and integrations on top,
+    then testing, watching and the pipeline, the presenters, each stage in pipeline order, the
+    Report, the floor (fxflow.core) and the vocabulary. A backward import breaks it, lazy ones too."""
+    import subprocess
+    import sys
+
+    lint = Path(sys.executable).with_name("lint-imports")
+    result = subprocess.run([str(lint)], cwd=PACKAGE.parent, capture_output=True, text=True)
+    assert result.returncode == 0, result.stdout[-3000:]
+    assert "1 kept, 0 broken" in result.stdout

@@ -160,9 +160,9 @@ def test_agree_is_never_forced_by_a_custom_function_downstream():
 
 
 def test_a_walk_cut_short_is_counted(monkeypatch):
-    import fxflow.static.history
+    import fxflow.core.history
 
-    monkeypatch.setattr(fxflow.static.history, "_WALK_LIMIT", 3)  # MultiheadAttention's history is longer than that
+    monkeypatch.setattr(fxflow.core.history, "_WALK_LIMIT", 3)  # MultiheadAttention's history is longer than that
 
     class Attends(nn.Module):
         def __init__(self) -> None:

@@ -35,12 +35,12 @@ from torch.utils._pytree import tree_flatten
 
 from ..errors import describe
 from ..prepare.signature import defaulted_arguments
-from ..prepare.state import RandomState, preserved_module_attributes
-from .functions import (OPAQUE_KEY, CheckpointGate, OpaqueFunction, checkpoint_inputs, checkpointed_call,
+from ..core.state import RandomState, preserved_module_attributes
+from ..core.functions import (OPAQUE_KEY, CheckpointGate, OpaqueFunction, checkpoint_inputs, checkpointed_call,
                         intercepted_apply, is_checkpoint, is_user_function, opaque_reason)
-from .grad_mode import META_KEY as GRAD_MODE_KEY, GradRegion
-from .recorded import Recorded, RecordedValues
-from .recording import record_run
+from ..core.grad_mode import META_KEY as GRAD_MODE_KEY, GradRegion
+from ..dynamic.recorded import Recorded, RecordedValues
+from ..dynamic.recording import record_run
 from .symbolic import symbolic_capture
 from ..prepare.unwrap import rebase, unwrap
 

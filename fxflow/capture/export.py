@@ -18,20 +18,18 @@ forwards, so both make this capture fail and the chain moves on to the run-time 
 from __future__ import annotations
 
 import contextlib
-import io
 import linecache
-import logging
 import operator
 import re
-import warnings
 from typing import Any, Iterator, Sequence
 
 import torch
 import torch.fx as fx
 
-from .functions import Constant, checkpoint_inputs, checkpointed_call, intercepted_apply, is_checkpoint, is_user_function
-from .grad_mode import META_KEY as GRAD_MODE_KEY, GradRegion
-from .source import is_library_file
+from ..core.functions import Constant, checkpoint_inputs, checkpointed_call, intercepted_apply, is_checkpoint, is_user_function
+from ..core.grad_mode import META_KEY as GRAD_MODE_KEY, GradRegion
+from ..core.patching import INFERENCE_MODE, quiet_thread
+from ..core.source import is_library_file
 
 _FRAME = re.compile(r'File "(?P<file>[^"]+)", line (?P<line>\d+)')
 
@@ -42,9 +40,8 @@ class ExportUnsupported(RuntimeError):
 
 @contextlib.contextmanager
 def _guards() -> Iterator[None]:
-    """Refuse inference_mode and custom autograd.Functions; inline reentrant checkpoints."""
-    original_inference = torch._C._InferenceMode
-
+    """Refuse inference_mode and custom autograd.Functions; inline reentrant checkpoints (this
+    thread's calls only: :mod:`fxflow.capture.patching`)."""
     def inference_mode(mode: bool) -> Any:
         if mode:
             raise ExportUnsupported("torch.inference_mode() inside forward is dropped by torch.export")
@@ -59,33 +56,15 @@ def _guards() -> Iterator[None]:
             raise ExportUnsupported(f"custom autograd.Function {cls.__name__} would be inlined by torch.export")
         return call(*args, **kwargs)
 
-    torch._C._InferenceMode = inference_mode  # type: ignore[assignment]
-    try:
-        with intercepted_apply(apply):
-            yield
-    finally:
-        torch._C._InferenceMode = original_inference
-
-
-@contextlib.contextmanager
-def _quiet() -> Iterator[None]:
-    """Silence torch's warning logs while exporting: a failure is one line in the report."""
-    previous = logging.root.manager.disable
-    logging.disable(logging.WARNING)
-    try:
-        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()), \
-                contextlib.redirect_stderr(io.StringIO()):
-            warnings.simplefilter("ignore")
-            yield
-    finally:
-        logging.disable(previous)
+    with INFERENCE_MODE.active(inference_mode) as original_inference, intercepted_apply(apply):
+        yield
 
 
 def export_capture(model: torch.nn.Module, inputs: Sequence[Any] | None) -> fx.GraphModule:
     """Export ``model`` non-strictly with the example inputs and convert the result."""
     if inputs is None:
         raise ExportUnsupported("torch.export needs example inputs")
-    with _guards(), _quiet():
+    with _guards(), quiet_thread():  # a failure is one line in the report, not torch's logs
         program = torch.export.export(model, tuple(inputs), strict=False)
     return convert(program, model)
 
@@ -237,7 +216,7 @@ def _class_name(cls: Any) -> str:
 
 def _region_source(module: fx.GraphModule, subgraph_node: fx.Node) -> str | None:
     """The user's ``with`` line that opened a no-grad region, found from its first node's stack."""
-    from .source import display_path
+    from ..core.source import display_path
 
     subgraph = getattr(module, str(subgraph_node.target))
     for node in subgraph.graph.nodes:

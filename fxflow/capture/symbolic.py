@@ -2,14 +2,14 @@
 from __future__ import annotations
 
 import contextlib
-import functools
 from typing import Any, Callable, Iterator
 
 import torch
 import torch.fx as fx
 
-from .grad_mode import META_KEY, GradModeRecorder
-from .source import python_stack_trace
+from ..core.grad_mode import META_KEY, GradModeRecorder
+from ..core.patching import ThreadPatch, as_method
+from ..core.source import python_stack_trace
 
 # Tensor factories that read their data argument's *values* in C++ (``torch.tensor(h.tolist())``,
 # ``torch.tensor(h.sum().item())``): handed a Proxy they fail with an unrelated error instead of
@@ -26,25 +26,24 @@ def _find_proxy(value: Any) -> fx.Proxy | None:
 
 @contextlib.contextmanager
 def _traceable_factories() -> Iterator[None]:
-    originals = {name: getattr(torch, name) for name in _VALUE_FACTORIES if hasattr(torch, name)}
-
-    def traced(original: Callable[..., Any]) -> Callable[..., Any]:
-        @functools.wraps(original)
-        def factory(*args: Any, **kwargs: Any) -> Any:
-            proxy = _find_proxy((args, kwargs))
-            if proxy is None:
-                return original(*args, **kwargs)
-            return proxy.tracer.create_proxy("call_function", original, args, kwargs)
-
-        return factory
-
-    try:
-        for name, original in originals.items():
-            setattr(torch, name, traced(original))
+    """Inside, this thread's value factories record a graph call when handed a Proxy."""
+    with contextlib.ExitStack() as stack:
+        for patch in _FACTORIES:
+            stack.enter_context(patch.active(_traced(patch.original)))
         yield
-    finally:
-        for name, original in originals.items():
-            setattr(torch, name, original)
+
+
+def _traced(original: Callable[..., Any]) -> Callable[..., Any]:
+    def factory(*args: Any, **kwargs: Any) -> Any:
+        proxy = _find_proxy((args, kwargs))
+        if proxy is None:
+            return original(*args, **kwargs)
+        return proxy.tracer.create_proxy("call_function", original, args, kwargs)
+
+    return factory
+
+
+_FACTORIES = [ThreadPatch(torch, name) for name in _VALUE_FACTORIES if hasattr(torch, name)]
 
 
 @contextlib.contextmanager
@@ -54,18 +53,15 @@ def _attributes_keep_their_line(recorder: GradModeRecorder) -> Iterator[None]:
     fx creates an attribute's node lazily, when the attribute is first *used* (most attributes
     are methods about to be called), so ``h = x.data`` on one line and ``b(h)`` on the next would
     blame the second line. The origin is remembered when the attribute is read and written onto
-    the node when it materialises.
+    the node when it materialises (in this thread's traces only).
     """
-    attribute = fx.proxy.Attribute
-    original_init, original_node = attribute.__init__, attribute.node
-
     def init(self: Any, root: fx.Proxy, attr: str) -> None:
         original_init(self, root, attr)
         self._fxflow_origin = (python_stack_trace(), recorder.current())
 
     def node(self: Any) -> fx.Node:
         fresh = self._node is None
-        result = original_node.fget(self)
+        result = original_node(self)
         origin = getattr(self, "_fxflow_origin", None)
         if fresh and origin is not None:
             result.meta["stack_trace"], region = origin
@@ -75,11 +71,12 @@ def _attributes_keep_their_line(recorder: GradModeRecorder) -> Iterator[None]:
                 result.meta[META_KEY] = region
         return result
 
-    attribute.__init__, attribute.node = init, property(node)
-    try:
+    with _ATTRIBUTE_INIT.active(init) as original_init, _ATTRIBUTE_NODE.active(node) as original_node:
         yield
-    finally:
-        attribute.__init__, attribute.node = original_init, original_node
+
+
+_ATTRIBUTE_INIT = ThreadPatch(fx.proxy.Attribute, "__init__", as_method)
+_ATTRIBUTE_NODE = ThreadPatch(fx.proxy.Attribute, "node", property)
 
 
 class FlowTracer(fx.Tracer):

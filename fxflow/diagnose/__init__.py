@@ -2,7 +2,7 @@
 
 A stage after the dynamic verdicts (:func:`fxflow.dynamic.gradients.dynamic_verdicts`): it needs to know
 which gradients are exactly zero, vanishing or not finite, and it asks the probe that made the
-real run (:class:`fxflow.dynamic.probe.GradientProbe`) to run forward once more, with the same random
+real run (:class:`fxflow.dynamic.probe.ModelRun`) to run forward once more, with the same random
 draws. :mod:`fxflow.diagnose.localize` names where a zero or vanishing gradient died or shrank;
 :mod:`fxflow.diagnose.nonfinite`, where a NaN or inf was born. Both are extras: a replay that fails leaves a
 note, never a failed check.
@@ -15,10 +15,10 @@ from ..errors import first_line
 from ..verdicts import DynamicVerdict
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..dynamic.probe import GradientProbe, ProbeResult
+    from ..dynamic.probe import ModelRun, ProbeResult
 
 
-def diagnose(run: "GradientProbe", result: "ProbeResult", verdicts: dict[str, DynamicVerdict]) -> None:
+def diagnose(run: "ModelRun", result: "ProbeResult", verdicts: dict[str, DynamicVerdict]) -> None:
     """Fill ``result.explanations`` (zero and vanishing parameters) and ``result.nonfinite``."""
     if not result.measurable:
         return
@@ -29,7 +29,7 @@ def diagnose(run: "GradientProbe", result: "ProbeResult", verdicts: dict[str, Dy
         from .localize import localize
 
         try:
-            result.explanations = localize(run.model, run.replay, run.loss_of, zero, vanishing)
+            result.explanations = localize(run.model, run.replay, run.loss_of, zero, vanishing, result.held_by)
         except Exception as error:
             result.notes.append(f"could not localize the zero or vanishing gradients: {type(error).__name__}: "
                                 f"{first_line(error)}")

@@ -3,7 +3,7 @@
 For parameters the real backward left exactly zero or vanishing, forward and backward are
 replayed once (same inputs, same random state) with two recorders:
 
-* forward, under a :class:`~torch.overrides.TorchFunctionMode`: which torch call, user line and
+* forward, with a part of the one forward observer (:mod:`fxflow.core.observer`): which torch call, user line and
   module created each autograd node, and where ``register_hook`` was called;
 * backward, with post-hooks on the autograd nodes between the loss and those parameters: the
   norm of the gradient arriving at each node and of the one it passes to each input.
@@ -16,21 +16,21 @@ backward with hooks, so only a zero or vanishing verdict pays for it.
 """
 from __future__ import annotations
 
-import itertools
 import math
 from collections import defaultdict
 from dataclasses import dataclass
 from typing import Any, Callable, Iterable
 
 import torch
-from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten
 
-from ..static import rules
-from ..capture.source import ModuleStack, current_user_source
-from ..static.flow import gradient_norm
-from ..static.history import reach
-from ..verdicts import CutSite, EdgeKind
+from ..core.observer import ForwardPart
+from ..core import derivatives
+from .holders import ZeroHolders
+from ..core.source import ModuleStack, current_user_source
+from ..core.tensors import gradient_norm
+from ..core.history import autograd_nodes
+from ..verdicts import CutSite
 
 Node = Any  # torch.autograd.graph.Node (C++ nodes have no common Python base class to annotate with)
 
@@ -39,6 +39,11 @@ _GATES = {"relu": "every unit is inactive on this batch", "relu_": "every unit i
           "threshold": "every unit is below the threshold on this batch"}
 _SATURATING = frozenset({"clamp", "clamp_", "clip", "clip_", "clamp_min", "clamp_max", "hardtanh", "hardtanh_",
                          "relu6"})
+
+def passes_nothing_back(op: str) -> bool:
+    """An op that passes back 0 where its units are inactive or saturated (ReLU, clamp): a dead unit."""
+    return op in _GATES or op in _SATURATING
+
 
 # Products: the gradient one operand gets is the other operand times the incoming gradient.
 _PRODUCTS = frozenset({"linear", "matmul", "mm", "bmm", "mul", "mul_", "__mul__", "__rmul__", "__matmul__",
@@ -50,15 +55,6 @@ _ROUTING = frozenset({"stack", "cat", "unbind", "split", "splitwithsizes", "chun
                       "narrow", "index", "gather", "flatten", "unflatten", "alias", "tobackward", "copyslices"})
 
 
-def autograd_nodes(roots: Iterable[Node]) -> list[Node]:
-    """Every autograd node reachable from ``roots`` through ``next_functions``, each once."""
-    return reach([(root, 0) for root in roots if root is not None], kinds=_every_edge).nodes
-
-
-def _every_edge(function: Node) -> Iterable[str]:
-    return itertools.repeat(EdgeKind.DIFF)
-
-
 @dataclass(frozen=True)
 class NodeOrigin:
     """What created an autograd node during forward."""
@@ -68,30 +64,26 @@ class NodeOrigin:
     module: str | None  # qualified name of the innermost module being called
 
 
-class OriginRecorder(TorchFunctionMode):
-    """Forward: the torch call, user line and module behind each autograd node; user gradient hooks."""
+class OriginRecorder(ForwardPart):
+    """Forward: the torch call, user line and module behind each autograd node; user gradient hooks
+    (a part of the one forward observer; nothing while dynamo traces: no side effects there)."""
 
     def __init__(self, model: torch.nn.Module) -> None:
-        super().__init__()
         self.model = model
         self.origins: dict[Node, NodeOrigin] = {}
         self.hooks: dict[Any, str | None] = {}  # grad_fn (or id of a leaf) -> line that registered a hook
         self.modules = ModuleStack(model)  # entered around the forward with this mode
 
-    def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        result = func(*args, **(kwargs or {}))
-        if torch.compiler.is_compiling():  # inside torch.compile / torch.cond: record nothing (no side effects)
-            return result
+    def observe(self, func: Callable, args: tuple, kwargs: dict, result: Any) -> None:
         name = _call_name(func)
         if name == "register_hook" and args and isinstance(args[0], torch.Tensor):
             tensor = args[0]
             self.hooks[tensor.grad_fn if tensor.grad_fn is not None else id(tensor)] = current_user_source()
-            return result
+            return
         for tensor in tree_flatten(result)[0]:
             node = tensor.grad_fn if isinstance(tensor, torch.Tensor) else None
             if node is not None and node not in self.origins:
                 self.origins[node] = NodeOrigin(name, current_user_source(), self.modules.innermost)
-        return result
 
 
 def _call_name(func: Callable) -> str:
@@ -165,13 +157,15 @@ class Localizer:
     """Reads a recorded replay and explains one parameter's zero or vanishing gradient."""
 
     def __init__(self, graph: AutogradGraph, norms: GradientNorms, origins: OriginRecorder,
-                 final: dict[int, float]) -> None:
+                 final: dict[int, float], holders: ZeroHolders | None = None) -> None:
         self.graph, self.norms, self.origins = graph, norms, origins
         self.final = final  # id(parameter) -> norm of the gradient the replay gave it
         self._main: dict[Node, Node | None] = {}
         self._falls: dict[Node, tuple[Node, tuple[Node, Node, float]]] = {}
         self._stretches: dict[tuple[Node, Node], _Stretch] = {}
         self._borrowed: dict[Node, NodeOrigin] = {}
+        self.holders = holders
+        self.held_by: dict[Node, list[str]] = {}  # parameter leaf -> the zero-valued weights that zeroed it
 
     def arriving(self, node: Node) -> float:
         if node is self.graph.root:
@@ -198,7 +192,9 @@ class Localizer:
                 return self._zeroed_at(node, len(incoming))
             for consumer, _ in self.graph.consumers.get(node, ()):
                 if self.arriving(consumer) > 0 and not self._routes(consumer):
-                    return self._zero_after(consumer)
+                    holders = self.holders.across(consumer, node) if self.holders is not None else []
+                    self.held_by[leaf] = holders
+                    return self._zero_after(consumer, holders)
                 frontier.append(consumer)
         return None
 
@@ -206,17 +202,22 @@ class Localizer:
         """An op that only moves elements: a zero slice through it was made by a consumer."""
         return _node_op(node) in _ROUTING
 
-    def _zero_after(self, node: Node) -> CutSite:
+    def _zero_after(self, node: Node, holders: list[str]) -> CutSite:
         origin = self.origin(node)
         op, where = origin.op or _node_op(node), _at(origin.source)  # a call with no __name__: its backward's
         if op == "cond":
             reason = f"exactly 0 after `torch.cond`{where}: the branch that uses it was not taken on this batch"
-        elif rules.zero_derivative_edges(node) is not False:
+        elif derivatives.zero_derivative_edges(node) is not False:
             reason = f"`{op}`{where} has a derivative of exactly 0 everywhere, so nothing passes back through it"
+        elif holders:
+            reason = (f"exactly 0 after `{op}`{where}: {_listed(holders)} (all zeros) "
+                      f"scale{'s' if len(holders) == 1 else ''} what it passes back to 0")
         elif op in _GATES:
             reason = f"exactly 0 after `{op}`{where}: {_GATES[op]}"
         elif op in _PRODUCTS:
-            reason = f"exactly 0 after `{op}`{where}: what it multiplies the parameter with is all zeros on this batch"
+            reason = (f"exactly 0 after `{op}`{where}: what it multiplies the parameter with is all zeros, and no "
+                      "trainable weight makes it so: a constant (a 0.0 weight, a zero buffer, a frozen or detached "
+                      "zero parameter) or zeros in the input")
         elif op in _SATURATING:
             reason = f"`{op}`{where} is saturated: every element lies outside its range on this batch, so it passes back 0"
         else:
@@ -339,6 +340,11 @@ def _node_op(node: Node) -> str:
     return stem.lower() if "Backward" in name else stem
 
 
+def _listed(names: list[str], keep: int = 3) -> str:
+    shown = ", ".join(f"`{name}`" for name in names[:keep])
+    return shown + (f" and {len(names) - keep} more" if len(names) > keep else "")
+
+
 def _at(source: str | None) -> str:
     return f" at {source}" if source else ""
 
@@ -363,12 +369,14 @@ def _span(modules: list[str]) -> str | None:
 
 
 def localize(model: torch.nn.Module, forward: Callable[[], Any], loss_of: Callable[[Any], torch.Tensor | None],
-             zero: dict[str, torch.nn.Parameter], vanishing: dict[str, torch.nn.Parameter]) -> dict[str, CutSite]:
+             zero: dict[str, torch.nn.Parameter], vanishing: dict[str, torch.nn.Parameter],
+             held_by: dict[str, list[str]] | None = None) -> dict[str, CutSite]:
     """Replay ``forward`` and the loss's backward once; explain each listed parameter's gradient.
 
     ``zero`` and ``vanishing`` map names to the parameters the real backward left exactly zero or
     vanishing. A parameter the replay does not reproduce (forward is not deterministic) gets no
-    explanation. The parameters' ``.grad`` are not touched.
+    explanation. The parameters' ``.grad`` are not touched. ``held_by``, when given, receives for each
+    zero parameter the all-zero trainable weights that zeroed it (:mod:`fxflow.diagnose.holders`).
     """
     origins = OriginRecorder(model)
     with origins.modules, torch.enable_grad(), origins:
@@ -387,7 +395,8 @@ def localize(model: torch.nn.Module, forward: Callable[[], Any], loss_of: Callab
     finally:
         norms.remove()
     final = {id(p): (0.0 if g is None else _norm((g,))) for p, g in zip(targets.values(), grads)}
-    localizer = Localizer(graph, norms, origins, final)
+    names = {id(p): name for name, p in model.named_parameters()}
+    localizer = Localizer(graph, norms, origins, final, ZeroHolders(names))
     found: dict[str, CutSite] = {}
     for name, parameter in targets.items():
         leaf = graph.leaves[id(parameter)]
@@ -397,4 +406,6 @@ def localize(model: torch.nn.Module, forward: Callable[[], Any], loss_of: Callab
             site = localizer.explain_vanishing(leaf) if final[id(parameter)] > 0.0 else None
         if site is not None:
             found[name] = site
+        if held_by is not None and leaf in localizer.held_by:
+            held_by[name] = localizer.held_by[leaf]
     return found

@@ -19,27 +19,16 @@ vector, a fractional power of 0), named by its forward op and line.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 import torch
 
-from ..capture.source import current_user_source
+from ..core.records import NonfiniteSite
+from ..core.source import current_user_source
 from .localize import OriginRecorder
-from ..static.flow import call_tensors
+from ..core.tensors import call_tensors
 
 _MAX_SITES = 3  # births reported per phase: the first few explain the rest
-
-
-@dataclass(frozen=True)
-class NonfiniteSite:
-    """Where a non-finite value first appeared."""
-
-    phase: str  # "forward" or "backward"
-    op: str
-    source: str | None  # FILE:LINE of the user's line that called the op
-    module: str | None  # qualified name of the innermost module the call ran in
-    reason: str  # what the op was given: "log of a negative number", "0 / 0", ...
 
 
 def _floating(value: Any) -> list[torch.Tensor]:
@@ -65,11 +54,9 @@ class BirthRecorder(OriginRecorder):
         self.births: list[NonfiniteSite] = []
         self.keep_alive: list[Any] = []
 
-    def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        result = super().__torch_function__(func, types, args, kwargs)
-        with torch._C.DisableTorchFunction():
-            self._look(func, args, kwargs or {}, result)
-        return result
+    def observe(self, func: Callable, args: tuple, kwargs: dict, result: Any) -> None:
+        super().observe(func, args, kwargs, result)
+        self._look(func, args, kwargs, result)
 
     def _look(self, func: Callable, args: tuple, kwargs: dict, result: Any) -> None:
         outputs = _floating(result)

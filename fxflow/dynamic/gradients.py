@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 import torch
 
-from ..integrations.distributed import is_dtensor, all_gather
-from ..static.flow import l2_norm, stored_values
+from ..core.distributed import is_dtensor, all_gather
+from ..core.tensors import l2_norm, stored_values
 from ..verdicts import DynamicVerdict as Dynamic
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -15,32 +15,13 @@ from dataclasses import dataclass, field
 
 import torch
 
+from ..core.records import HealthFlag, LayerStep
 from ..verdicts import DynamicVerdict
 
 ROOT = "(root)"  # the layer name of parameters the model holds itself
 _MEDIAN_OF = 3  # layers an exploding one is compared with, at least
 VANISHING = DynamicVerdict.VANISHING  # the verdict's own rule, applied to layers
 EXPLODING = "exploding"  # not a verdict: a layer far above the rest
-
-
-@dataclass
-class LayerStep:
-    """One layer's gradients in one step."""
-
-    step: int
-    mean: float  # mean |grad| over the layer's own parameters
-    max: float  # largest |grad|
-    update_ratio: float | None = None  # ||Δw|| / ||w|| of the optimizer step that followed, when one did
-
-
-@dataclass(frozen=True)
-class HealthFlag:
-    """A layer whose gradient is far from the rest of the model's, from ``since`` to the last step."""
-
-    layer: str
-    kind: str  # VANISHING or EXPLODING
-    since: int  # the step where it began (and held until the last step)
-    ratio: float  # its mean |grad| over the median layer's, at the last step
 
 
 def layer_of(parameter: str) -> str:

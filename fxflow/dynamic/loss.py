@@ -15,7 +15,7 @@ import torch
 from torch._subclasses.fake_tensor import is_fake
 
 from ..errors import FxflowError, first_line
-from ..static.flow import tensors_in
+from ..core.tensors import tensors_in
 
 LOSS_GIVEN = "the given loss function"
 LOSS_OUTPUT = "the model's `loss` output"

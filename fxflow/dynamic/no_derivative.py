@@ -5,9 +5,9 @@ have no derivative: autograd records them anyway, and the backward raises
 ``NotImplementedError`` when the gradient reaches them. For the probe that would end the check
 with a crash, though the answer is plain: nothing upstream of that input gets a gradient.
 
-:func:`stop_at_missing_derivatives` runs forward under a :class:`TorchFunctionMode` that looks
+:func:`stop_at_missing_derivatives` runs forward with a part of the one forward observer that looks
 at the history each torch call adds. Where an input reaches the result only through an edge with
-no derivative (per :func:`fxflow.static.rules.derivative_kinds`, the table the static analysis uses),
+no derivative (per :func:`fxflow.core.derivatives.derivative_kinds`, the table the static analysis uses),
 the result is rebased in place, keeping the same tensor object (the run-time capture knows
 tensors by identity): with no differentiable input left it is detached; otherwise the call runs
 again with the blocked inputs detached and the result takes that history. The backward then
@@ -30,13 +30,13 @@ import itertools
 from typing import Any, Callable, Iterable, Iterator, Sequence
 
 import torch
-from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import tree_flatten, tree_map
 
-from ..static import rules
-from ..static.history import EVERY_KIND, entry_key, reach
-from ..capture.source import current_user_source
-from ..static.flow import call_tensors
+from ..core.observer import ForwardPart
+from ..core import derivatives
+from ..core.history import EVERY_KIND, entry_key, reach
+from ..core.source import current_user_source
+from ..core.tensors import call_tensors
 from ..verdicts import CutSite, EdgeKind, raises_reason
 
 _ALL_DIFF = itertools.repeat(EdgeKind.DIFF)
@@ -63,23 +63,19 @@ def blocked_inputs(outputs: Sequence[torch.Tensor], inputs: Sequence[torch.Tenso
 
 def _kinds(function: Any) -> Iterable[str]:
     """Torch's derivative table only for the few ops that may lack a derivative: the rest are all DIFF here."""
-    return rules.derivative_kinds(function) if rules.may_lack_derivative(function) else _ALL_DIFF
+    return derivatives.derivative_kinds(function) if derivatives.may_lack_derivative(function) else _ALL_DIFF
 
 
-class StopAtMissingDerivatives(TorchFunctionMode):
-    """Rebases each torch call's result so its backward skips inputs with no derivative."""
+class StopAtMissingDerivatives(ForwardPart):
+    """Rebases each torch call's result so its backward skips inputs with no derivative (a part of the
+    one forward observer; not while dynamo traces, where reading grad_fn would break its graph)."""
 
     def __init__(self) -> None:
-        super().__init__()
         self._tripwires: list[tuple[CutSite, torch.Tensor]] = []  # (the op, its marker)
         self._rebased: list[torch.Tensor] = []
 
-    def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        kwargs = kwargs or {}
-        result = func(*args, **kwargs)
-        if torch.compiler.is_compiling():  # dynamo traces (torch.cond, a compiled submodule): reading grad_fn would break it
-            return result
-        with torch._C.DisableTorchFunction():  # what follows is ours: no outer mode sees or records it
+    def observe(self, func: Callable, args: tuple, kwargs: dict, result: Any) -> None:
+        with torch._C.DisableTorchFunction():  # what follows is ours: no user mode sees or records it
             outputs = [t for t in call_tensors(result) if t.grad_fn is not None]
             if outputs:
                 inputs = [t for t in call_tensors((args, kwargs)) if t.requires_grad]
@@ -87,7 +83,6 @@ class StopAtMissingDerivatives(TorchFunctionMode):
                 if found:
                     rebased = _rebase(func, args, kwargs, result, {id(inputs[i]) for i in blocked}, whole=not blocked)
                     self._lay_tripwires(func, rebased)
-        return result
 
     def _lay_tripwires(self, func: Callable, rebased: list[torch.Tensor]) -> None:
         """Add ``0 * marker`` to each rebased tensor in place: a gradient that reaches the tensor
@@ -139,3 +134,20 @@ def stop_at_missing_derivatives() -> Iterator[StopAtMissingDerivatives]:
     backward, the mode's :meth:`~StopAtMissingDerivatives.reached` names where the real one raises."""
     with StopAtMissingDerivatives() as mode:
         yield mode
+
+
+class StopsOnMeta(StopAtMissingDerivatives):
+    """The meta run's forward mode, also noting whether any call saw a tensor that is not on meta.
+
+    Such a tensor is one forward made itself (``torch.rand([])`` for a layer drop, without a
+    device): on fake tensors the fake mode takes it over, and a data-dependent branch on it raises
+    there, where on meta it runs on real values. The two runs then differ, and the fake run's
+    answer is the one the check gives.
+    """
+
+    real = False
+
+    def observe(self, func: Callable, args: tuple, kwargs: dict, result: Any) -> None:
+        super().observe(func, args, kwargs, result)
+        if not self.real and not all(t.is_meta for t in call_tensors((args, kwargs, result))):
+            self.real = True

@@ -1,31 +1,35 @@
-"""The real backward: one forward and one backward of the user's own module, then put it all back.
+"""The one run: a forward and a backward of the user's own module, in every mode, read out.
 
-The loss is the one the model is trained on (:func:`fxflow.dynamic.loss.training_loss`).
+:func:`run_model` is the one way fxflow runs the user's model: on its real tensors, on the meta
+device (a 7B config checked without allocating it), or on fake twins of its weights. The loss is
+the one the model is trained on (:func:`fxflow.dynamic.loss.training_loss`). ``fxflow.check`` (the
+first step, the look-ahead's and ``--steps``' runs) goes through it; ``fxflow.watch`` and the trainer
+callbacks, whose forward and backward are the user's own, read their gradients the same way
+(:func:`fxflow.dynamic.gradients.read_gradients`) into the same :class:`ProbeResult`.
 """
 from __future__ import annotations
 
 import contextlib
-import math
-import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Sequence
 
 import torch
 from torch._subclasses.fake_tensor import is_fake
 
 from ..errors import FxflowError, describe, first_line
-from ..static.flow import gradient_norm
 from .gradients import GradInfo, read_gradients
-from ..prepare.fake import fake_inputs, fake_weights, new_fake_mode
-from .no_derivative import StopAtMissingDerivatives, stop_at_missing_derivatives
-from ..diagnose.nonfinite import NonfiniteSite
-from ..prepare.state import RandomState, untouched
+from .lookahead import LookAhead
+from .module_norms import ModuleGradRecorder
+from ..prepare.fake import FakeWeights, fake_inputs, fake_weights, new_fake_mode
+from .no_derivative import StopAtMissingDerivatives, StopsOnMeta, stop_at_missing_derivatives
+from ..core.records import NonfiniteSite
+from ..core.state import RandomState
 from .loss import LOSS_PROJECTION, TrainingLoss, floating_outputs, training_loss
 from .unregistered import unregistered_tensors
 from ..verdicts import CutSite
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..capture import Recorded
+    from .recorded import Recorded
 
 
 @dataclass
@@ -46,7 +50,11 @@ class ProbeResult:
     nonfinite: list[NonfiniteSite] = field(default_factory=list)
     # Tensors that require grad and received a gradient but model.parameters() does not list:
     # attribute path -> what the gradient was.
-    unregistered: dict[str, GradInfo] = field(default_factory=dict)
+    unregistered: dict[str, tuple[tuple[int, ...], GradInfo]] = field(default_factory=dict)
+    # Exactly zero parameters -> the all-zero trainable weights that zeroed them (fxflow.diagnose.holders).
+    held_by: dict[str, list[str]] = field(default_factory=dict)
+    # Which exact zeros learn once the first steps move what holds them (fxflow.dynamic.lookahead).
+    look_ahead: LookAhead | None = None
 
 
 class BackwardFailed(Exception):
@@ -54,162 +62,129 @@ class BackwardFailed(Exception):
     Function's broken backward): the gradients are unknown, not missing."""
 
 
-class ModuleGradRecorder:
-    """Records the gradient norm that flows out of every module call during backward.
+def on_meta(model: torch.nn.Module, example: tuple[Any, ...] | None) -> bool:
+    """Every parameter, buffer and example tensor lives on meta: a forward of ``model`` computes nothing."""
+    tensors = list(model.parameters()) + list(model.buffers())
+    tensors += [x for x in example or () if isinstance(x, torch.Tensor)]
+    return bool(tensors) and all(t.is_meta for t in tensors)
 
-    Inside a ``torch.compile``'d submodule or a higher-order op (``torch.cond``), dynamo traces the
-    hooks: writing Python state there is a side effect it rejects (cond) or breaks the graph for
-    (compile). The hooks therefore do nothing while dynamo traces, those calls stay uninstrumented
-    and the model runs as it would without fxflow; :meth:`notes` says which regions were skipped.
+
+Mode = Literal["real", "fake", "meta"]
+
+
+def gradient_result(grads: dict[str, GradInfo], unregistered: "GradStash", recorder: ModuleGradRecorder | None, *,
+                    group: Any = None, **fields: Any) -> ProbeResult:
+    """The one place a :class:`ProbeResult` is built, from a backward fxflow ran (:class:`ModelRun`) or the
+    user's own (``fxflow.watch``): the parameters' gradients, what reached tensors outside
+    ``model.parameters()``, the per-module norms; ``fields`` fill the rest."""
+    reached = {path: tensor for path, tensor in unregistered.tensors.items() if tensor.grad is not None}
+    infos, _ = read_gradients({path: tensor.grad for path, tensor in reached.items()}, group)
+    return ProbeResult(grads, dict(recorder.norms) if recorder is not None else {},
+                       unregistered={path: (tuple(tensor.shape), infos[path]) for path, tensor in reached.items()},
+                       **fields)
+
+
+def run_model(model: torch.nn.Module, inputs: Sequence[Any], *, mode: Mode = "real",
+              loss_fn: Callable[[Any], torch.Tensor] | None = None, seed: int = 0, labels_given: bool = False,
+              record: bool = False, kwargs: dict[str, Any] | None = None) -> "ModelRun":
+    """The one forward and backward of the user's model, in every mode; returns the run, read out.
+
+    ``mode="real"``: the model's own tensors. ``"meta"``: a model whose weights live on the meta device
+    runs as it is, recorded like a real run; where such a run cannot answer (forward makes a tensor that
+    is not on meta, or raises), the ``"fake"`` run answers: fake twins of the weights, passed in per
+    call. Meta and fake runs tell which parameters a gradient reaches, not how large it is. With
+    ``record=True`` the forward is also recorded as an fx graph (:attr:`ModelRun.recorded`).
+    Call it inside :func:`fxflow.core.state.untouched`: the run leaves its gradients in ``.grad``.
+    """
+    run = ModelRun(model, mode=mode, loss_fn=loss_fn, seed=seed, labels_given=labels_given, record=record)
+    try:
+        run.run(inputs, kwargs)
+    except FxflowError:
+        if mode != "meta":
+            raise  # the model's own forward raised: that is the answer
+    if mode == "meta" and run.result is None:  # the fake run answers, as it would alone
+        fake = ModelRun(model, mode="fake", loss_fn=loss_fn, seed=seed, labels_given=labels_given)
+        fake.run(inputs, kwargs)
+        fake.recorded = run.recorded
+        return fake
+    return run
+
+
+class ModelRun:
+    """One forward and backward of the user's module, read out into one :class:`ProbeResult`.
+
+    :meth:`run` does both (:func:`run_model` is the way in); :meth:`forward` and :meth:`backward` are
+    its halves for a caller that runs forward itself. :meth:`replay` runs the same forward again with
+    the same random draws (fxflow.diagnose), :meth:`again` the whole run (the look-ahead).
     """
 
-    def __init__(self, model: torch.nn.Module) -> None:
+    def __init__(self, model: torch.nn.Module, *, mode: Mode = "real",
+                 loss_fn: Callable[[Any], torch.Tensor] | None = None, seed: int = 0, labels_given: bool = False,
+                 record: bool = False) -> None:
         self.model = model
-        self.norms: dict[str, list[float | None]] = {}  # None: no gradient flowed out of that call
-        self.handles = [  # a torch.jit.script'ed module takes no Python hook: its calls stay unrecorded
-            module.register_forward_hook(self._hook(name))
-            for name, module in model.named_modules() if name and not isinstance(module, torch.jit.ScriptModule)
-        ]
-
-    def _hook(self, name: str) -> Callable:
-        def hook(module: torch.nn.Module, args: Any, output: Any) -> None:
-            if torch.compiler.is_compiling():  # a constant True under dynamo: the hook traces to nothing
-                return
-            slot = len(self.norms.setdefault(name, []))
-            self.norms[name].append(None)
-            for tensor in floating_outputs(output):
-                if tensor.requires_grad and not tensor.is_meta:
-                    tensor.register_hook(self._grad_hook(name, slot))
-
-        return hook
-
-    def _grad_hook(self, name: str, slot: int) -> Callable:
-        def hook(grad: torch.Tensor | None) -> None:
-            if grad is None:  # a custom autograd.Function's backward may return None for this output
-                return
-            self.norms[name][slot] = math.hypot(self.norms[name][slot] or 0.0, gradient_norm(grad))
-
-        return hook
-
-    def uninstrumented_note(self, outputs: Any) -> str | None:
-        """Which compiled or higher-order regions of this forward ran without the hooks (None: none)."""
-        regions = [f"torch.compile'd submodule `{name}`" for name in compiled_submodules(self.model)]
-        regions += [f"torch.{op}" for op in higher_order_ops(outputs)]
-        if not regions:
-            return None
-        return (f"per-module gradient norms are not recorded inside {', '.join(regions)}: fxflow leaves compiled "
-                "and higher-order regions uninstrumented so they run as they would without it; the "
-                "parameters' gradients are still read from the real backward")
-
-    def remove(self) -> None:
-        for handle in self.handles:
-            handle.remove()
-
-
-def compiled_submodules(model: torch.nn.Module) -> list[str]:
-    """Qualified names of the submodules ``torch.compile`` wraps (outermost only)."""
-    eval_frame = sys.modules.get("torch._dynamo.eval_frame")  # not imported: nothing was compiled
-    found: list[str] = []
-    for name, module in model.named_modules():
-        compiled = getattr(module, "_compiled_call_impl", None) is not None or (
-            eval_frame is not None and isinstance(module, eval_frame.OptimizedModule))
-        if name and compiled and not any(name.startswith(outer + ".") for outer in found):
-            found.append(name)
-    return found
-
-
-def higher_order_ops(outputs: Any) -> list[str]:
-    """The higher-order ops (``torch.cond``, ``map``, ...) in the autograd graph behind ``outputs``.
-
-    Their backward nodes are autograd Functions named ``<Op>AutogradOp``; they need dynamo, so
-    without it loaded none can have run and the graph is not walked.
-    """
-    if "torch._dynamo" not in sys.modules:
-        return []
-    from ..diagnose.localize import autograd_nodes
-
-    roots = [t.grad_fn for t in floating_outputs(outputs) if t.grad_fn is not None]
-    names = {node.name() for node in autograd_nodes(roots)}
-    return sorted({name.split("AutogradOp")[0].lower() for name in names if "AutogradOp" in name})
-
-
-def probe(model: torch.nn.Module, inputs: Sequence[Any], *, loss_fn: Callable[[Any], torch.Tensor] | None = None,
-          seed: int = 0, kwargs: dict[str, Any] | None = None, fake: bool = False,
-          labels_given: bool = False) -> ProbeResult:
-    """Run one forward and backward on ``model`` and read every parameter's gradient.
-
-    With ``fake=True`` the run uses fake tensors (no weights allocated, nothing computed): it
-    tells which parameters get a gradient, not how large. The model is left exactly as found:
-    grads, flags, buffers, attributes, RNG state.
-    """
-    if fake:
-        try:
-            return _probe_fake(model, inputs, loss_fn=loss_fn, kwargs=kwargs, labels_given=labels_given)
-        except BackwardFailed as error:
-            raise FxflowError(f"the backward on fake tensors raised {error}") from error
-    with untouched(model) as notes:
-        result = measure_gradients(model, inputs, loss_fn=loss_fn, seed=seed, kwargs=kwargs, labels_given=labels_given)
-    result.notes.extend(notes)
-    return result
-
-
-class GradientProbe:
-    """One real forward and backward, read out: what :func:`measure_gradients` does, in two halves.
-
-    :meth:`run` does both; with ``record=True`` the forward is also recorded as an fx graph
-    (:class:`fxflow.capture.recording.Recording`), so the capture stage gets the run-time capture
-    without a forward of its own: :attr:`recorded`. Use inside :func:`fxflow.prepare.state.untouched`.
-    """
-
-    def __init__(self, model: torch.nn.Module, *, loss_fn: Callable[[Any], torch.Tensor] | None = None,
-                 seed: int = 0, labels_given: bool = False, record: bool = False) -> None:
-        self.model = model
+        self.mode = mode
         self.loss_fn = loss_fn
         self.seed = seed
         self.labels_given = labels_given  # a tuple output's first element is then the model's loss
-        self.record = record
+        self.record = record and mode != "fake"
         self.recorded: Recorded | None = None  # with record=True: the graph of the forward, or why none
         self.result: ProbeResult | None = None
         self.failure: CutSite | None = None  # the backward raised: no result, and why
+        # The gradients themselves, kept only when some is exactly zero (fxflow.dynamic.lookahead steps with them).
+        self.gradients: dict[str, torch.Tensor | None] = {}
+        self._weights: FakeWeights | None = None  # the fake run's twins of the weights
+        self._fake_mode: Any = None
 
     def forward(self, call: Callable[[], Any]) -> Any:
         """Run ``call`` (the model's forward) with the per-module gradient hooks in place."""
         self._call = call  # replayed only to explain a zero, vanishing or non-finite gradient
         self._random_state = RandomState.save()
-        self._recorder = ModuleGradRecorder(self.model)
-        self._stops = StopAtMissingDerivatives()
-        self._unregistered = Stashed(unregistered_tensors(self.model))
+        # the fake run's tensors have no values to take a norm of
+        self._recorder = ModuleGradRecorder(self.model) if self.mode == "real" else None
+        self._stops = StopsOnMeta() if self.mode == "meta" else StopAtMissingDerivatives()
+        self._unregistered = GradStash(unregistered_tensors(self.model) if self.mode == "real" else {})
         try:
             with torch.enable_grad():
                 return _forward(call, self._stops)
         except BaseException:
-            self._recorder.remove()
-            self._unregistered.restore()
+            self._release()
             raise
+
+    def _release(self) -> None:
+        if self._recorder is not None:
+            self._recorder.remove()
+        self._unregistered.restore()
 
     def backward(self, outputs: Any) -> ProbeResult | None:
         """Differentiate the loss of ``outputs`` and read every parameter's gradient; None when the
-        backward itself raised (:attr:`failure` says how)."""
+        backward itself raised (:attr:`failure` says how), or when a meta run cannot answer."""
+        if self.mode == "meta" and self._stops.real:
+            self._release()
+            return None  # forward made a tensor that is not on meta: the fake run answers
         try:
-            note = self._recorder.uninstrumented_note(outputs)
+            note = self._recorder.uninstrumented_note(outputs) if self._recorder is not None else None
             with torch.enable_grad():
                 loss = _backward(outputs, self._training_loss)
-            measurable = not any(p.is_meta for p in self.model.parameters())
-            grads, _ = read_gradients({name: p.grad for name, p in self.model.named_parameters()})
-            reached = {path: tensor for path, tensor in self._unregistered.tensors.items() if tensor.grad is not None}
-            infos, _ = read_gradients({path: tensor.grad for path, tensor in reached.items()})
-            unregistered = {path: (tuple(tensor.shape), infos[path]) for path, tensor in reached.items()}
+            self.result = gradient_result(self._read_gradients(), self._unregistered, self._recorder,
+                                          notes=[note] if note else [],
+                                          measurable=self.mode == "real" and not any(p.is_meta for p in self.model.parameters()),
+                                          backward_raises=self._stops.reached(), loss=loss.description,
+                                          loss_output=loss.output_index, loss_finite=_finite_loss(loss))
         except BackwardFailed as error:
             self.failure = CutSite(node="backward", op="backward", source=None, reason=str(error))
             return None
         finally:
-            self._recorder.remove()
-            self._unregistered.restore()
-        self.result = ProbeResult(grads, dict(self._recorder.norms), measurable, [note] if note else [],
-                                  backward_raises=self._stops.reached(), loss=loss.description,
-                                  loss_output=loss.output_index, unregistered=unregistered,
-                                  loss_finite=_finite_loss(loss))
+            self._release()
         return self.result
+
+    def _read_gradients(self) -> dict[str, GradInfo]:
+        """Every parameter's gradient; on fake twins, whether one arrived."""
+        if self._weights is not None:
+            return {name: GradInfo(present=fake.grad is not None) for name, fake in self._weights.parameters.items()}
+        grads, _ = read_gradients({name: p.grad for name, p in self.model.named_parameters()})
+        if any(info.present and info.all_zero for info in grads.values()):  # the look-ahead steps with them
+            self.gradients = {name: p.grad for name, p in self.model.named_parameters()}
+        return grads
 
     def replay(self) -> Any:
         """The forward again, as the real run made it: the same dropout draws, the same stops at ops
@@ -220,6 +195,16 @@ class GradientProbe:
             return self._replay()
         finally:
             after.restore()
+
+    def again(self, inputs: Sequence[Any]) -> "tuple[ModelRun, ProbeResult | None]":
+        """Forward and backward once more on ``inputs``, from the random draws this run started with
+        (the look-ahead's runs); not recorded. Returns the new run and its result (None: it raised)."""
+        self._random_state.restore()
+        run = ModelRun(self.model, mode=self.mode, loss_fn=self.loss_fn, seed=self.seed, labels_given=self.labels_given)
+        try:
+            return run, run.run(inputs)
+        except FxflowError:
+            return run, None
 
     def _replay(self) -> Any:
         with stop_at_missing_derivatives():  # the same history as the real run: it stops where that one did
@@ -234,9 +219,24 @@ class GradientProbe:
 
     def run(self, inputs: Sequence[Any], kwargs: dict[str, Any] | None = None) -> ProbeResult | None:
         """The forward on ``inputs`` (recorded with ``record=True``), then the backward."""
+        if self.mode == "fake":
+            return self._run_fake(inputs, kwargs)
         if self.record and not kwargs:
             return self._run_recorded(inputs)
         return self.backward(self.forward(lambda: self.model(*inputs, **(kwargs or {}))))
+
+    def _run_fake(self, inputs: Sequence[Any], kwargs: dict[str, Any] | None) -> ProbeResult | None:
+        """Forward and backward on fake twins of the weights, passed in per call: the model's own
+        tensors stay in place, and nothing is allocated or computed."""
+        self._fake_mode = new_fake_mode()
+        self._weights = fake_weights(self.model, self._fake_mode)
+        random_state = RandomState.save()
+        try:
+            with self._fake_mode:
+                arguments = fake_inputs(self._fake_mode, inputs)
+                return self.backward(self.forward(lambda: self._weights(*arguments, **(kwargs or {}))))
+        finally:
+            random_state.restore()
 
     def _run_recorded(self, inputs: Sequence[Any]) -> ProbeResult | None:
         """The forward inside a recording of it; a recording that fails costs a second, plain forward,
@@ -256,7 +256,7 @@ class GradientProbe:
 
 class RecordedForward:
     """One forward of ``model`` on ``inputs``, recorded as an fx graph for the capture stage
-    (:class:`fxflow.capture.recording.Recording`) while the probe runs it.
+    (:class:`fxflow.dynamic.recording.Recording`) while the probe runs it.
 
     Use as a context around the forward and the backward: on leaving, what the run changed in the
     model (buffers, attributes forward assigns) is put back, so later stages see it as found.
@@ -277,7 +277,7 @@ class RecordedForward:
         return self.inner(*self.inputs)
 
     def __enter__(self) -> "RecordedForward":
-        from ..prepare.state import preserved_module_attributes
+        from ..core.state import preserved_module_attributes
 
         self._stack.enter_context(preserved_module_attributes(self.inner))
         return self
@@ -294,8 +294,8 @@ class RecordedForward:
         """``forward(call)`` inside the recording; returns its outputs. When it raises, the error
         goes on (the model is put back first) and :attr:`recorded` says why nothing was recorded.
         ``rewritten()``, asked after forward: results whose history forward's modes changed in place."""
-        from ..capture import Recorded
-        from ..capture.recording import Recording
+        from .recorded import Recorded
+        from .recording import Recording
 
         try:
             self._recording = Recording(self.inner, self.inputs, copy_parameters=False)
@@ -312,20 +312,6 @@ class RecordedForward:
         except Exception as error:  # forward ran; only its graph could not be built
             self.recorded = Recorded(None, describe(error, limit=200))
         return outputs
-
-
-def measure_gradients(model: torch.nn.Module, inputs: Sequence[Any], *,
-                      loss_fn: Callable[[Any], torch.Tensor] | None = None, seed: int = 0,
-                      kwargs: dict[str, Any] | None = None, labels_given: bool = False) -> ProbeResult:
-    """The real forward and backward, reading every gradient; the caller restores the model.
-
-    Call it inside :func:`fxflow.prepare.state.untouched`, which starts every ``.grad`` at None.
-    """
-    probe = GradientProbe(model, loss_fn=loss_fn, seed=seed, labels_given=labels_given)
-    result = probe.run(inputs, kwargs)
-    if result is None:
-        raise FxflowError(f"the real backward raised {probe.failure.reason}")
-    return result
 
 
 def _forward(call: Callable[[], Any], stops: StopAtMissingDerivatives | None = None) -> Any:
@@ -357,7 +343,7 @@ def _finite_loss(loss: TrainingLoss) -> bool:
         torch.isfinite(tensor.detach()).all())
 
 
-class Stashed:
+class GradStash:
     """Tensors whose ``.grad`` the probe's backward may fill: cleared for it, then put back."""
 
     def __init__(self, tensors: dict[str, torch.Tensor]) -> None:
@@ -369,19 +355,3 @@ class Stashed:
     def restore(self) -> None:
         for path, tensor in self.tensors.items():
             tensor.grad = self.grads[path]
-
-
-def _probe_fake(model: torch.nn.Module, inputs: Sequence[Any], *, loss_fn: Callable[[Any], torch.Tensor] | None,
-                kwargs: dict[str, Any] | None, labels_given: bool = False) -> ProbeResult:
-    """Forward and backward on fake twins of the weights: which parameters a gradient reaches."""
-    mode = new_fake_mode()
-    random_state = RandomState.save()
-    try:
-        weights = fake_weights(model, mode)  # passed in per call: the model's own tensors stay in place
-        with mode, torch.enable_grad():
-            outputs = _forward(lambda: weights(*fake_inputs(mode, inputs), **(kwargs or {})))
-            loss = _backward(outputs, lambda out: training_loss(out, loss_fn, 0, labels_given))
-            grads = {name: GradInfo(present=fake.grad is not None) for name, fake in weights.parameters.items()}
-    finally:
-        random_state.restore()
-    return ProbeResult(grads, measurable=False, loss=loss.description, loss_output=loss.output_index)

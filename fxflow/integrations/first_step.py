@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..watching import Watch
 
 ON_PROBLEM = ("raise", "warn")
+MAX_CONFIRMING_STEPS = 4  # as the look-ahead: a zero that lifts on step 4 at the latest is told apart
 
 
 class GradientFlowError(RuntimeError):
@@ -60,7 +61,10 @@ class FirstStepCheck:
         self._notes: list[str] = []  # the framework's notes from the steps watched so far
         self.report: Report | None = None  # the Report acted on, once checked
         self._watch: Watch | None = None
-        self._unconfirmed: Watch | None = None  # the first step, with exactly zero gradients to confirm
+        # The steps watched so far whose exactly zero gradients wait for a later step to confirm them,
+        # and per such parameter the step from which its gradient was non-zero.
+        self._unconfirmed: list[Watch] = []
+        self._learned: dict[str, int] = {}
 
     @property
     def done(self) -> bool:
@@ -93,17 +97,42 @@ class FirstStepCheck:
         report = watch.report  # FxflowError when no forward or no backward ran: says which
         report.notes.extend(note for note in [*self._notes, *notes] if note not in report.notes)
         self._notes = []
-        first = self._unconfirmed
-        if first is None and self.steps == 1 and _unproven_zeros(report):
-            self._unconfirmed = watch  # judge on the next step
+        if self.steps == 1 and self._waits(report):
+            self._unconfirmed.append(watch)  # judge on the next step
             return None
-        if first is not None:
-            self._unconfirmed = None
-            names = _unproven_zeros(first.report)
-            report.notes.append(f"this is the second step: the first gave {len(names)} parameter(s) an exactly zero "
-                                f"gradient ({_shorten(names)}), as a zero-initialized weight downstream "
-                                "(LoRA's B, a zero-init residual branch) does until the optimizer moves it")
+        if self._unconfirmed:
+            self._confirm(report)
         return self._act(watch)
+
+    def _waits(self, report: "Report") -> bool:
+        """Whether the step just watched leaves exact zeros that a later step may still lift: the first
+        step's, and a later one's while parameters still come alive (a chain of zero-inits)."""
+        step = len(self._unconfirmed) + 1
+        now = {p.name for p in report.unconfirmed}
+        if self._unconfirmed:
+            before = {p.name for p in self._unconfirmed[-1].report.unconfirmed}
+            for name in before - now:
+                self._learned.setdefault(name, step)
+            if not (before - now):
+                return False  # nothing came alive: a later step would not either
+        return bool(now) and step < MAX_CONFIRMING_STEPS
+
+    def _confirm(self, report: "Report") -> None:
+        """The step that ends the wait: zeros lifted since the first step are ``held``, the rest ``zero``."""
+        from ..reconcile.zeros import classify_zeros
+        from ..verdicts import DynamicVerdict
+
+        first = self._unconfirmed[0].report
+        held_by = {p.name: p.held_by for p in first.parameters}
+        for parameter in report.parameters:
+            if parameter.dynamic == DynamicVerdict.UNCONFIRMED:
+                parameter.dynamic = DynamicVerdict.ZERO  # confirmed by the steps since: it stays exactly zero
+        classify_zeros(report.parameters, self._learned, held_by, len(self._unconfirmed) + 1)
+        names = sorted({p.name for p in first.unconfirmed})
+        report.notes.append(f"this is step {len(self._unconfirmed) + 1}: the first gave {len(names)} parameter(s) an "
+                            f"exactly zero gradient ({_shorten(names)}); those that a zero-initialized weight held "
+                            "(LoRA's B, a zero-init residual branch) learn once the optimizer moved it")
+        self._unconfirmed, self._learned = [], {}
 
     def finish(self) -> "Report | None":
         """Training ended: a first step still waiting for confirmation is judged as it is, and so
@@ -113,15 +142,15 @@ class FirstStepCheck:
             watch.stop()
             return self._act(watch)
         self.abandon()
-        if self._unconfirmed is None:
+        if not self._unconfirmed:
             return None
-        watch, self._unconfirmed = self._unconfirmed, None
-        watch.report.notes.append("training ended before a second step could confirm the exactly zero gradients")
+        watch, self._unconfirmed = self._unconfirmed[-1], []
+        watch.report.notes.append("training ended before a later step could confirm the exactly zero gradients")
         return self._act(watch)
 
     def _act(self, watch: "Watch") -> "Report":
         """Print the watched step's report (rank 0), then raise or warn on a problem."""
-        from .distributed import rank
+        from ..core.distributed import rank
         from ..present.text import summary_line
 
         report = self.report = watch.report
@@ -162,14 +191,6 @@ class FirstStepCallback:
     def report(self) -> "Report | None":
         """The Report acted on (None until the checked step's grads are complete)."""
         return self.check.report
-
-
-def _unproven_zeros(report: "Report") -> list[str]:
-    """Problem parameters whose gradient was exactly zero though the trace did not prove it must be."""
-    from ..verdicts import DynamicVerdict, StaticVerdict
-
-    return [p.name for p in report.problems
-            if p.dynamic == DynamicVerdict.ZERO and p.static in (StaticVerdict.REACHABLE, StaticVerdict.UNKNOWN)]
 
 
 def _shorten(names: list[str], keep: int = 3) -> str:

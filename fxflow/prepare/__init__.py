@@ -62,7 +62,7 @@ def split_keywords(inputs: dict[str, Any]) -> tuple[list[str], tuple[Any, ...], 
     return names, tuple(inputs[key] for key in names), {k: v for k, v in inputs.items() if k not in names}
 
 
-class SharedTables(nn.Module):
+class TableSharingModule(nn.Module):
     """A module that shares ``model``'s parameter, buffer and submodule tables, so every qualified
     name in it is the user's own; ``model`` itself is kept unregistered under ``attribute``."""
 
@@ -75,7 +75,7 @@ class SharedTables(nn.Module):
         object.__setattr__(self, attribute, model)  # not registered: names stay the user's
 
 
-class KeywordCall(SharedTables):
+class KeywordCall(TableSharingModule):
     """``model(**inputs)``, exactly as its user calls it, for inputs given as a dict.
 
     The dict's tensors are this module's positional inputs (so every capture sees them as
@@ -130,10 +130,3 @@ def _on_device(model: nn.Module, example: tuple[Any, ...] | None, keywords: dict
     if example is not None:
         example = tuple(to(x) for x in example)
     return moved, example, {key: to(value) for key, value in keywords.items()}
-
-
-def device_of(module: nn.Module) -> torch.device:
-    """Where a module's weights live (CPU for a module without parameters)."""
-    for tensor in module.parameters():
-        return tensor.device
-    return torch.device("cpu")

@@ -7,7 +7,7 @@ from typing import Any
 import torch
 from torch._subclasses.fake_tensor import FakeTensorMode
 
-from .state import call_with_weights, weights_of
+from ..core.state import call_with_weights, weights_of
 
 
 def new_fake_mode() -> FakeTensorMode:
@@ -20,7 +20,7 @@ class FakeWeights:
     """Fake twins of a model's parameters and buffers, passed in at call time.
 
     Calling it runs the model with the fakes in place of its own tensors (the same mechanism
-    the analysis uses, :func:`fxflow.prepare.state.call_with_weights`); the real tensors, their grads and
+    the analysis uses, :func:`fxflow.core.state.call_with_weights`); the real tensors, their grads and
     the module tables are never replaced outside that call.
     """
 

@@ -1,6 +1,7 @@
 """Example inputs: parse ``--input-size``, or infer them from the model's first layer."""
 from __future__ import annotations
 
+import itertools
 import os
 import re
 from typing import Any, Sequence
@@ -86,7 +87,7 @@ def integer_bound(model: nn.Module) -> int:
 
 def make_inputs(model: nn.Module, specs: Sequence[str], device: torch.device | str | None = None) -> tuple[torch.Tensor, ...]:
     """Random inputs from ``--input-size`` specs; integer inputs are valid token ids for the model."""
-    device = torch.device(device if device is not None else _model_device(model))
+    device = torch.device(device if device is not None else device_of(model))
     shapes = [parse_input_size(spec) for spec in specs]
     needed, free = input_bytes(shapes), _free_bytes(device)
     too_big = f"inputs of shape {_describe(shapes)} need {_gib(needed)}"
@@ -152,8 +153,9 @@ def activation_bytes(model: nn.Module, shapes: Sequence[tuple[tuple[int, ...], t
     return CountBytes.total
 
 
-def _model_device(model: nn.Module) -> torch.device:
-    for tensor in list(model.parameters()) + list(model.buffers()):
+def device_of(module: nn.Module) -> torch.device:
+    """Where a module's weights live: its first parameter's device, else its first buffer's, else CPU."""
+    for tensor in itertools.chain(module.parameters(), module.buffers()):
         return tensor.device
     return torch.device("cpu")
 
@@ -185,7 +187,7 @@ def infer_inputs(model: nn.Module, batch: int = 2, seed: int = 0) -> tuple[torch
     if required_inputs(model) not in (None, 1):
         return None
     layer = first_layer(model)
-    device = _model_device(model)
+    device = device_of(model)
     generator = torch.Generator().manual_seed(seed)
     shape: tuple[int, ...] | None = None
     if isinstance(layer, nn.Linear):

@@ -95,27 +95,6 @@ def check_input_count(module: nn.Module, inputs: Sequence[Any]) -> None:
                           hint="pass one --input-size per forward input")
 
 
-def call_as_positional(module: nn.Module, args: tuple, kwargs: dict) -> tuple[tuple[Any, ...], dict[str, Any]] | None:
-    """A call's ``(args, kwargs)`` rebound: keywords that name positional arguments become positional.
-
-    What remains in the dict is what forward takes only as keywords. None when the call does not
-    bind to forward's signature.
-    """
-    if not kwargs:
-        return args, {}
-    binding = _bind(module, args, kwargs)
-    if binding is None:
-        return None
-    parameters, bound = binding
-    positional = _positional(parameters)
-    values = [bound.arguments.get(p.name, p.default if p.default is not p.empty else None) for p in positional]
-    given = {p.name for p in positional if p.name in bound.arguments}
-    while values and positional[len(values) - 1].name not in given:
-        values.pop()
-    rest = {k: v for k, v in kwargs.items() if k not in {p.name for p in positional}}
-    return tuple(values), rest
-
-
 def as_call_dict(module: nn.Module, args: tuple, kwargs: dict) -> dict[str, Any] | None:
     """A call's positional and keyword arguments as one dict of keyword arguments, as
     ``model(**inputs)`` would take them; None when the call does not bind to forward's signature

@@ -23,7 +23,6 @@ from ..report import ParameterReport, Report
 from ..verdicts import CutSite
 
 FORMAT_VERSION = 1
-DEFAULT_PATH = "fxflow-baseline.json"
 
 
 def fingerprint(parameter: ParameterReport) -> dict[str, Any]:

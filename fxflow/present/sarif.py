@@ -11,7 +11,7 @@ import hashlib
 import json
 from typing import Any, Iterable
 
-from .. import __version__
+from ..version import __version__
 from ..report import Report
 from ..verdicts import DynamicVerdict as Dynamic, StaticVerdict as Static
 from .fixes import CUT_CAUSES, fix_text, fix_when

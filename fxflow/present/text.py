@@ -135,8 +135,9 @@ def cut_paragraphs(report: Report) -> list[str]:
     diagnosed: dict[tuple[str, str | None, str | None], list[ParameterReport]] = {}
     dry_dynamic = (Dynamic.ZERO, Dynamic.NONFINITE, Dynamic.MISSING, Dynamic.VANISHING)
     for parameter in report.parameters:
-        if parameter.static in _GROUPED and parameter.diagnosis:
-            grouped.setdefault((parameter.static, parameter.diagnosis), []).append(parameter)
+        if parameter.static in _GROUPED and parameter.diagnosis:  # over many steps the dynamic word is the truer one
+            word = Dynamic.INTERMITTENT if parameter.dynamic == Dynamic.INTERMITTENT else parameter.static
+            grouped.setdefault((word, parameter.diagnosis), []).append(parameter)
         elif parameter.agree is False or (parameter.diagnosis
                                           and parameter.static not in (Static.CUT, Static.FROZEN)
                                           and parameter.dynamic in dry_dynamic):
@@ -182,7 +183,8 @@ def _fix_for(group: list[ParameterReport], cause: str, every: list[str]) -> str:
 
 # Verdicts whose parameters share one paragraph per reason: how the paragraph calls them.
 _GROUPED = {Static.UNUSED: "unused", Static.UNKNOWN: "unknown",
-            Static.UNREGISTERED: "trained by no optimizer"}
+            Static.UNREGISTERED: "trained by no optimizer",
+            Dynamic.INTERMITTENT: "used on some steps only"}
 
 
 def nonfinite_sentence(site: "NonfiniteSite") -> str:
@@ -287,6 +289,14 @@ def summary_line(report: Report) -> str:
         if not problems:
             return f"problem: {raises}{tail}"
         tail = f"; {raises}{tail}"
+    held = [p for p in report.parameters if p.dynamic == Dynamic.HELD]
+    if held:  # not a problem, but a reader of the table should know why those rows start at zero
+        latest = max(p.learns_from_step or 2 for p in held)
+        tail += f"; {len(held)} held by zero-initialized weights (learn from step {'2' if latest == 2 else f'2-{latest}'})"
+    unconfirmed = report.unconfirmed
+    if report.status == ReportStatus.NOT_VERIFIED and unconfirmed:
+        return (f"not verified: {len(unconfirmed)} of {total} parameters got an exactly zero gradient that one step "
+                f"cannot confirm (a zero-initialized weight may hold them until step 2){tail}")
     if report.status == ReportStatus.NOT_VERIFIED:
         return f"{not_verified(report)}{tail}"
     if not report.verified and not report.static_only:

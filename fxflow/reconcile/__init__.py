@@ -31,7 +31,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 # Which dynamic verdicts each static verdict predicts. UNKNOWN predicts nothing: no agreement is claimed.
 _EXPECTED: dict[Static, set[Dynamic]] = {
-    Static.REACHABLE: {Dynamic.OK, Dynamic.VANISHING, Dynamic.ZERO, Dynamic.NONFINITE, Dynamic.PRESENT},
+    Static.REACHABLE: {Dynamic.OK, Dynamic.VANISHING, Dynamic.ZERO, Dynamic.NONFINITE, Dynamic.PRESENT, Dynamic.HELD,
+                       Dynamic.UNCONFIRMED},
     Static.ZERO: {Dynamic.ZERO, Dynamic.PRESENT},
     Static.CUT: {Dynamic.MISSING},
     Static.FROZEN: {Dynamic.MISSING},

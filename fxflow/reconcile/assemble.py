@@ -11,12 +11,15 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 
 import torch
 
-from ..dynamic.health import LayerStep, flags as health_flags
+from ..core.records import LayerStep
+from ..dynamic.health import flags as health_flags
 from .norms import call_norms
 from . import backward_raises, parameter_reports, uncertainty, uncertainty_notes, unregistered_reports
 from ..report import Report, TraceInfo
 from ..dynamic.steps import StepTally, apply_steps
-from ..integrations.distributed import guidance as ddp_guidance
+from .zeros import classify_zeros
+from ..core.distributed import guidance as ddp_guidance
+from ..prepare.inputs import device_of
 from ..verdicts import CutSite, DynamicVerdict as Dynamic
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -33,7 +36,8 @@ def assemble_report(model: torch.nn.Module, *, target: str, captured: "Capture |
                     notes: Sequence[str] = (), static_notes: Sequence[str] = (), vanishing: float = 1e-3,
                     allow: Iterable[str] = (), static_only: bool = False,
                     timings: dict[str, float] | None = None, steps: StepTally | None = None,
-                    history: dict[str, list[LayerStep]] | None = None, ddp: torch.nn.Module | None = None) -> Report:
+                    history: dict[str, list[LayerStep]] | None = None, ddp: torch.nn.Module | None = None,
+                    watched: bool = False) -> Report:
     """The Report of one checked step: the static analysis (None when nothing was captured) and the
     real backward's result (None when none ran; ``failure`` when it raised), reconciled.
 
@@ -41,7 +45,8 @@ def assemble_report(model: torch.nn.Module, *, target: str, captured: "Capture |
     then ``static_notes`` (the capture and the analysis), then what the verdicts leave unsure.
     ``steps``: the gradients of more steps than the first (:mod:`fxflow.dynamic.steps`); ``history``: per
     layer and step, the gradient statistics of a watched training loop (:mod:`fxflow.dynamic.health`);
-    ``ddp``: the DistributedDataParallel wrapper of a watched model. One DDP note comes from both:
+    ``ddp``: the DistributedDataParallel wrapper of a watched model; ``watched``: the gradients are the
+    user's own step's (no look-ahead could run). One DDP note comes from both:
     the steps' counts when there are many, the wrapper's setting when there is one.
     """
     notes = list(notes)
@@ -69,10 +74,21 @@ def assemble_report(model: torch.nn.Module, *, target: str, captured: "Capture |
                 parameter.diagnosis = (f"the gradient contains NaN or inf, first made by {born.op} @ "
                                        f"{born.source or born.module or '?'} in the {born.phase}")
     counted = steps.steps if steps is not None else 1
+    look = result.look_ahead if result is not None else None
+    if look is not None:  # check: the look-ahead's steps tell designed zero-inits from dead units
+        classify_zeros(parameters, look.learns_from, result.held_by, look.steps, result.explanations)
+        if look.note:
+            notes.append(look.note)
+    elif steps is not None and counted > 1 and watched:  # real steps: the ones from which a zero learned
+        learned = {name: step for name in steps.received if (step := steps.learns_from(name)) is not None}
+        classify_zeros(parameters, learned, result.held_by if result is not None else {}, counted)
+    elif result is not None and result.measurable and counted == 1 and watched:
+        classify_zeros(parameters, None, result.held_by, 1)  # one watched step: an exact zero is unconfirmed
     if counted > 1:
         apply_steps(parameters, steps)
+    guidance = ddp_guidance(parameters, ddp, counted, steps.without_gradient if steps is not None else None)
     if ddp is not None or counted > 1:  # the one DDP note: from the many steps' counts when there are some
-        notes.append(ddp_guidance(parameters, ddp, counted).message())
+        notes.append(guidance.message())
     trace = TraceInfo("none", 0, [])
     if captured is not None:
         trace = TraceInfo(captured.method, captured.node_count,
@@ -83,7 +99,7 @@ def assemble_report(model: torch.nn.Module, *, target: str, captured: "Capture |
         trace=trace,
         parameters=parameters,
         backward=result is not None,
-        device=str(_device_of(model)),
+        device=str(device_of(model)),
         notes=notes,
         graph=static.graph if static is not None else None,
         module_grad_norms=result.module_grad_norms if result is not None else {},
@@ -99,9 +115,3 @@ def assemble_report(model: torch.nn.Module, *, target: str, captured: "Capture |
         gradient_history=history or {},
         gradient_flags=health_flags(history, vanishing) if history else [],
     )
-
-
-def _device_of(module: torch.nn.Module) -> torch.device:
-    for tensor in module.parameters():
-        return tensor.device
-    return torch.device("cpu")

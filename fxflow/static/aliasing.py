@@ -20,7 +20,8 @@ from typing import Any
 import torch
 import torch.fx as fx
 
-from .flow import DIFF, ZERO, tensors_in
+from ..core.tensors import tensors_in
+from .flow import DIFF, ZERO
 
 Member = tuple[str, torch.Tensor]  # (name of the node whose value it is, the tensor)
 

@@ -31,7 +31,7 @@ import networkx as nx
 import torch
 import torch.fx as fx
 
-from ..capture.source import user_frames
+from ..core.source import user_frames
 from .flow import DIFF, META_KEY, NONE, ZERO
 from .explain import describe_cut, describe_raise, describe_zero, node_op, node_source
 from ..verdicts import (BACKWARD_RAN_KEY, LOSS_OUTPUT_KEY, NO_DERIVATIVE_KEY, OPAQUE_KEY, PARAM_PREFIX, PARAMETER_STATE, CutSite, NodeState,
@@ -188,7 +188,7 @@ def _never_ran_opaque(graph: nx.DiGraph) -> frozenset[str]:
                      if data.get("opaque") and not data.get("ran", True))
 
 
-def _attribute(graph: nx.DiGraph, region: set[str], stop_kind: str, targets: set[str]) -> dict[str, frozenset[str]]:
+def _stop_sites(graph: nx.DiGraph, region: set[str], stop_kind: str, targets: set[str]) -> dict[str, frozenset[str]]:
     """For each node of ``region``: the nodes where its paths meet an edge of ``stop_kind``.
 
     One pass in reverse topological order; ``targets`` are the nodes such an edge must lead to.
@@ -232,8 +232,8 @@ def analyze(graph_module: fx.GraphModule, model: torch.nn.Module) -> StaticAnaly
     opaque = _never_ran_opaque(graph)  # what reaches the output only through these is not known to be wet
     certain = _ancestors_over(graph, output, {DIFF}, opaque) if opaque else wet
     _fold_parts(graph, [connected, wet_any, wet, certain])
-    cut_sites = _attribute(graph, connected - wet_any, NONE, connected)
-    zero_sites = _attribute(graph, wet_any - wet, ZERO, wet_any)
+    cut_sites = _stop_sites(graph, connected - wet_any, NONE, connected)
+    zero_sites = _stop_sites(graph, wet_any - wet, ZERO, wet_any)
     cut_sites, zero_sites = _whole_sites(graph, cut_sites), _whole_sites(graph, zero_sites)
     nodes = {node.name: node for node in graph_module.graph.nodes}
 

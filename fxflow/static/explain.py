@@ -6,7 +6,7 @@ import torch.fx as fx
 
 from . import rules
 from .flow import META_KEY, NodeFlow
-from ..capture.source import display_path, source_of_stack_trace
+from ..core.source import display_path, source_of_stack_trace
 from ..verdicts import OPAQUE_KEY, CutSite, raises_reason
 
 _CASTS = {"to", "type", "long", "int", "short", "bool", "byte", "char", "half", "float", "double"}

@@ -10,120 +10,26 @@ What the history alone does not say is what each autograd node's backward comput
 * no derivative (``floor_divide``, ``heaviside``, ``igamma`` in its first argument): the
   backward raises when gradient reaches the edge, so nothing upstream can get a gradient.
 
-Both come from torch's own derivative table (:mod:`fxflow.static.derivatives`), with the hand table
+Both come from torch's own derivative table (:mod:`fxflow.core.derivatives`), with the hand table
 below as the fallback where that table cannot be read, and for the one rule it cannot express.
 ``tests/test_rules.py`` and ``tests/test_opdb.py`` check them against real autograd. Name rules
 serve the fallback used when no example inputs exist, so nothing can run.
 """
 from __future__ import annotations
 
-import functools
 import operator
 from typing import Callable
 
 import torch
 import torch.fx as fx
 
-from . import derivatives
+from ..core.derivatives import NON_DIFFERENTIABLE_OPS, ZERO_DERIVATIVE_OPS
 from .flow import DIFF, NONE, ZERO, NodeFlow, data_inputs, resolve_attribute_of
 # node.meta[NO_DERIVATIVE_KEY]: the inputs (and "param:<name>"s) that reach this node's result only
 # through an op with no derivative; set by the annotation, read by fxflow.static.explain for the reason.
-from ..verdicts import GRAD_MODE_KEY, NO_DERIVATIVE_KEY, EdgeKind
-
-# Autograd nodes whose backward is identically zero, by exact class name -> which of their inputs
-# (positions in ``next_functions``) get the zero; ``None`` means all of them. The fallback where
-# torch's derivative table cannot be read (fxflow.static.derivatives), and the same facts: tests/test_rules.py
-# checks each entry against real autograd and against that table. Exact names matter:
-# ``FillBackward1``/``FillBackward3`` (fill with a *tensor* value) pass ``grad.sum()`` to the value,
-# and ``CopysignBackward0`` is zero only for the sign source. Each entry is checked against real
-# autograd in tests/test_rules.py.
-ALL = None
-ZERO_DERIVATIVE_GRAD_FNS: dict[str, frozenset[int] | None] = {
-    "RoundBackward0": ALL, "RoundBackward1": ALL, "FloorBackward0": ALL, "CeilBackward0": ALL,
-    "TruncBackward0": ALL, "SignBackward0": ALL, "SgnBackward0": ALL,
-    # Sampling is not reparameterised in torch: the sample's gradient w.r.t. its parameters is 0.
-    "BernoulliBackward0": ALL, "BernoulliBackward1": ALL, "BernoulliBackward2": ALL,
-    "NormalBackward0": ALL, "NormalBackward1": ALL, "NormalBackward2": ALL, "NormalBackward3": ALL,
-    "UniformBackward0": ALL, "RandomBackward0": ALL, "RandomBackward1": ALL, "RandomBackward2": ALL,
-    "ExponentialBackward0": ALL, "GeometricBackward0": ALL, "CauchyBackward0": ALL,
-    "LogNormalBackward0": ALL,
-    # Overwriting a tensor: the old values get zero; a tensor fill value still gets grad.sum().
-    "FillBackward0": ALL, "FillBackward2": ALL, "FillBackward1": frozenset({0}),
-    "FillBackward3": frozenset({0}), "ZeroBackward0": ALL,
-    "CopysignBackward0": frozenset({1}),  # copysign(x, s): only s, the sign source, gets zero
-}
-
-# Where torch's table hides the answer inside a helper function (``_cdist_backward``,
-# ``pow_backward``), the node's saved arguments decide. Checked in tests/test_rules.py.
-# sgn and angle of a real tensor are piecewise constant; of a complex one they are not.
-_ZERO_FOR_REAL_INPUT = frozenset({"SgnBackward0", "AngleBackward0"})
-# node -> (saved argument, the value that decides, what every input then gets)
-_BY_SAVED_ARGUMENT: dict[str, tuple[str, float, EdgeKind]] = {
-    "PowBackward0": ("exponent", 0, ZERO),  # x ** 0 is constant
-    "CdistBackward0": ("p", 0, ZERO),  # the 0-"norm" counts nonzero entries: piecewise constant,
-    "DistBackward0": ("p", 0, NONE),  # and these two backwards return no gradient for it at all
-    "LinalgVectorNormBackward0": ("ord", 0, NONE),
-}
-
-# Op names with a zero derivative, for the name-only fallback (same ops as above).
-ZERO_DERIVATIVE_OPS = frozenset({
-    "round", "floor", "ceil", "trunc", "fix", "sign", "sgn", "bernoulli", "round_", "floor_",
-    "ceil_", "trunc_", "sign_", "uniform_", "normal_", "fill_", "zero_", "random_", "exponential_",
-})
-
-# Ops that return no gradient-carrying result, for the name-only fallback.
-NON_DIFFERENTIABLE_OPS = frozenset({
-    "detach", "detach_", "data", "item", "tolist", "numpy", "argmax", "argmin", "argsort",
-    "eq", "ne", "lt", "le", "gt", "ge", "logical_and", "logical_or", "logical_not", "logical_xor",
-    "isnan", "isinf", "isfinite", "signbit", "nonzero", "bucketize", "searchsorted", "multinomial",
-    "zeros_like", "ones_like", "empty_like", "full_like", "rand_like", "randn_like", "randint_like",
-    "new_zeros", "new_ones", "new_empty", "new_full", "long", "int", "short", "bool", "byte", "char",
-    "floor_divide", "bitwise_and", "bitwise_or", "bitwise_not", "bitwise_xor", "heaviside",
-})
-
+from ..verdicts import GRAD_MODE_KEY, NO_DERIVATIVE_KEY
 
 _OPERATOR_NAMES = {getattr(operator, name): name for name in dir(operator) if not name.startswith("_")}
-
-
-def derivative_kinds(grad_fn: object) -> tuple[EdgeKind, ...]:
-    """Per ``next_functions`` entry of an autograd node: DIFF, ZERO (derivative identically zero)
-    or NONE (no derivative: the backward raises or returns nothing for that input)."""
-    count = len(grad_fn.next_functions)
-    name = type(grad_fn).__name__
-    if name in _BY_SAVED_ARGUMENT:
-        argument, value, kind = _BY_SAVED_ARGUMENT[name]
-        if getattr(grad_fn, f"_saved_{argument}", None) == value:
-            return (kind,) * count
-    if name in _ZERO_FOR_REAL_INPUT and not getattr(grad_fn, "_saved_self").is_complex():
-        return (ZERO,) * count
-    kinds = derivatives.input_kinds(grad_fn) or (DIFF,) * count
-    zero = ZERO_DERIVATIVE_GRAD_FNS.get(name, False) if not derivatives.table() else False
-    if zero is False:
-        return kinds
-    return tuple(ZERO if kind == DIFF and (zero is ALL or index in zero) else kind for index, kind in enumerate(kinds))
-
-
-def may_lack_derivative(grad_fn: object) -> bool:
-    """A cheap pre-check: False when no input of this node can be NONE in :func:`derivative_kinds`."""
-    return type(grad_fn).__name__ in _lacking_names()
-
-
-@functools.cache
-def _lacking_names() -> frozenset[str]:
-    table = derivatives.table()
-    names = {name for name, formulas in table.items() if any(i.kind == NONE for i in formulas.inputs)}
-    names |= {name for name, (_, _, kind) in _BY_SAVED_ARGUMENT.items() if kind == NONE}
-    return frozenset(names | {derivatives.NOT_IMPLEMENTED_NODE})
-
-
-def zero_derivative_edges(grad_fn: object) -> frozenset[int] | None | bool:
-    """Which inputs of this autograd node get an identically zero gradient.
-
-    ``False``: none of them; ``None``: all of them; a set: those positions in ``next_functions``.
-    """
-    kinds = derivative_kinds(grad_fn)
-    zero = frozenset(index for index, kind in enumerate(kinds) if kind == ZERO)
-    return False if not zero else ALL if len(zero) == len(kinds) else zero
 
 
 def mark_no_derivative(node: fx.Node, reached: dict[str, str]) -> None:

@@ -1,9 +1,9 @@
-"""Running a node on real stand-in values, and a custom Function's own backward (a part of
-:class:`fxflow.static.annotate.FlowInterpreter`).
+"""Running a node on real stand-in values, and a custom Function's own backward.
 
 Meta twins hold no values: a node whose result depends on them (``.item()``, a boolean mask, a
-whole ``nn.Transformer``) runs here on real tensors of the same shapes instead, and a custom
-``autograd.Function`` runs its own backward to show which inputs it gives a gradient.
+whole ``nn.Transformer``) runs here on real tensors of the same shapes instead (the strategy
+:class:`StandInRun`), and a custom ``autograd.Function`` runs its own backward to show which inputs
+it gives a gradient (:class:`CustomBackward`, after whichever strategy ran the node).
 """
 from __future__ import annotations
 
@@ -17,124 +17,132 @@ from torch.nn.utils.stateless import _reparametrize_module
 from torch.utils._pytree import tree_flatten, tree_map
 
 from .aliasing import state, storage_key, written_members
-from ..capture import OPAQUE_KEY, GradRegion
-from .flow import META_KEY, NONE, result_elements, tensors_in
-from .history import backward_kinds, entry_key, walk_history
-from .twins import StandIn, make_twin, random_stand_in_maker, real_copy, stand_in
+from ..capture import OPAQUE_KEY
+from .flow import NONE, NodeFlow
+from ..core.tensors import result_elements, tensors_in
+from .flow_state import META_TWINS, FlowState, NodeCall
+from ..core.history import backward_kinds, entry_key, walk_history
+from .node_edges import EdgeBuilder
+from .twins import StandIn, random_stand_in_maker, real_copy, stand_in
 from ..verdicts import BACKWARD_RAN_KEY, PARAM_PREFIX
 
 
-class _NotRun:
-    """The value of a node that could not run on twins (nor on real stand-ins)."""
+class StandInRun:
+    """The strategy for what twins cannot run: the node runs on real stand-in tensors."""
 
+    def __init__(self, state: FlowState, edges: EdgeBuilder, custom: CustomBackward) -> None:
+        self.state, self.edge_builder, self.custom = state, edges, custom
 
-NOT_RUN = _NotRun()
-
-
-class StandInRuns:
-    """What :class:`~fxflow.static.annotate.FlowInterpreter` does when twins are not enough (a mixin: it
-    reads the interpreter's ``env``, twins and storage map)."""
-
-    def _run_on_stand_ins(self, node: fx.Node, inputs: list[fx.Node], members: list[tuple[str, torch.Tensor]],
-                          region: GradRegion | None) -> Any:
+    def edges(self, call: NodeCall) -> NodeFlow | None:
         """Run a node meta twins cannot (its result depends on values) on real stand-in tensors.
 
         Each twin input becomes a real tensor of the same shape and dtype; the result's history
         back to those stand-ins gives the edges, as on twins. The result goes back to twins (leaves
         that keep ``requires_grad``) so later nodes run as usual; so does an input the node wrote
-        into (``h[mask] = v``), which later reads then see. Only if this fails too is the node
-        decided by name rules.
+        into (``h[mask] = v``), which later reads then see. None if this fails too.
         """
+        flow_state, node, inputs, members, region = self.state, call.node, call.inputs, call.members, call.region
         try:
-            with self._stand_in_weights() as weight_names, self.device, \
+            with stand_in_weights(flow_state) as weight_names, flow_state.device, \
                     torch.no_grad() if region else contextlib.nullcontext():
-                names = ChainMap(weight_names, self.leaf_names)
+                names = ChainMap(weight_names, flow_state.leaf_names)
                 # real tensors among the inputs (factories) are entry points as they are
-                args, kwargs, entries, made = self._stand_in_arguments(node, inputs, every_input=True)
+                args, kwargs, entries, made = stand_in_arguments(flow_state, node, inputs, every_input=True)
                 stand_ins = {key: (twin, stand, state(stand)) for key, (twin, stand) in made.items()}
-                real_members = [(name, t) for name, t in members if not self.is_twin(t)]  # written in place
+                real_members = [(name, t) for name, t in members if not flow_state.is_twin(t)]  # written in place
                 states = {id(t): state(t) for _, t in real_members}
-                result = getattr(self, node.op)(node.target, args, kwargs)
+                result = flow_state.runner.execute(node, args, kwargs)
                 changed = {id(twin): made for twin, made, before in stand_ins.values() if state(made) != before}
                 written_twins = {storage_key(stand_ins[i][0]) for i in changed}  # written in their stand-ins
                 written = [(name, t) for name, t in members if storage_key(t) in written_twins]
                 written += written_members(real_members, states)
-                outputs = tensors_in(result) + list(changed.values()) + [t for _, t in written if not self.is_twin(t)]
+                outputs = tensors_in(result) + list(changed.values()) + [t for _, t in written
+                                                                         if not flow_state.is_twin(t)]
                 reached = walk_history(outputs, entries, set(), names)
-                self.storages.spread(reached, self._readers(inputs), written)
+                flow_state.storages.spread(reached, flow_state.readers(inputs), written)
                 elements = {key: walk_history(tensors, entries, set(), names)
                             for key, tensors in result_elements(result).items()}
-                result = tree_map(self._retwin, result)
+                result = tree_map(flow_state.retwin, result)
         except Exception:  # not even real values help (.numpy() of a tensor that needs grad, ...)
-            self._by_rules(node)
-            return NOT_RUN
-        node.meta[META_KEY] = self._flow(node, inputs, reached, result, region, written, elements)
+            return None
+        flow = self.edge_builder.flow(call, reached, result, written, elements)
         for input_node in inputs:  # the written twins are replaced: later reads see the write
-            value = self.env[input_node]
+            value = flow_state.env[input_node]
             if isinstance(value, torch.Tensor) and id(value) in changed:
-                self.env[input_node] = self._retwin(changed[id(value)])
-                self._flow_keys(self._read(input_node), tensors_in(self.env[input_node]))
-        node.meta[META_KEY].on_stand_ins = True
-        self.storages.wrote(node, written)
-        self.storages.register(node.name, result)
+                flow_state.env[input_node] = flow_state.retwin(changed[id(value)])
+                flow_state.mark_results(flow_state.read(input_node), tensors_in(flow_state.env[input_node]))
+        flow.on_stand_ins = True
+        flow_state.storages.wrote(node, written)
+        flow_state.storages.register(node.name, result)
         if OPAQUE_KEY in node.meta and region is None:
-            self._run_custom_backward(node, inputs, None)
-        return result
+            self.custom.run(call, flow, None)
+        call.value = result
+        return flow
 
-    def _stand_in_arguments(self, node: fx.Node, inputs: list[fx.Node], make: StandIn | None = None,
-                            every_input: bool = False, leaves: bool = False,
-                            ) -> tuple[tuple, dict, dict[tuple, list[str]], dict[int, tuple[torch.Tensor, torch.Tensor]]]:
-        """The node's arguments with every twin replaced by a real stand-in (one per twin, made by
-        ``make``); the entry points of those stand-ins keyed as in the walk (of every input that
-        requires grad with ``every_input``); and ``{id(twin): (twin, its stand-in)}``. ``leaves``:
-        a result of an earlier node that requires grad becomes a leaf of its values too, so that a
-        backward to the stand-ins runs through the node whatever else it asks for."""
-        stand_ins: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
-        make = make or (lambda twin, device: stand_in(twin, device, self.keep_alive))
 
-        def lifted(value: Any) -> bool:
-            return leaves and isinstance(value, torch.Tensor) and value.requires_grad and not value.is_meta
+def stand_in_arguments(flow_state: FlowState, node: fx.Node, inputs: list[fx.Node], make: StandIn | None = None,
+                       every_input: bool = False, leaves: bool = False,
+                       ) -> tuple[tuple, dict, dict[tuple, list[str]], dict[int, tuple[torch.Tensor, torch.Tensor]]]:
+    """The node's arguments with every twin replaced by a real stand-in (one per twin, made by
+    ``make``); the entry points of those stand-ins keyed as in the walk (of every input that
+    requires grad with ``every_input``); and ``{id(twin): (twin, its stand-in)}``. ``leaves``:
+    a result of an earlier node that requires grad becomes a leaf of its values too, so that a
+    backward to the stand-ins runs through the node whatever else it asks for."""
+    stand_ins: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
+    make = make or (lambda twin, device: stand_in(twin, device, flow_state.keep_alive))
+    is_twin = flow_state.is_twin
 
-        def real(value: Any) -> Any:
-            if lifted(value) and not self.is_twin(value):
-                if id(value) not in stand_ins:
-                    stand_ins[id(value)] = (value, value.detach().clone().requires_grad_(True))
-                return stand_ins[id(value)][1]
-            if not self.is_twin(value):
-                return value
+    def lifted(value: Any) -> bool:
+        return leaves and isinstance(value, torch.Tensor) and value.requires_grad and not value.is_meta
+
+    def real(value: Any) -> Any:
+        if lifted(value) and not is_twin(value):
             if id(value) not in stand_ins:
-                stand_ins[id(value)] = (value, make(value, self.device))
+                stand_ins[id(value)] = (value, value.detach().clone().requires_grad_(True))
             return stand_ins[id(value)][1]
+        if not is_twin(value):
+            return value
+        if id(value) not in stand_ins:
+            stand_ins[id(value)] = (value, make(value, flow_state.device))
+        return stand_ins[id(value)][1]
 
-        args, kwargs = tree_map(real, self.fetch_args_kwargs_from_env(node))
-        entries: dict[tuple, list[str]] = {}
-        for input_node in inputs:
-            for tensor in tensors_in(self.env[input_node]):
-                if tensor.requires_grad and (every_input or self.is_twin(tensor) or lifted(tensor)):
-                    entries.setdefault(entry_key(real(tensor)), []).append(self._read(input_node).name)
-        return args, kwargs, entries, stand_ins
+    args, kwargs = tree_map(real, flow_state.runner.arguments(node))
+    entries: dict[tuple, list[str]] = {}
+    for input_node in inputs:
+        for tensor in tensors_in(flow_state.env[input_node]):
+            if tensor.requires_grad and (every_input or is_twin(tensor) or lifted(tensor)):
+                entries.setdefault(entry_key(real(tensor)), []).append(flow_state.read(input_node).name)
+    return args, kwargs, entries, stand_ins
 
-    @contextlib.contextmanager
-    def _stand_in_weights(self) -> Iterator[dict[int, str]]:
-        """Module calls inside get real copies of their weights (ones of the same shape for weights
-        on meta) instead of twins. Yields ``{id(copy of a parameter): its name}`` for the walk."""
-        copies: dict[int, torch.Tensor] = {}
-        names: dict[int, str] = {}
 
-        def copy_of(tensor: torch.Tensor) -> torch.Tensor:
-            if id(tensor) not in copies:
-                copies[id(tensor)] = real_copy(tensor, self.device)
-                if id(tensor) in self.names:
-                    names[id(copies[id(tensor)])] = self.names[id(tensor)]
-            return copies[id(tensor)]
+@contextlib.contextmanager
+def stand_in_weights(flow_state: FlowState) -> Iterator[dict[int, str]]:
+    """Module calls inside get real copies of their weights (ones of the same shape for weights
+    on meta) instead of twins. Yields ``{id(copy of a parameter): its name}`` for the walk."""
+    copies: dict[int, torch.Tensor] = {}
+    names: dict[int, str] = {}
 
-        self.weight_twin = copy_of
-        try:
-            yield names
-        finally:
-            self.weight_twin = self.twin
+    def copy_of(tensor: torch.Tensor) -> torch.Tensor:
+        if id(tensor) not in copies:
+            copies[id(tensor)] = real_copy(tensor, flow_state.device)
+            if id(tensor) in flow_state.names:
+                names[id(copies[id(tensor)])] = flow_state.names[id(tensor)]
+        return copies[id(tensor)]
 
-    def _run_custom_backward(self, node: fx.Node, inputs: list[fx.Node], result: Any | None) -> None:
+    flow_state.weight_twin = copy_of
+    try:
+        yield names
+    finally:
+        flow_state.weight_twin = flow_state.twin
+
+
+class CustomBackward:
+    """A custom ``autograd.Function``'s own backward, run to see which inputs it gives a gradient."""
+
+    def __init__(self, state: FlowState) -> None:
+        self.state = state
+
+    def run(self, call: NodeCall, flow: NodeFlow, result: Any | None) -> None:
         """Run a custom ``autograd.Function``'s own backward to see which inputs it gives a gradient.
 
         The walk sees a Function's autograd node linked to every input, but its backward (the
@@ -151,23 +159,23 @@ class StandInRuns:
         the node runs again with real copies of them swapped in, and what reaches each copy (through
         the graph or accumulated into its ``.grad``) is that parameter's edge.
         """
-        modules = [value for value in tree_flatten(self.fetch_args_kwargs_from_env(node))[0]
+        flow_state, node, inputs = self.state, call.node, call.inputs
+        modules = [value for value in tree_flatten(flow_state.runner.arguments(node))[0]
                    if isinstance(value, torch.nn.Module)]
         try:
-            with torch.enable_grad(), self.device, self._parameter_copies(modules) as copies:
+            with torch.enable_grad(), flow_state.device, self._parameter_copies(modules) as copies:
                 # Meta twins hold no values (nor do the recorded run's snapshots): stand-ins do.
-                if self.twins in ("meta", "recorded") or result is None or copies:
-                    args, kwargs, entries, _ = self._stand_in_arguments(node, inputs, random_stand_in_maker(),
-                                                                        leaves=True)
-                    result = self.call_function(node.target, args, kwargs)
+                if flow_state.twins in META_TWINS or result is None or copies:
+                    args, kwargs, entries, _ = stand_in_arguments(flow_state, node, inputs, random_stand_in_maker(),
+                                                                  leaves=True)
+                    result = flow_state.runner.execute(node, args, kwargs)
                 else:
-                    entries = self._entry_points(inputs)
-                    args, kwargs = self.fetch_args_kwargs_from_env(node)
+                    entries = flow_state.entry_points(inputs)
+                    args, kwargs = flow_state.runner.arguments(node)
                 entries.update({entry_key(copy): [PARAM_PREFIX + name] for name, copy in copies.items()})
                 kinds = backward_kinds(result, tensors_in((args, kwargs)) + list(copies.values()), entries)
         except Exception:
             return
-        flow = node.meta[META_KEY]
         flow.inputs.update({name: kind for name, kind in kinds.items() if not name.startswith(PARAM_PREFIX)})
         for part in (flow, *flow.outputs.values()):
             for name, copy in copies.items():
@@ -184,18 +192,13 @@ class StandInRuns:
             for module in modules:
                 swapped = {}
                 for local, parameter in module.named_parameters(remove_duplicate=False):
-                    name = self.names.get(id(parameter))
+                    name = self.state.names.get(id(parameter))
                     if name is None:
                         continue
                     if id(parameter) not in by_id:
-                        by_id[id(parameter)] = real_copy(parameter, self.device)
+                        by_id[id(parameter)] = real_copy(parameter, self.state.device)
                         copies[name] = by_id[id(parameter)]
                     swapped[local] = by_id[id(parameter)]
                 if swapped:
                     stack.enter_context(_reparametrize_module(module, swapped))
             yield copies
-
-    def _retwin(self, value: Any) -> Any:
-        if not isinstance(value, torch.Tensor) or self.is_twin(value):
-            return value
-        return make_twin(value, self.twins)

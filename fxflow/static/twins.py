@@ -12,6 +12,8 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from ..core.tensors import is_integer_scalar
+
 StandIn = Callable[[torch.Tensor, torch.device], torch.Tensor]
 
 
@@ -25,11 +27,6 @@ def make_twin(tensor: torch.Tensor, kind: str) -> torch.Tensor:
     meta = kind in ("meta", "recorded") and not is_integer_scalar(tensor)  # recorded: what runs again is on meta
     twin = tensor.detach().to("meta") if meta else tensor.detach().clone()
     return twin.requires_grad_(tensor.requires_grad) if twin.is_floating_point() or twin.is_complex() else twin
-
-
-def is_integer_scalar(tensor: torch.Tensor) -> bool:
-    """A 0-dim tensor of integers (or bools) that holds values: a size, not a weight."""
-    return tensor.dim() == 0 and not tensor.is_meta and not (tensor.is_floating_point() or tensor.is_complex())
 
 
 def stand_in(twin: torch.Tensor, device: torch.device, keep_alive: list[Any]) -> torch.Tensor:

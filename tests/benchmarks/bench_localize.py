@@ -3,7 +3,7 @@
     python tests/benchmarks/bench_localize.py                 # seed, gpt2, bert, synthetic-20k
     python tests/benchmarks/bench_localize.py --models gpt2
 
-For each model: the real forward+backward alone (GradientProbe with localizing switched off),
+For each model: the real forward+backward alone (ModelRun with localizing switched off),
 the same with the replay that localizes every parameter as if its gradient were vanishing (the
 worst case: hooks on every autograd node between the loss and every parameter), and how many
 parameters a default check would actually replay for. Not collected by pytest.
@@ -22,9 +22,9 @@ import torch  # noqa: E402
 
 from fxflow.diagnose.localize import localize  # noqa: E402
 from fxflow.dynamic.loss import projection_loss  # noqa: E402
-from fxflow.dynamic.probe import GradientProbe  # noqa: E402
+from fxflow.dynamic.probe import ModelRun  # noqa: E402
 from fxflow.dynamic.gradients import dynamic_verdicts  # noqa: E402
-from fxflow.prepare.state import untouched  # noqa: E402
+from fxflow.core.state import untouched  # noqa: E402
 from models import MODELS  # noqa: E402
 
 
@@ -44,14 +44,14 @@ def measure(name: str, repeats: int) -> dict[str, float]:
 
     def plain() -> None:
         with untouched(model):
-            GradientProbe(model).run(inputs)  # the probe alone: localizing is a stage of its own (fxflow.diagnose)
+            ModelRun(model).run(inputs)  # the probe alone: localizing is a stage of its own (fxflow.diagnose)
 
     def replay_all() -> None:
         with untouched(model):
             localize(model, lambda: model(*inputs), projection_loss, {}, named)
 
     with untouched(model):
-        result = GradientProbe(model).run(inputs)
+        result = ModelRun(model).run(inputs)
     flagged = sum(v in ("zero", "vanishing") for v in dynamic_verdicts(result, 1e-3).values())
     return {"probe": best_of(repeats, plain), "replay": best_of(repeats, replay_all),
             "parameters": len(named), "flagged": flagged}

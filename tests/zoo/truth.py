@@ -20,7 +20,7 @@ from typing import Any
 import torch
 
 from fxflow.dynamic.loss import labels_in, training_loss
-from fxflow.prepare.state import ModelSnapshot
+from fxflow.core.state import ModelSnapshot
 from fxflow.verdicts import DynamicVerdict, StaticVerdict
 
 

@@ -1,6 +1,6 @@
 """Zoo models whose forward changes a tensor after making it (an in-place op, ``detach_``, a
 ``requires_grad`` flip, a slice assignment): their recorded run cannot be read back, so the check
-annotates them on twins (fxflow.capture.recording.Recording.values). Pinned, so that
+annotates them on twins (fxflow.dynamic.recording.Recording.values). Pinned, so that
 tests/zoo_matrix.py fails when a model joins or leaves the list. Regenerate with
 
     python tests/zoo/writes.py
@@ -35,7 +35,7 @@ def _find() -> list[str]:
 
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     warnings.filterwarnings("ignore")
-    from fxflow.prepare.state import untouched
+    from fxflow.core.state import untouched
     from recorded_flows import recorded_run
     from zoo.run import SPECIMENS
 

@@ -5,7 +5,7 @@ the result's history, which this module answers without knowing anything of fx:
 
 * :func:`walk_history`: which of the node's inputs (and which parameter leaves) the history
   reaches, and over which kind of edge (differentiable, identically zero, no derivative), reading
-  torch's own derivative table through :func:`fxflow.static.rules.derivative_kinds`;
+  torch's own derivative table through :func:`fxflow.core.derivatives.derivative_kinds`;
 * :func:`backward_kinds`: the same from one real backward of seeded random cotangents, for what
   only running the backward tells (a custom ``autograd.Function``'s own backward).
 
@@ -15,14 +15,18 @@ Inputs are known by :func:`entry_key`: where a tensor's gradient enters autograd
 """
 from __future__ import annotations
 
+import itertools
 import math
 from dataclasses import dataclass, field
 from typing import Any, Callable, Collection, Container, Iterable, Mapping
 
 import torch
 
-from . import rules
-from .flow import DIFF, NONE, ZERO, tensors_in
+from . import derivatives
+from .tensors import tensors_in
+from ..verdicts import EdgeKind
+
+DIFF, ZERO, NONE = EdgeKind.DIFF, EdgeKind.ZERO, EdgeKind.NONE
 
 # A walk inside one node's autograd history never needs to be longer than this; it guards against
 # tensors captured from far upstream (a module caching an earlier activation, say).
@@ -48,8 +52,8 @@ EVERY_KIND = frozenset({DIFF, ZERO, NONE})
 
 
 @dataclass
-class Reach:
-    """What one :func:`reach` saw."""
+class WalkRecord:
+    """What one walk of autograd's graph (:func:`reach`) saw."""
 
     stopped: list[tuple] = field(default_factory=list)  # the stop keys it arrived at, in order
     leaves: list[torch.Tensor] = field(default_factory=list)  # leaves (AccumulateGrad) not among the stops
@@ -59,15 +63,15 @@ class Reach:
 
 
 def reach(roots: Iterable[tuple[Any, int]], stops: Container[tuple] = (), crossable: Collection[str] = EVERY_KIND,
-          kinds: Callable[[Any], Iterable[str]] | None = None, limit: float = math.inf) -> Reach:
+          kinds: Callable[[Any], Iterable[str]] | None = None, limit: float = math.inf) -> WalkRecord:
     """Walk autograd's graph from ``roots`` ((node, output number) pairs) towards the leaves.
 
     A key (:func:`node_key`) in ``stops`` is recorded and not walked past; an edge is crossed when
     its kind (``kinds(node)``, one per ``next_functions`` entry; torch's derivative table by
     default) is in ``crossable``. Each node is entered once; after ``limit`` nodes the walk stops.
     """
-    kinds = kinds or rules.derivative_kinds
-    found = Reach()
+    kinds = kinds or derivatives.derivative_kinds
+    found = WalkRecord()
     entered: set[int] = set()
     stack = list(roots)
     while stack and len(entered) < limit:
@@ -145,9 +149,10 @@ class Reached(dict):
     cut_short = False
 
     @property
-    def earlier(self) -> dict[str, str]:
-        """Results of earlier nodes reached other than as an input (see :func:`walk_history`)."""
-        return self.__dict__.setdefault("_earlier", {})
+    def results_not_passed(self) -> dict[str, str]:
+        """Results of earlier nodes the walk reached that the node was not passed as inputs
+        (see :func:`walk_history`): ``{node name: edge kind}``."""
+        return self.__dict__.setdefault("_results_not_passed", {})
 
 
 def walk_history(outputs: list[torch.Tensor], entries: dict[tuple, list[str]], known: Mapping[tuple, str] | set[tuple],
@@ -160,7 +165,7 @@ def walk_history(outputs: list[torch.Tensor], entries: dict[tuple, list[str]], k
     through an input counts too (``torch.autograd.grad(y, x, create_graph=True)`` is
     differentiable in everything ``y``'s derivative reads, which the call is not given). NONE: reached only through an op with no
     derivative for it (``floor_divide``): its backward raises, so no gradient gets there. Each pass
-    crosses one more kind of edge (see :func:`fxflow.static.rules.derivative_kinds`); a pass runs only
+    crosses one more kind of edge (see :func:`fxflow.core.derivatives.derivative_kinds`); a pass runs only
     if the one before skipped such an edge. ``histories``: where an output is a snapshot of a recorded
     tensor (:mod:`fxflow.capture.recorded`), the walk starts from that tensor's history.
     """
@@ -173,7 +178,7 @@ def walk_history(outputs: list[torch.Tensor], entries: dict[tuple, list[str]], k
     for key in leaves:
         for name in entries.get(key, ()):
             reached[name] = DIFF
-    stops = _Either(entries, known)
+    stops = _StopKeys(entries, known)
     skipped: set[str] = {DIFF}
     for crossing in (DIFF, ZERO, NONE):  # edges of this kind and the ones before it are crossed
         if crossing not in skipped:
@@ -185,7 +190,7 @@ def walk_history(outputs: list[torch.Tensor], entries: dict[tuple, list[str]], k
                 for name in entries[key]:
                     reached.setdefault(name, crossing)
             elif isinstance(known, Mapping):  # the result of an earlier node that is not an input here
-                reached.earlier.setdefault(known[key], crossing)
+                reached.results_not_passed.setdefault(known[key], crossing)
         for variable in walk.leaves:
             name = parameter_names.get(id(variable))
             if name:
@@ -194,15 +199,24 @@ def walk_history(outputs: list[torch.Tensor], entries: dict[tuple, list[str]], k
     return reached
 
 
-class _Either:
-    """The inputs' keys, and the earlier results' keys except leaves (a parameter reached is
-    named as a parameter, not as the earlier node that read it)."""
+class _StopKeys:
+    """Where a walk stops: the inputs' keys, and the earlier results' keys except leaves (a
+    parameter reached is named as a parameter, not as the earlier node that read it)."""
 
-    def __init__(self, inputs: Container[tuple], earlier: Container[tuple]) -> None:
-        self.inputs, self.earlier = inputs, earlier
+    def __init__(self, inputs: Container[tuple], earlier_results: Container[tuple]) -> None:
+        self.inputs, self.earlier_results = inputs, earlier_results
 
     def __contains__(self, key: object) -> bool:
-        return key in self.inputs or (key[0] != "leaf" and key in self.earlier)
+        return key in self.inputs or (key[0] != "leaf" and key in self.earlier_results)
 
 
 _CROSSABLE = {DIFF: {DIFF}, ZERO: {DIFF, ZERO}, NONE: {DIFF, ZERO, NONE}}
+
+
+def autograd_nodes(roots: Iterable[Any]) -> list[Any]:
+    """Every autograd node reachable from ``roots`` through ``next_functions``, each once."""
+    return reach([(root, 0) for root in roots if root is not None], kinds=_every_edge).nodes
+
+
+def _every_edge(function: Any) -> Iterable[str]:
+    return itertools.repeat(EdgeKind.DIFF)

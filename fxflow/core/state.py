@@ -77,11 +77,6 @@ def call_with_weights(module: torch.nn.Module, weights: dict[str, torch.Tensor],
         return functional_call(module, weights, tuple(args), kwargs or {}, tie_weights=True, strict=False)
 
 
-_TABLES = (
-    "_parameters", "_buffers", "_modules", "_forward_hooks", "_forward_pre_hooks",
-    "_backward_hooks", "_backward_pre_hooks", "_state_dict_hooks", "_load_state_dict_pre_hooks",
-    "_non_persistent_buffers_set",
-)
 _CONTAINERS = (list, dict, set)  # attributes whose contents are put back too
 
 

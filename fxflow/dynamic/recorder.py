@@ -1,7 +1,7 @@
 """Capture the actual run: record every torch call forward makes on the example inputs.
 
 The last resort of the chain, and the most faithful: forward runs for real (on the model's
-own device, meta included), a :class:`~torch.overrides.TorchFunctionMode` sees each torch
+own device, meta included), a part of the one forward observer (:mod:`fxflow.core.observer`) sees each torch
 function, tensor method and tensor attribute read, and each becomes one fx node whose inputs
 are the nodes that produced its tensor arguments. It follows the branch the inputs take, loops
 unrolled, and Python data in between becomes constants.
@@ -11,7 +11,7 @@ that returns plain data; a tensor that comes back (``torch.tensor(...)``, ``torc
 any untracked tensor appearing after an escape) becomes a *re-entry* node whose inputs are the
 escapes it came from. The parameter upstream is then reported ``cut`` at the escaping op rather
 than ``unused``. Module hooks keep ``nn_module_stack``; custom ``autograd.Function`` calls are
-single opaque nodes (see :mod:`fxflow.capture.functions`). :mod:`fxflow.capture.recording` runs a
+single opaque nodes (see :mod:`fxflow.core.functions`). :mod:`fxflow.dynamic.recording` runs a
 forward under this recorder.
 """
 from __future__ import annotations
@@ -25,16 +25,16 @@ from typing import Any, Callable, Iterator
 import torch
 import torch.fx as fx
 from torch._functorch import apis as functorch_apis
-from torch.overrides import TorchFunctionMode
 from torch.utils._pytree import SUPPORTED_NODES, tree_flatten, tree_map
 
+from ..core.observer import ForwardPart
 from .recorded import tensor_state
-from .source import ModuleStack
+from ..core.source import ModuleStack
 
-from .functions import (OPAQUE_KEY, CheckpointGate, Constant, OpaqueFunction, checkpoint_inputs, checkpointed_call,
+from ..core.functions import (OPAQUE_KEY, CheckpointGate, Constant, OpaqueFunction, checkpoint_inputs, checkpointed_call,
                         is_checkpoint, is_user_function, opaque_reason)
-from .grad_mode import META_KEY as GRAD_MODE_KEY, GradModeRecorder
-from .patching import ThreadPatch
+from ..core.grad_mode import META_KEY as GRAD_MODE_KEY, GradModeRecorder
+from ..core.patching import ThreadPatch
 
 _ESCAPES = {"numpy", "item", "tolist", "__array__", "__float__", "__int__", "__index__", "__complex__"}
 _CONSTRUCTORS = {"tensor", "as_tensor", "asarray", "from_numpy", "frombuffer", "new_tensor"}
@@ -43,7 +43,7 @@ _CONSTRUCTORS = {"tensor", "as_tensor", "asarray", "from_numpy", "frombuffer", "
 class Escape:
     """Node target for a tensor leaving torch: returns :class:`Escaped`, which is not a tensor."""
 
-    __module__ = "fxflow.capture.runtime"
+    __module__ = "fxflow.dynamic.recorder"
 
     def __init__(self, name: str) -> None:
         self.__name__ = self.__qualname__ = name.strip("_") or name
@@ -68,7 +68,7 @@ class SetItem:
     """``x[index] = value`` as a node that returns ``x`` (so the mutation has a result)."""
 
     __name__ = __qualname__ = "setitem"
-    __module__ = "fxflow.capture.runtime"
+    __module__ = "fxflow.dynamic.recorder"
 
     def __call__(self, tensor: torch.Tensor, index: Any, value: Any) -> torch.Tensor:
         tensor[index] = value
@@ -84,7 +84,7 @@ class Vmapped:
     """
 
     __name__ = __qualname__ = "vmap"
-    __module__ = "fxflow.capture.runtime"
+    __module__ = "fxflow.dynamic.recorder"
 
     def __init__(self, vmap_impl: Callable[..., Any], options: tuple) -> None:
         self.vmap_impl = vmap_impl
@@ -94,11 +94,13 @@ class Vmapped:
         return self.vmap_impl(*self.options, *args, **kwargs)
 
 
-class RunRecorder(TorchFunctionMode):
-    """Builds an fx graph of one real forward; see the module docstring."""
+class RunRecorder(ForwardPart):
+    """Builds an fx graph of one real forward; see the module docstring. A part of the one forward
+    observer (:mod:`fxflow.core.observer`) that also sees the calls dynamo traces."""
+
+    while_compiling = True
 
     def __init__(self, model: torch.nn.Module, grad_modes: GradModeRecorder) -> None:
-        super().__init__()
         self.graph = fx.Graph()
         self.grad_modes = grad_modes
         self.nodes: dict[int, fx.Node] = {}  # id(tensor) -> the node that produced it
@@ -176,11 +178,9 @@ class RunRecorder(TorchFunctionMode):
         return value
 
     # -- interception -----------------------------------------------------------------------
-    def __torch_function__(self, func: Callable, types: Any, args: tuple = (), kwargs: dict | None = None) -> Any:
-        kwargs = kwargs or {}
-        result = func(*args, **kwargs)
+    def observe(self, func: Callable, args: tuple, kwargs: dict, result: Any) -> None:
         if self.paused:
-            return result
+            return
         name = getattr(func, "__name__", "")
         tracked = any(isinstance(t, torch.Tensor) and (id(t) in self.nodes or id(t) in self.attributes)
                       for t in _leaves((args, kwargs)))
@@ -190,17 +190,16 @@ class RunRecorder(TorchFunctionMode):
             for scalar in (result if isinstance(result, list) else [result]):  # floats, not (cached) ints
                 if isinstance(scalar, (float, complex)):
                     self.scalars[id(scalar)] = (node, scalar)
-            return result
+            return
         if not _has_tensor(result) and name != "__setitem__":
-            return result  # metadata reads and Python data: used as constants later
+            return  # metadata reads and Python data: used as constants later
         if name in _CONSTRUCTORS and not tracked:
             data = args[0] if args else kwargs.get("data")
             node = self._reentry(name, result, data)
             if node is not None:
                 self.bind(result, node)
-                return result
+                return
         self.bind(result if name != "__setitem__" else args[0], self._record(func, name, args, kwargs))
-        return result
 
     def _record(self, func: Callable, name: str, args: tuple, kwargs: dict) -> fx.Node:
         node_args, node_kwargs = self._convert(args), self._convert(kwargs)

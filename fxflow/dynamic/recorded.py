@@ -1,6 +1,6 @@
 """A recorded run as the later stages get it: its graph, and its results without their data.
 
-:class:`Recorded` is what the recording of a real forward hands on (:mod:`fxflow.capture.recording`):
+:class:`Recorded` is what the recording of a real forward hands on (:mod:`fxflow.dynamic.recording`):
 the graph, or why there is none, and :class:`RecordedValues`. The annotation reads a recorded
 forward's results after the backward (:mod:`fxflow.static.annotate`, twins ``recorded``): their
 autograd history, shapes and dtypes, never their values. Holding the tensors themselves through the backward kept every activation
@@ -20,8 +20,8 @@ import torch
 import torch.fx as fx
 from torch.utils._pytree import tree_map
 
-from ..static.history import entry_key
-from ..static.twins import is_integer_scalar
+from ..core.history import entry_key
+from ..core.tensors import is_integer_scalar
 
 
 class History(NamedTuple):
@@ -29,7 +29,7 @@ class History(NamedTuple):
 
     grad_fn: Any  # its autograd node, or None for a leaf
     output_nr: int
-    key: tuple  # its entry key (fxflow.static.history.entry_key) when it was recorded
+    key: tuple  # its entry key (fxflow.core.history.entry_key) when it was recorded
 
 
 def history_of(tensor: torch.Tensor) -> History:

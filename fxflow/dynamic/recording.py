@@ -2,8 +2,8 @@
 
 :class:`Recording` wraps a forward (the check's probe runs its one real forward inside one, so the
 recording costs no forward of its own); :func:`record_run` runs forward itself. Either way the
-result is the fx graph that :class:`~fxflow.capture.runtime.RunRecorder` built, and the results of
-its nodes as snapshots (:mod:`fxflow.capture.recorded`).
+result is the fx graph that :class:`~fxflow.dynamic.recorder.RunRecorder` built, and the results of
+its nodes as snapshots (:mod:`fxflow.dynamic.recorded`).
 """
 from __future__ import annotations
 
@@ -15,12 +15,12 @@ import torch
 import torch.fx as fx
 
 from ..prepare.signature import positional_names
-from ..prepare.state import ModelSnapshot
-from ..static.flow import tensors_in
-from .functions import intercepted_apply
-from .grad_mode import GradModeRecorder
+from ..core.state import ModelSnapshot
+from ..core.tensors import tensors_in
+from ..core.functions import intercepted_apply
+from ..core.grad_mode import GradModeRecorder
 from .recorded import Recorded, RecordedValues, Snapshots, Unsupported, tensor_state
-from .runtime import RunRecorder
+from .recorder import RunRecorder
 
 
 def _input_names(model: torch.nn.Module, count: int) -> list[str]:
@@ -34,7 +34,7 @@ class Recording:
     to :meth:`finish`, and :attr:`graph_module` is the capture.
 
     The check's probe runs its one real forward this way (:mod:`fxflow.dynamic.probe`), so the
-    recording costs no forward of its own; :func:`runtime_capture` does the same with a plain call.
+    recording costs no forward of its own; :func:`record_run` does the same with a plain call.
     The run changes buffers (running statistics) and may change parameters in place:
     :meth:`restore` puts them back. Parameter values are copied when ``copy_parameters`` (the
     check's own snapshot copies them otherwise).
@@ -95,11 +95,6 @@ class Recording:
     def restore(self) -> None:
         """Put back what the run changed in the model (buffers; parameters when copied)."""
         self.snapshot.restore()
-
-
-def runtime_capture(model: torch.nn.Module, inputs: Sequence[Any] | None) -> fx.GraphModule:
-    """Run ``model`` once on ``inputs`` and return the graph of what it did; the model is left as found."""
-    return record_run(model, inputs).graph_module
 
 
 def record_run(model: torch.nn.Module, inputs: Sequence[Any] | None) -> Recorded:

@@ -13,11 +13,10 @@ from typing import Iterator
 import torch
 
 from ..verdicts import GRAD_MODE_KEY, GradRegion
-from .patching import ThreadPatch
+from .patching import INFERENCE_MODE, ThreadPatch
 from .source import current_user_source
 
 META_KEY = GRAD_MODE_KEY
-
 
 
 class GradModeRecorder:
@@ -65,9 +64,8 @@ class GradModeRecorder:
                 recorder.inference_region = recorder._inference_stack.pop()
 
         with _SET_GRAD_ENABLED.active(set_grad_enabled) as original_set, \
-                _INFERENCE_MODE.active(InferenceMode) as original_inference:
+                INFERENCE_MODE.active(InferenceMode) as original_inference:
             yield self
 
 
 _SET_GRAD_ENABLED = ThreadPatch(torch._C, "_set_grad_enabled")
-_INFERENCE_MODE = ThreadPatch(torch._C, "_InferenceMode")

@@ -17,18 +17,13 @@ from __future__ import annotations
 
 import contextlib
 from dataclasses import dataclass, field
-from typing import Any, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 from torch import nn
 from torch.utils._pytree import tree_map_only
 
 from ..verdicts import DynamicVerdict as Dynamic, StaticVerdict as Static
-
-def is_ddp(model: nn.Module) -> bool:
-    """True for ``DistributedDataParallel`` (and ``DataParallel``, which has the same ``module.`` prefix)."""
-    return isinstance(model, (nn.parallel.DistributedDataParallel, nn.DataParallel))
-
 
 def find_ddp(model: nn.Module) -> "nn.parallel.DistributedDataParallel | None":
     """The DDP wrapper around the user's module, if there is one (possibly under torch.compile)."""
@@ -109,7 +104,7 @@ def plain_structure(model: nn.Module) -> Iterator[nn.Module]:
     if not is_sharded(model) and not any(_fsdp_base_class(m) for m in model.modules()):
         yield model
         return
-    from ..prepare.state import preserved_module_attributes
+    from .state import preserved_module_attributes
 
     classes = [(m, type(m)) for m in model.modules()]
     replacements: dict[int, nn.Parameter] = {}
@@ -179,10 +174,13 @@ class DDPGuidance:
             head = f"DDP: {count} trainable parameter{'s' if count != 1 else ''} got no gradient ({_names(self.parameters, 8)})"
         if self.configured:
             return head + "; find_unused_parameters=True is set and is needed for them (or fix the cut, or freeze them)"
-        fail = "will fail" if self.configured is False else "fails"
-        return (head + f"; without find_unused_parameters=True the next forward {fail} with \"{DDP_ERROR}\". "
-                "Fix the cut, freeze them (requires_grad_(False) before wrapping), or pass "
-                "find_unused_parameters=True. The grad norms shown are this rank's own: DDP left their buckets unreduced")
+        fix = ("Fix the cut, freeze them (requires_grad_(False) before wrapping), or pass "
+               "find_unused_parameters=True")
+        if self.configured is None:  # no DDP wrapper in this run: what it would do, not what it did
+            return (head + f"; under DDP without find_unused_parameters=True the next forward would fail with "
+                    f"\"{DDP_ERROR}\". {fix}")
+        return (head + f"; without find_unused_parameters=True the next forward will fail with \"{DDP_ERROR}\". "
+                f"{fix}. The grad norms shown are this rank's own: DDP left their buckets unreduced")
 
     def _over_steps(self) -> str:
         dead = (f"{_names(self.parameters)} got no gradient on any of the {self.steps} steps: dead (remove it, or "
@@ -198,7 +196,8 @@ def ddp_guidance(report: Any, ddp: nn.Module | None = None) -> DDPGuidance:
     return guidance(report.parameters, ddp, getattr(report, "steps", 1) or 1)
 
 
-def guidance(parameters: Iterable[Any], ddp: nn.Module | None = None, steps: int = 1) -> DDPGuidance:
+def guidance(parameters: Iterable[Any], ddp: nn.Module | None = None, steps: int = 1,
+             without_gradient: Callable[[str], list[int]] | None = None) -> DDPGuidance:
     """DDP advice from parameter reports.
 
     DDP only registers parameters with ``requires_grad=True``; each one that gets no gradient in a
@@ -208,8 +207,11 @@ def guidance(parameters: Iterable[Any], ddp: nn.Module | None = None, steps: int
     unused) stand in for the missing gradients.
     """
     trainable = [p for p in parameters if p.static not in (Static.FROZEN, Static.UNREGISTERED)]
-    if steps > 1:
-        dry = [p.name for p in trainable if p.steps_with_gradient == 0]
+    if steps > 1 and without_gradient is not None:  # DDP reduces a zero gradient like any other: None counts
+        dry = [p.name for p in trainable if len(without_gradient(p.name)) == steps]
+        sometimes = [p.name for p in trainable if 0 < len(without_gradient(p.name)) < steps]
+    elif steps > 1:
+        dry = [p.name for p in trainable if p.steps_with_gradient == 0 and p.dynamic == Dynamic.MISSING]
         sometimes = [p.name for p in trainable if p.dynamic == Dynamic.INTERMITTENT]
     else:
         dry = sorted(p.name for p in trainable if (

@@ -49,7 +49,7 @@ class Constant:
 
     __name__ = "constant"
     __qualname__ = "constant"
-    __module__ = "fxflow.capture.functions"
+    __module__ = "fxflow.core.functions"
 
     def __init__(self, value: Any) -> None:
         self.value = value
@@ -97,7 +97,7 @@ class CheckpointGate:
     """
 
     __name__ = __qualname__ = "checkpoint"
-    __module__ = "fxflow.capture.functions"
+    __module__ = "fxflow.core.functions"
 
     def __call__(self, output: Any, *inputs: Any) -> Any:
         from torch.utils._pytree import tree_flatten, tree_map
@@ -113,7 +113,7 @@ _APPLY = ThreadPatch(torch.autograd.function.Function, "apply", classmethod)
 @contextlib.contextmanager
 def intercepted_apply(handler: ApplyHandler) -> Iterator[None]:
     """Route every ``torch.autograd.Function.apply`` call this thread makes to ``handler`` while
-    inside; other threads' calls run as they would (:mod:`fxflow.capture.patching`)."""
+    inside; other threads' calls run as they would (:mod:`fxflow.core.patching`)."""
 
     def apply(cls: type, *args: Any, **kwargs: Any) -> Any:
         def call_original(*a: Any, **k: Any) -> Any:

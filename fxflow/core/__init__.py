@@ -1,0 +1,1 @@
+"""The floor under the stages: parts that several stages share and that import no stage."""

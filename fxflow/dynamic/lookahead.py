@@ -1,0 +1,108 @@
+"""Look ahead when a gradient is exactly zero: does a parameter learn once the first steps move the
+zero-initialized weights that hold it?
+
+LoRA's ``B``, adaLN-Zero's modulation, ControlNet's zero convolutions, ReZero's α, a ResNet's zero
+last BatchNorm and μP's zero readout all start at zero by design: everything they multiply gets an
+exactly zero gradient on the first step, and a real one from the second (or, for two zero-inits in a
+chain, the third). A dead ReLU, a 0.0 loss weight or a zero buffer give the same exact zero on step 1
+and on every step after it. The only way to tell them apart is to take the step.
+
+:func:`look_ahead` takes a few small optimizer-like steps on the parameters that did get a gradient
+and runs forward and backward again after each, while new parameters come alive. The rule is fixed
+and documented (docs/verdicts.md): each such tensor moves against the sign of its gradient by
+:data:`STEP_RELATIVE` of its own RMS (:data:`STEP_FLOOR` for an all-zero tensor), computed in fp32.
+A sign step is what Adam's first update is; a size relative to the weight keeps a dead unit from
+being revived by a large step and a half-precision weight from being left unmoved by a tiny one.
+Each tensor is replaced for the look-ahead and the original object put back afterwards, so the
+user's weights are restored bit for bit (the model's buffers, grads and random state are restored by
+:func:`fxflow.core.state.untouched` around the check).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable
+
+import torch
+
+from ..core.tensors import l2_norm
+
+STEP_RELATIVE = 1e-2  # each step moves a tensor by this fraction of its RMS ...
+STEP_FLOOR = 1e-3  # ... or by this much where the tensor is all zeros
+MAX_STEPS = 3  # look-ahead steps at most: learning from step 4 is the latest that is told apart
+
+Rerun = Callable[[], "dict[str, bool] | None"]  # forward + backward again: which parameters got a non-zero gradient
+
+
+@dataclass
+class LookAhead:
+    """What the look-ahead found for the parameters whose first gradient was exactly zero."""
+
+    zeros: list[str]  # exactly zero on step 1
+    learns_from: dict[str, int] = field(default_factory=dict)  # name -> first step with a non-zero gradient
+    steps: int = 1  # steps seen, the first included
+    note: str | None = None  # why the look-ahead stopped early (a rerun failed)
+
+    @property
+    def still_zero(self) -> list[str]:
+        return [name for name in self.zeros if name not in self.learns_from]
+
+
+def look_ahead(parameters: dict[str, torch.nn.Parameter], zeros: Iterable[str], rerun: Rerun, *,
+               movable: Callable[[str], bool] | None = None, max_steps: int = MAX_STEPS) -> LookAhead:
+    """Step, rerun, repeat while new parameters come alive; the weights are put back on return.
+
+    ``parameters``: the model's, with the first backward's gradients in ``.grad``. ``rerun()`` runs
+    forward and backward again (same inputs and random draws), leaves the new gradients in ``.grad``
+    and returns, per parameter, whether its gradient is non-zero and finite (None: it could not run).
+    ``movable(name)``: whether the optimizer moves it (all trainable parameters when not given).
+    Which zero-initialized weights held each zero is the diagnose stage's (:mod:`fxflow.diagnose.holders`).
+    """
+    found = LookAhead(zeros=sorted(zeros))
+    remaining = set(found.zeros)
+    originals: dict[str, torch.Tensor] = {}
+    try:
+        for step in range(2, max_steps + 2):
+            if not _sign_step(parameters, movable, originals):
+                break  # nothing had a gradient to move it: every later step is the first one again
+            for parameter in parameters.values():
+                parameter.grad = None
+            alive = rerun()
+            if alive is None:
+                found.note = f"the look-ahead's run after step {step - 1} failed: its zeros are judged as found"
+                break
+            found.steps = step
+            revived = sorted(name for name in remaining if alive.get(name))
+            for name in revived:
+                found.learns_from[name] = step
+            remaining.difference_update(revived)
+            if not remaining or not revived:
+                break
+    finally:
+        for name, original in originals.items():
+            parameters[name].data = original
+    return found
+
+
+def _sign_step(parameters: dict[str, torch.nn.Parameter], movable: Callable[[str], bool] | None,
+               originals: dict[str, torch.Tensor]) -> bool:
+    """Move every parameter with a finite non-zero gradient one sign step; False when none moved."""
+    moved = False
+    with torch.no_grad():
+        for name, parameter in parameters.items():
+            grad = parameter.grad
+            if grad is None or not parameter.requires_grad or parameter.is_complex() or parameter.is_meta:
+                continue
+            if movable is not None and not movable(name):
+                continue
+            if grad.layout != torch.strided:  # sparse (Embedding(sparse=True))
+                grad = grad.to_dense()
+            direction = torch.sign(torch.nan_to_num(grad.float(), nan=0.0, posinf=0.0, neginf=0.0))
+            if not bool(direction.any()):
+                continue
+            current = parameter.detach().float()
+            rms = l2_norm(current) / max(current.numel(), 1) ** 0.5
+            size = STEP_RELATIVE * rms if rms > 0 else STEP_FLOOR
+            originals.setdefault(name, parameter.data)
+            parameter.data = (current - size * direction).to(parameter.dtype)
+            moved = True
+    return moved
