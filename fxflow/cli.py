@@ -17,20 +17,33 @@ from typing import Any, Iterator, Sequence
 
 from . import __version__
 from .errors import first_line
+from .present.text import FOLD_ROWS
 from .verdicts import ReportStatus
 
+EXIT_CODES = """exit codes:
+  0  a real backward reached every trainable parameter (or --no-backward found nothing wrong)
+  1  a parameter will not learn, or loss.backward() raises (with --baseline: a problem it does not know)
+  2  the check could not run (one line on stderr says why), or no backward ran: not verified
+"""
 EXAMPLES = """examples:
   fxflow check examples/seed.py:Net
   fxflow check model.py:Net --input-size 16,10 --json
   fxflow check model.py:build --arg hidden=64 --input-size 2,7:long
   fxflow check model.py:Net --allow 'target_net.*'      # deliberate dryness passes CI
+  fxflow check model.py:Net --all                       # every row, however many parameters
   fxflow render model.py:Net -o flow.svg
-"""
+
+""" + EXIT_CODES
 
 
 DIFF_EXAMPLES = """examples:
   fxflow check model.py:Net --json > before.json   # on the main branch
   fxflow diff before.json model.py:Net             # after the change: exit 1 if something stopped learning
+
+exit codes:
+  0  nothing stopped learning
+  1  NEW has a problem OLD did not
+  2  a report could not be read or a target could not be checked
 """
 
 FORMATS = ("text", "json", "github", "sarif")
@@ -86,6 +99,9 @@ def build_parser() -> argparse.ArgumentParser:
     _add_common(check)
     check.add_argument("--format", choices=FORMATS, default="text",
                        help="text (default), json, github (workflow annotations) or sarif (code scanning)")
+    check.add_argument("--all", action="store_true", dest="all_rows",
+                       help=f"list every parameter (above {FOLD_ROWS} the table lists those with a problem "
+                            "and one line for the rest)")
     check.add_argument("--json", action="store_const", dest="format", const="json", help="the same as --format json")
     check.add_argument("--baseline", metavar="FILE", help="fail only on problems not recorded in FILE")
     check.add_argument("--write-baseline", action="store_true",
@@ -110,7 +126,10 @@ RENDER_EXAMPLES = """examples:
   fxflow render model.py:Net -o flow.svg --all      # also the int/bool/mask nodes hidden by default
   fxflow render model.py:Net -o flow.svg --strict   # exit 1 when a parameter will not learn, as check
 
-render exits 0 once the picture is written; `fxflow check` (or --strict) is the gate.
+exit codes:
+  0  the picture is written (with --strict: as check, 1 when a parameter will not learn)
+  2  the picture could not be made (one line on stderr says why)
+`fxflow check` (or --strict) is the gate.
 """
 
 
@@ -233,7 +252,7 @@ def _show_check(options: argparse.Namespace, report: Any) -> int:
     else:
         from .present.terminal import Terminal
 
-        terminal = Terminal(color=not options.no_color, quiet=options.quiet)
+        terminal = Terminal(color=not options.no_color, quiet=options.quiet, all_rows=options.all_rows)
         try:
             terminal.show(report)
             if comparison is not None:
@@ -313,7 +332,7 @@ def _analyse(options: argparse.Namespace) -> tuple[Any, str | None]:
 
 def _render(options: argparse.Namespace, report: Any) -> str | None:
     """Draw the picture ``render`` asks for; returns the DOT when it goes to stdout."""
-    choices = dict(depth=options.depth, focus=options.focus, show_all=options.show_all)
+    choices = dict(depth=options.depth, focus=options.focus, show_all=options.show_all, announce=not options.quiet)
     if options.output == "-" and options.format in (None, "dot"):
         return report.to_dot(**choices)
     report.render(options.output, format=options.format, scale=options.scale, **choices)

@@ -34,7 +34,9 @@ def test_github_annotation_at_the_cut_line(run_fxflow):
     annotations = [l for l in out.splitlines() if l.startswith("::")]
     assert annotations == [
         f"::error file=examples/seed.py,line={line},title=fxflow cut::detach cuts {', '.join(dry)} off from the "
-        "output: detach() returns a tensor with no autograd history, so the gradient stops here"]
+        "output: detach() returns a tensor with no autograd history, so the gradient stops here"
+        "%0Afix: remove the detach, or use a straight-through estimator: `x + (f(x) - x).detach()`; "
+        "for a deliberate freeze, pass --allow 'first.*' --allow 'middle.*'"]
     assert out.splitlines()[-1].startswith("problem: 4 of 6 parameters will not learn")
 
 
@@ -125,7 +127,9 @@ def test_unused_at_the_attribute_s_line_and_the_rest_at_the_class(run_fxflow, wr
     assert code == 1, err
     lines = out.splitlines()
     assert "::error file=deep.py,line=8,title=fxflow unused::spare.weight, spare.bias are unused: " \
-           "its module spare is never called in forward" in lines
+           "its module spare is never called in forward%0Afix: call the layer in forward, or delete it " \
+           "(unused trainable parameters also break DDP); " \
+           "for a deliberate freeze, pass --allow 'spare.*'" in lines
     (warning,) = [line for line in lines if line.startswith("::warning")]
     assert warning.startswith("::warning file=deep.py,line=4,title=fxflow vanishing::")
     assert "have vanishing gradients (smallest norm " in warning and "e-" in warning

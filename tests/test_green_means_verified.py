@@ -234,7 +234,8 @@ def test_without_a_backward_nothing_is_ok_and_a_function_that_never_ran_decides_
     assert not report.verified and not report.ok and report.status == "not verified" and report.exit_code == 2
     verdicts = {p.name: p.static for p in report.parameters}
     assert verdicts == {"norm.weight": "unknown", "norm.bias": "unknown", "fc.weight": "reachable", "fc.bias": "reachable"}
-    assert report.summary().startswith("not verified: no backward ran (give --input-size or example_inputs())")
+    assert report.summary().startswith("not verified: no backward ran for forward(q, k, lengths) "
+                                       "(give --input-size or example_inputs())")
     assert any("forward(q, k, lengths)" in note for note in report.notes)
     with pytest.raises(AssertionError, match="not verified"):
         fxflow.assert_gradients_flow(ThreeInputs())

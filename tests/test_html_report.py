@@ -272,3 +272,73 @@ def test_the_gradient_health_chart_of_a_watched_loop(browser, tmp_path):
         page.page.locator("#fx-health").screenshot(path=str(tmp_path / "health.png"))
     finally:
         page.page.close()
+
+
+# -- issue 31: the first view, the side panel, whole sites ---------------------------------------
+_SMALLEST_TEXT_PX = """key => {
+    const title = [...document.querySelectorAll('g.node > title')].find(t => t.textContent === key);
+    const scale = title.ownerSVGElement.getScreenCTM().a;  // screen pixels per SVG unit (a point)
+    return Math.min(...[...title.parentNode.querySelectorAll('text')].map(
+        t => parseFloat(t.getAttribute('font-size')) * scale));
+}"""
+
+
+@pytest.fixture(scope="module")
+def gpt2_4_html(tmp_path_factory) -> Path:
+    import fxflow
+    from tests.models.newcomer import gpt2_detached_block, gpt2_inputs
+
+    path = tmp_path_factory.mktemp("report") / "gpt2_4.html"
+    torch_model = gpt2_detached_block(layers=4)
+    render_file(fxflow.check(torch_model, gpt2_inputs()), str(path), announce=False)
+    return path
+
+
+def test_a_4_layer_gpt2_opens_on_the_cut_with_text_at_least_12_px(browser, gpt2_4_html, tmp_path):
+    assert gpt2_4_html.stat().st_size < 600_000  # 1.03 MB with every view of a small GPT-2 pre-rendered
+    page = Page(browser, gpt2_4_html)
+    try:
+        assert page.errors == []
+        assert page.in_viewport("detach")  # no click: the first view is on the cut
+        assert page.page.evaluate(_SMALLEST_TEXT_PX, "detach") >= 12
+        page.page.screenshot(path=str(tmp_path / "gpt2_4_first_view.png"))
+    finally:
+        page.page.close()
+
+
+def test_switching_views_clears_the_side_panel(seed_page):
+    hint = seed_page.page.inner_text("#fx-panel")
+    seed_page.node("detach").click()
+    assert "examples/seed.py:15" in seed_page.page.inner_text("#fx-panel")
+    options = seed_page.page.locator("#fx-view option")
+    assert options.count() > 1
+    seed_page.page.select_option("#fx-view", options.nth(1).get_attribute("value"))
+    assert seed_page.page.inner_text("#fx-panel") == hint  # nothing of the last view's selection stays
+
+
+_LINES_OF = """([selector, words]) => {
+    const element = document.querySelector(selector);
+    const walker = document.createTreeWalker(element, NodeFilter.SHOW_TEXT);
+    for (let node = walker.nextNode(); node; node = walker.nextNode()) {
+        const at = node.textContent.indexOf(words);
+        if (at < 0) continue;
+        const range = document.createRange();
+        range.setStart(node, at);
+        range.setEnd(node, at + words.length);
+        return new Set([...range.getClientRects()].map(r => Math.round(r.top))).size;
+    }
+    return 0;
+}"""
+
+
+@pytest.mark.parametrize("width", [1400, 1000])
+def test_a_file_and_line_never_splits_across_lines(browser, seed_html, width):
+    page = Page(browser, seed_html)
+    try:
+        page.page.set_viewport_size({"width": width, "height": 900})
+        # a long path may break after its folder, the file and line never
+        assert page.page.evaluate(_LINES_OF, ['#fx-table tr[data-name="first.weight"] td.fx-cut-by', "seed.py:15"]) == 1
+        page.node("detach").click()
+        assert page.page.evaluate(_LINES_OF, ["#fx-panel dl", "examples/seed.py:15"]) == 1
+    finally:
+        page.page.close()

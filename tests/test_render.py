@@ -116,7 +116,7 @@ def test_nested_zero_frozen_unused_and_clusters():
         assert "fxflow-unused" in nodes["param." + name].attrs["class"]
         assert nodes["param." + name].attrs["tooltip"].startswith(name)
     labels = {c.attrs.get("label") for c in clusters}
-    assert {"blocks.0 (Block)", "blocks.3.mlp (MLP)", "never called in forward", "aux_head (Linear)"} <= labels
+    assert {"blocks.0 (Block)", "blocks.3.mlp (MLP)", "not called in forward on the checked batch", "aux_head (Linear)"} <= labels
     # every edge leaving a parameter that learns is wet; the ones of the dry stem are dry
     states = {e.ids: e.attrs["class"].split()[-1] for e in edges}
     assert states[("param.head.weight", "head")] == "fxflow-edge-wet"

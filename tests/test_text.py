@@ -63,11 +63,13 @@ def test_summary_counts_match_the_report() -> None:
 
 import json  # noqa: E402
 import math  # noqa: E402
+import re  # noqa: E402
 
 from torch import nn  # noqa: E402
 
 from fxflow.static.explain import with_article  # noqa: E402
 from fxflow.present.text import format_norm, render_text  # noqa: E402
+from tests.gradtruth import real_gradients  # noqa: E402
 from tests.models import reference_dynamic  # noqa: E402
 from tests.models.causes import Argmax  # noqa: E402
 
@@ -117,14 +119,20 @@ def test_vanishing_norms_show_their_magnitude_and_the_summary_says_so() -> None:
     assert len(vanishing) > 20  # the model does what it is for
     report = fxflow.check(model, x)
     assert [p.name for p in report.parameters if p.dynamic == "vanishing"] == vanishing
-    rows = {line.split()[0]: line for line in render_text(report).splitlines()[3:3 + len(report.parameters)]}
+    rows = {line.split()[0]: line for line in render_text(report, all_rows=True).splitlines()[3:3 + len(report.parameters)]}
     for parameter in report.parameters:
         cell = rows[parameter.name].split()[4]
         assert math.isclose(float(cell), parameter.grad_norm, rel_tol=1e-3)  # the printed digits are the value
         assert float(cell) != 0.0
     smallest = min(p.grad_norm for p in report.parameters if p.dynamic == "vanishing")
-    assert report.summary() == (f"ok: all {len(report.parameters)} trainable parameters get a gradient; "
-                                f"{len(vanishing)} vanishing (smallest norm {format_norm(smallest)})")
+    largest = max(float(g.norm()) for g in real_gradients(model, (x,)).values())  # the real backward's
+    summary = report.summary()
+    assert summary.startswith(f"ok: all {len(report.parameters)} trainable parameters get a gradient; "
+                              f"{len(vanishing)} vanishing (smallest norm {format_norm(smallest)}, 1/")
+    # relative to what: the largest gradient in the model, as a fraction a reader can picture
+    found = re.search(r", 1/(\S+) of the largest's (\S+)\)$", summary)
+    assert math.isclose(float(found[2]), largest, rel_tol=1e-3)
+    assert math.isclose(float(found[1]), largest / smallest, rel_tol=0.05)
     assert "e-" in format_norm(smallest)
 
 

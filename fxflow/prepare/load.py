@@ -13,6 +13,7 @@ import importlib.util
 import itertools
 import inspect
 import os
+import re
 import sys
 from dataclasses import dataclass, field
 from types import ModuleType
@@ -45,8 +46,15 @@ def parse_args(pairs: Sequence[str]) -> dict[str, Any]:
     return result
 
 
+_DRIVE = re.compile(r"[A-Za-z]:[\\/]")  # a Windows drive at the start of a path
+
+
 def split_target(target: str) -> tuple[str, str | None]:
     """``"file.py:Net"`` -> ("file.py", "Net"); ``"file.py"`` -> ("file.py", None): the name is found later."""
+    drive = _DRIVE.match(target)  # C:\proj\model.py[:Name]: the drive's colon names nothing
+    if drive:
+        location, name = split_target(target[2:])
+        return target[:2] + location, name
     location, sep, name = target.rpartition(":")
     if not sep and target.strip() and ":" not in target:
         return target, None
@@ -57,7 +65,7 @@ def split_target(target: str) -> tuple[str, str | None]:
 
 def import_location(location: str) -> ModuleType:
     """Import a file path or a dotted module name, turning every failure into one clear line."""
-    is_file = location.endswith(".py") or os.sep in location or "/" in location
+    is_file = location.endswith(".py") or os.sep in location or "/" in location or "\\" in location
     if is_file:
         if not os.path.isfile(location):
             raise FxflowError(f"file not found: {location}")

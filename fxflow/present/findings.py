@@ -16,7 +16,9 @@ from typing import Iterable
 
 from ..report import ParameterReport, Report
 from ..verdicts import CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static
-from .text import allowed_problems, format_norm, name_list, nonfinite_sentence, verdict_of
+from .fixes import fix_line, site_cause, verdict_cause
+from .fresh import fresh_paragraph, fresh_tensor_sources
+from .text import allowed_problems, name_list, nonfinite_sentence, vanishing_size, verdict_of
 
 ERROR, WARNING, NOTE = "error", "warning", "note"  # SARIF's level words; GitHub says "notice" for note
 
@@ -50,6 +52,7 @@ class Finding:
     line: int | None
     parameters: list[str] = field(default_factory=list)
     known: bool = False  # every failing parameter of it is in the baseline
+    fix: str = ""  # "fix: ...", from fxflow.present.fixes: the same line the text report prints
 
 
 def split_source(source: str | None) -> tuple[str | None, int | None]:
@@ -123,10 +126,11 @@ def findings(report: Report, known: Iterable[str] = ()) -> list[Finding]:
     allowed = {p.name for p in allowed_problems(report)}
     result: list[Finding] = []
     target_path, target_line = target_location(report.target)
+    every = [p.name for p in report.parameters]
     for site in report.backward_raises:  # about no parameter: neither --allow nor a baseline can accept it
         path, line = split_source(site.source) if site.source else (target_path, target_line)
         message = site.reason if site.source else f"loss.backward() raises {site.reason}"
-        result.append(Finding(BACKWARD_RAISES, ERROR, message, path, line))
+        result.append(Finding(BACKWARD_RAISES, ERROR, message, path, line, fix=fix_line("backward-raises")))
     explained: set[str] = set()
     for site in report.cuts:
         victims = [p for p in report.parameters if any(s.node == site.node for s in p.cut_by)
@@ -139,7 +143,7 @@ def findings(report: Report, known: Iterable[str] = ()) -> list[Finding]:
         effect = f"gives {names} an exactly zero gradient" if zero else f"cuts {names} off from the output"
         path, line, via = _in_checked_file(site, target_path)
         finding = Finding(Static.ZERO if zero else Static.CUT, ERROR, f"{site.op}{via} {effect}: {site.reason}", path, line,
-                          [p.name for p in victims])
+                          [p.name for p in victims], fix=fix_line(site_cause(site, zero), [p.name for p in victims], every))
         result.append(_leveled(finding, failing, allowed, known))
     groups: dict[tuple[str, str | None], list[ParameterReport]] = {}
     for parameter in report.parameters:
@@ -152,19 +156,24 @@ def findings(report: Report, known: Iterable[str] = ()) -> list[Finding]:
         rule = rule if rule in RULES else Dynamic.MISSING
         verb = "is" if len(parameters) == 1 else "are"
         message = f"{name_list([p.name for p in parameters])} {verb} {verdict}" + (f": {diagnosis}" if diagnosis else "")
-        finding = Finding(rule, ERROR, message, path, line, [p.name for p in parameters])
+        names = [p.name for p in parameters]
+        finding = Finding(rule, ERROR, message, path, line, names, fix=fix_line(verdict_cause(verdict, names), names, every))
         result.append(_leveled(finding, failing, allowed, known))
+    for source in fresh_tensor_sources(report):  # no parameter to fail, so a warning at the line
+        path, line = split_source(source)
+        paragraph, _, fix = fresh_paragraph(source).partition("\n")
+        result.append(Finding(Static.UNREGISTERED, WARNING, paragraph.removeprefix(f"At {source} "), path, line, fix=fix))
     for birth in report.nonfinite:  # the parameters it reached are a finding of their own (nonfinite)
         path, line = split_source(birth.source) if birth.source else (target_path, target_line)
-        result.append(Finding(NONFINITE_ORIGIN, ERROR, nonfinite_sentence(birth), path, line))
+        result.append(Finding(NONFINITE_ORIGIN, ERROR, nonfinite_sentence(birth), path, line, fix=fix_line(Dynamic.NONFINITE)))
     vanishing = [p for p in report.parameters if p.dynamic == Dynamic.VANISHING]
     if vanishing:
         path, line = target_path, target_line
-        smallest = min((p.grad_norm for p in vanishing if p.grad_norm is not None), default=None)
-        size = f" (smallest norm {format_norm(smallest)})" if smallest is not None else ""
-        message = (f"{len(vanishing)} of {len(report.parameters)} parameters have vanishing gradients{size}: "
+        message = (f"{len(vanishing)} of {len(report.parameters)} parameters have vanishing gradients"
+                   f"{vanishing_size(report)}: "
                    f"{name_list([p.name for p in vanishing])}")
-        result.append(Finding(Dynamic.VANISHING, WARNING, message, path, line, [p.name for p in vanishing]))
+        result.append(Finding(Dynamic.VANISHING, WARNING, message, path, line, [p.name for p in vanishing],
+                              fix=fix_line(Dynamic.VANISHING)))
     return result
 
 

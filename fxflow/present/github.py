@@ -38,6 +38,6 @@ def github_annotations(report: Report, known: Iterable[str] = ()) -> str:
             if finding.line:
                 properties.append(f"line={finding.line}")
         properties.append(f"title={escape_property('fxflow ' + finding.rule)}")
-        lines.append(f"::{_COMMANDS[finding.level]} {','.join(properties)}::{escape_data(finding.message)}")
+        lines.append(f"::{_COMMANDS[finding.level]} {','.join(properties)}::{escape_data(finding.message + (chr(10) + finding.fix if finding.fix else ''))}")
     lines.append(summary_line(report))
     return "\n".join(lines)

@@ -14,49 +14,44 @@ from typing import Any, Iterable
 from ..version import __version__
 from ..report import Report
 from ..verdicts import DynamicVerdict as Dynamic, StaticVerdict as Static
+from .fixes import CUT_CAUSES, fix_text, fix_when
 from .findings import BACKWARD_RAISES, NONFINITE_ORIGIN, RULES, ZERO_GRADIENT, Finding, findings
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
 
-# rule id -> (readable name, help: what to do about it). A name that only differs from the id by
-# case is what SARIF1001 warns about; the help is what a code-scanning dashboard shows under the alert.
-RULE_NAMES: dict[str, tuple[str, str]] = {
-    Static.CUT: ("ParametersCutOffFromOutput",
-            "Remove the op at this line from the path to the loss (a detach, .data, an integer cast, a "
-            "comparison, a no_grad region), or freeze the parameters on purpose with requires_grad_(False)."),
-    Static.ZERO: ("ExactlyZeroDerivative",
-             "The op at this line has a derivative of exactly zero (round, sign, a step function): use a "
-             "differentiable relaxation or a straight-through estimator."),
-    Static.UNUSED: ("ParametersNeverUsed",
-               "The attribute defined at this line is never called in forward, or nothing it computes reaches "
-               "the output: call it, delete it, or pass --allow for deliberate extras."),
-    Dynamic.MISSING: ("NoGradientInRealBackward",
-                "A real loss.backward() left .grad as None: see the message for why, and fxflow check for the table."),
-    ZERO_GRADIENT: ("ZeroGradientInRealBackward",
-                      "A real loss.backward() left exactly zero gradients, made at this line on this batch "
-                      "(a dead ReLU, an expert no token reached, a zero mask): check the initialization or routing."),
-    Dynamic.NONFINITE: ("NonfiniteGradient",
-                  "A real loss.backward() left NaN or inf in .grad: look for log/sqrt/division of zero in forward."),
-    Dynamic.VANISHING: ("VanishingGradient",
-                  "Gradients far smaller than the largest in the model: check depth, normalization and initialization."),
-    BACKWARD_RAISES: ("LossBackwardRaises",
-                        "loss.backward() raises at this line: the op has no derivative for an input the gradient "
-                        "reaches; detach its input or replace the op."),
-    Static.UNREGISTERED: ("TensorNotRegisteredAsParameter",
-                     "The attribute defined at this line holds modules in a plain list or a tensor made with "
-                     "requires_grad=True: use nn.ModuleList / nn.ModuleDict or nn.Parameter so the optimizer gets it."),
-    NONFINITE_ORIGIN: ("NonfiniteValueBornHere",
-                         "The op at this line makes the first NaN or inf from finite values (log of a negative number, "
-                         "0/0, an overflow, or a derivative that is infinite at 0): guard its input."),
+# rule id -> readable name (one that only differs from the id by case is what SARIF1001 warns about)
+RULE_NAMES: dict[str, str] = {
+    Static.CUT: "ParametersCutOffFromOutput", Static.ZERO: "ExactlyZeroDerivative", Static.UNUSED: "ParametersNeverUsed",
+    Dynamic.MISSING: "NoGradientInRealBackward", ZERO_GRADIENT: "ZeroGradientInRealBackward",
+    Dynamic.NONFINITE: "NonfiniteGradient", Dynamic.VANISHING: "VanishingGradient",
+    BACKWARD_RAISES: "LossBackwardRaises", Static.UNREGISTERED: "TensorNotRegisteredAsParameter",
+    NONFINITE_ORIGIN: "NonfiniteValueBornHere",
 }
+# rule id -> the causes whose fixes its help lists (fxflow.present.fixes: the text report's fix lines)
+RULE_CAUSES: dict[str, tuple[str, ...]] = {
+    Static.CUT: CUT_CAUSES, Static.ZERO: ("zero-derivative",), Static.UNUSED: (Static.UNUSED,),
+    Dynamic.MISSING: (Dynamic.MISSING,), ZERO_GRADIENT: (Dynamic.ZERO,), Dynamic.NONFINITE: (Dynamic.NONFINITE,),
+    Dynamic.VANISHING: (Dynamic.VANISHING,), BACKWARD_RAISES: ("backward-raises",),
+    Static.UNREGISTERED: ("unregistered-list", Static.UNREGISTERED), NONFINITE_ORIGIN: (Dynamic.NONFINITE,),
+}
+
+
+def rule_help(rule: str) -> str:
+    """What a dashboard shows under the alert: the fix of each cause the rule covers."""
+    causes = RULE_CAUSES[rule]
+    if len(causes) == 1:
+        return fix_text(causes[0])
+    return "The fix depends on the cause: " + " ".join(f"{fix_when(cause)}: {fix_text(cause)}" for cause in causes)
+
+
 INFORMATION_URI = "https://github.com/fxflow/fxflow"
 
 
 def sarif_log(report: Report, known: Iterable[str] | None = None) -> dict[str, Any]:
     """The SARIF log as a dict; ``known`` (a baseline's parameters) adds ``baselineState``."""
     rule_ids = list(RULES)
-    rules = [{"id": rule, "name": RULE_NAMES[rule][0], "shortDescription": {"text": description},
-              "fullDescription": {"text": description}, "help": {"text": RULE_NAMES[rule][1]},
+    rules = [{"id": rule, "name": RULE_NAMES[rule], "shortDescription": {"text": description},
+              "fullDescription": {"text": description}, "help": {"text": rule_help(rule)},
               "defaultConfiguration": {"level": level}}
              for rule, (description, level) in RULES.items()]
     results = [_result(finding, rule_ids.index(finding.rule), report.target, known is not None)
@@ -74,7 +69,7 @@ def sarif_json(report: Report, known: Iterable[str] | None = None) -> str:
 
 def _result(finding: Finding, rule_index: int, target: str, with_baseline: bool) -> dict[str, Any]:
     result: dict[str, Any] = {"ruleId": finding.rule, "ruleIndex": rule_index, "level": finding.level,
-                              "message": {"text": finding.message}}
+                              "message": {"text": finding.message + (f"\n{finding.fix}" if finding.fix else "")}}
     if finding.path:
         location: dict[str, Any] = {"artifactLocation": {"uri": finding.path.replace("\\", "/")}}
         if finding.line:

@@ -17,7 +17,7 @@ import sys
 from typing import TYPE_CHECKING, Callable, Iterator, TextIO
 
 from ..verdicts import DynamicVerdict as Dynamic, ReportStatus, StaticVerdict as Static
-from .text import COLUMNS, cut_paragraphs, render_text, summary_line, table_rows
+from .text import COLUMNS, cut_paragraphs, render_text, shown_parameters, summary_line, table_rows, wrap_paragraph
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
@@ -47,7 +47,7 @@ def _style(cell: str) -> str:
     return STYLES.get(cell.split(" ", 1)[0], "")
 
 
-def rich_report(report: "Report", console: "Console") -> None:
+def rich_report(report: "Report", console: "Console", all_rows: bool = False) -> None:
     """Print the report on a rich console: colored verdicts, the same words as the plain text."""
     from rich.table import Table
     from rich.text import Text
@@ -56,20 +56,30 @@ def rich_report(report: "Report", console: "Console") -> None:
                                 f"  [trace: {report.trace.method}, {report.trace.nodes} nodes]"))
     console.print()
     table = Table(box=None, pad_edge=False, header_style="bold", show_edge=False)
-    for index, column in enumerate(COLUMNS):
-        table.add_column(column, justify="right" if index == 4 else "left", no_wrap=index < 5)
-    for row in table_rows(report):
+    parameters, folded = shown_parameters(report, all_rows)
+    rows = table_rows(report, parameters)
+    longest_site = max((len(site) for row in rows for site in row[-1].split(", ")), default=0)
+    for index, column in enumerate(COLUMNS):  # a cut-by cell wraps between its sites, never inside one
+        table.add_column(column, justify="right" if index == 4 else "left", no_wrap=index < 5,
+                         min_width=longest_site if index == 5 else None)
+    for row in rows:
         name, shape, static, dynamic, norm, cut = row
         cut_text = Text(cut)
         if cut.endswith("[disagree]"):
             cut_text.stylize("bold magenta", len(cut) - len("[disagree]"))
         table.add_row(name, shape, Text(static, _style(static)), Text(dynamic, _style(dynamic)), norm, cut_text)
     console.print(table)
+    if folded:
+        console.print(Text(folded, "dim"), highlight=False)
     paragraphs = cut_paragraphs(report)
     if paragraphs:
         console.print()
-        for paragraph in paragraphs:
-            console.print(Text(paragraph), highlight=False)
+        for paragraph in paragraphs:  # wrapped as the plain text wraps: the fix line's own indent
+            text = Text(wrap_paragraph(paragraph, console.width))
+            fix = text.plain.find("\nfix: ")
+            if fix >= 0:
+                text.stylize("bold green", fix + 1, fix + 5)
+            console.print(text, highlight=False)
     notes = report.trace.notes + report.notes
     if notes or report.loss:
         console.print()
@@ -87,7 +97,8 @@ class Terminal:
     """Where ``fxflow check`` writes: rich on a terminal; plain when piped, ``--no-color`` or ``NO_COLOR``."""
 
     def __init__(self, color: bool = True, quiet: bool = False, file: TextIO | None = None,
-                 err: TextIO | None = None) -> None:
+                 err: TextIO | None = None, all_rows: bool = False) -> None:
+        self.all_rows = all_rows  # --all: every parameter's row, however many
         self.file = file if file is not None else sys.stdout
         self.err = err if err is not None else sys.stderr
         self.quiet = quiet
@@ -125,9 +136,9 @@ class Terminal:
         if self.quiet:
             print(summary_line(report), file=self.file)
         elif self.color:
-            rich_report(report, self.console())
+            rich_report(report, self.console(), self.all_rows)
         else:
-            print(render_text(report, width=plain_width(self.file)), file=self.file)
+            print(render_text(report, width=plain_width(self.file), all_rows=self.all_rows), file=self.file)
 
 
 PIPED_WIDTH = 100  # the width plain text wraps at when piped with no COLUMNS (the README's samples)

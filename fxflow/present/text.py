@@ -8,11 +8,14 @@ paragraph (the API's default; the CLI always passes one, 100 when piped).
 from __future__ import annotations
 
 import math
+import re
 import textwrap
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..verdicts import DynamicVerdict, ReportStatus, StaticVerdict
+from ..verdicts import DynamicVerdict as Dynamic, ReportStatus, StaticVerdict as Static
+from .fixes import fix_line, site_cause, verdict_cause
+from .fresh import fresh_paragraph, fresh_tensor_sources
 
 if TYPE_CHECKING:  # pragma: no cover - the report imports this module to present itself
     from ..diagnose.nonfinite import NonfiniteSite
@@ -48,18 +51,38 @@ def _static(parameter: ParameterReport) -> str:
     return parameter.static + (" (allowed)" if parameter.allowed else "")
 
 
-def table_rows(report: Report) -> list[tuple[str, ...]]:
+FOLD_ROWS = 40  # above this many parameters the table shows the ones with a problem and one line for the rest
+
+
+def shown_parameters(report: Report, all_rows: bool = False) -> tuple[list[ParameterReport], str | None]:
+    """The parameters the table lists, and the line that stands for the others: above
+    :data:`FOLD_ROWS` rows (unless ``all_rows``), only those that fail the check (or would, but for
+    ``--allow``) or where the graph and the backward disagree are listed."""
+    parameters = report.parameters
+    if all_rows or len(parameters) <= FOLD_ROWS:
+        return parameters, None
+    shown = [p for p in parameters if p.problem or p.allowed or p.agree is False]
+    rest = [p for p in parameters if p not in shown]
+    if not rest:
+        return parameters, None
+    noun = "parameter" if len(rest) == 1 else "parameters"
+    return shown, f"... {len(rest)} more {noun} without a problem ({_tally(rest, words={})}): --all lists every row"
+
+
+def table_rows(report: Report, parameters: list[ParameterReport] | None = None) -> list[tuple[str, ...]]:
     """The table's cells, one tuple per parameter (shared by the plain and the rich terminal)."""
     return [
         (p.name, _shape(p), _static(p), p.dynamic or "-", format_norm(p.grad_norm),
          _cut_by(p) + ("" if p.agree is not False else "  [disagree]"))
-        for p in report.parameters
+        for p in (report.parameters if parameters is None else parameters)
     ]
 
 
-def plain_table(report: Report, width: int | None = None) -> str:
-    """The aligned table; at ``width``, the last column wraps inside itself (at ``, `` and spaces)."""
-    rows = [COLUMNS] + table_rows(report)
+def plain_table(report: Report, width: int | None = None, all_rows: bool = False) -> str:
+    """The aligned table; at ``width``, the last column wraps inside itself between its sites (a
+    site, ``op @ file:line``, never splits); above FOLD_ROWS rows, one line for those without a problem."""
+    parameters, folded = shown_parameters(report, all_rows)
+    rows = [COLUMNS] + table_rows(report, parameters)
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS) - 1)]
     indent = sum(widths) + len(_GAP) * len(widths)
     room = None if width is None else max(width - indent, _MIN_LAST_COLUMN)
@@ -69,26 +92,32 @@ def plain_table(report: Report, width: int | None = None) -> str:
         last = [row[-1]] if room is None or len(row[-1]) <= room else _wrap_cell(row[-1], room)
         lines.append(_GAP.join(cells + [last[0]]).rstrip())
         lines.extend(" " * indent + piece for piece in last[1:])
+    if folded:
+        lines.append(folded)
     return "\n".join(lines)
 
 
 def _wrap_cell(cell: str, room: int) -> list[str]:
-    """Wrap one "cut by" cell: between sites first, then inside a site at its spaces."""
+    """Wrap one "cut by" cell between its sites; a site longer than ``room`` keeps its one line,
+    so ``op @ file:line`` stays whole for a reader and for grep."""
     pieces: list[str] = []
     for index, site in enumerate(cell.split(", ")):
         text = site + ("," if index < cell.count(", ") else "")
         if pieces and len(pieces[-1]) + 1 + len(text) <= room:
             pieces[-1] += " " + text
         else:
-            pieces.extend(textwrap.wrap(text, room, break_long_words=False, break_on_hyphens=False) or [text])
+            pieces.append(text)
     return pieces
 
 
 def cut_paragraphs(report: Report) -> list[str]:
     """One plain-words paragraph per cutting (or zeroing) node, then per unused module and disagreement."""
     # where the real backward raises (one with no line of its own is a note already)
-    paragraphs = [f"At {site.source}: {site.reason}." for site in report.backward_raises if site.source]
-    paragraphs += [f"A{nonfinite_sentence(site)[1:]}." for site in report.nonfinite]
+    every = [p.name for p in report.parameters]
+    paragraphs = [f"At {site.source}: {site.reason}.\n{fix_line('backward-raises')}"
+                  for site in report.backward_raises if site.source]
+    paragraphs += [f"A{nonfinite_sentence(site)[1:]}.\n{fix_line(Dynamic.NONFINITE)}" for site in report.nonfinite]
+    paragraphs += [fresh_paragraph(source) for source in fresh_tensor_sources(report)]
     paragraphs += [f"The gradient of {flag.layer} is {flag.kind} next to the rest of the model since step {flag.since}: "
                    f"its mean |grad| is {format_norm(flag.ratio)}x the median layer's at the last step."
                    for flag in report.gradient_flags]
@@ -97,44 +126,65 @@ def cut_paragraphs(report: Report) -> list[str]:
         where = f" at {site.source}" if site.source else ""
         if site.frames:  # the line lies in a helper: the way there from forward
             where += f" (reached by {' -> '.join(site.frames)})"
-        names = name_list([p.name for p in victims])
-        if victims and all(p.static == StaticVerdict.ZERO for p in victims):
-            effect = f"gives {names} an exactly zero gradient"
-        else:
-            effect = f"cuts {names} off from the output"
-        paragraphs.append(f"{site.op}{where} (node {site.node}) {effect}: {site.reason}.")
-    grouped: dict[tuple[str, str], list[str]] = {}  # one line per verdict and reason, not per parameter
-    diagnosed: dict[tuple[str, str | None, str | None], list[str]] = {}
-    dry_dynamic = (DynamicVerdict.ZERO, DynamicVerdict.NONFINITE, DynamicVerdict.MISSING, DynamicVerdict.VANISHING)
+        names = [p.name for p in victims]
+        zero = bool(victims) and all(p.static == Static.ZERO for p in victims)
+        effect = f"gives {name_list(names)} an exactly zero gradient" if zero else f"cuts {name_list(names)} off from the output"
+        paragraphs.append(f"{site.op}{where} (node {site.node}) {effect}: {site.reason}."
+                          + _fix_for(victims, site_cause(site, zero), every))
+    grouped: dict[tuple[str, str], list[ParameterReport]] = {}  # one line per verdict and reason, not per parameter
+    diagnosed: dict[tuple[str, str | None, str | None], list[ParameterReport]] = {}
+    dry_dynamic = (Dynamic.ZERO, Dynamic.NONFINITE, Dynamic.MISSING, Dynamic.VANISHING)
     for parameter in report.parameters:
         if parameter.static in _GROUPED and parameter.diagnosis:  # over many steps the dynamic word is the truer one
-            word = DynamicVerdict.INTERMITTENT if parameter.dynamic == DynamicVerdict.INTERMITTENT else parameter.static
-            grouped.setdefault((word, parameter.diagnosis), []).append(parameter.name)
+            word = Dynamic.INTERMITTENT if parameter.dynamic == Dynamic.INTERMITTENT else parameter.static
+            grouped.setdefault((word, parameter.diagnosis), []).append(parameter)
         elif parameter.agree is False or (parameter.diagnosis
-                                          and parameter.static not in (StaticVerdict.CUT, StaticVerdict.FROZEN)
+                                          and parameter.static not in (Static.CUT, Static.FROZEN)
                                           and parameter.dynamic in dry_dynamic):
             key = (parameter.static, parameter.dynamic, parameter.diagnosis)
-            diagnosed.setdefault(key, []).append(parameter.name)
+            diagnosed.setdefault(key, []).append(parameter)
     shown_vanishing = 0
-    for (static, dynamic, diagnosis), names in diagnosed.items():
-        if dynamic == DynamicVerdict.VANISHING:  # one shrink factor per parameter: show the first few places
+    for (static, dynamic, diagnosis), group in diagnosed.items():
+        if dynamic == Dynamic.VANISHING:  # one shrink factor per parameter: show the first few places
             shown_vanishing += 1
             if shown_vanishing > _VANISHING_PARAGRAPHS:
                 continue
-        paragraphs.append(f"{name_list(names)} ({static} / {dynamic}): {diagnosis}.")
+        names = [p.name for p in group]
+        cause = verdict_cause(dynamic if static == Static.REACHABLE and dynamic else static, names)
+        paragraphs.append(f"{name_list(names)} ({static} / {dynamic}): {diagnosis}." + _fix_for(group, cause, every))
     if shown_vanishing > _VANISHING_PARAGRAPHS:
         hidden = shown_vanishing - _VANISHING_PARAGRAPHS
         paragraphs.append(f"{hidden} more place{'s' if hidden != 1 else ''} where a gradient vanishes: see --json.")
-    for (static, diagnosis), names in grouped.items():
+    shown: dict[str, list[ParameterReport]] = {}  # per verdict, the groups past the first few, merged
+    for (static, diagnosis), group in grouped.items():
+        names = [p.name for p in group]
         verb = "is" if len(names) == 1 else "are"
-        paragraphs.append(f"{name_list(names)} {verb} {_GROUPED[static]}: {diagnosis}.")
+        if sum(1 for key in grouped if key[0] == static) > _GROUP_PARAGRAPHS and \
+                [key for key in grouped if key[0] == static].index((static, diagnosis)) >= _GROUP_PARAGRAPHS - 1:
+            shown.setdefault(static, []).extend(group)
+            continue
+        paragraphs.append(f"{name_list(names)} {verb} {_GROUPED[static]}: {diagnosis}."
+                          + _fix_for(group, verdict_cause(static, names), every))
+    for static, group in shown.items():  # eight experts no token reached: one paragraph, not eight
+        names = [p.name for p in group]
+        paragraphs.append(f"{name_list(names)} are {_GROUPED[static]} too, each for its own module's reason "
+                          "(--json has every one)." + _fix_for(group, verdict_cause(static, names), every))
     return paragraphs
 
 
+def _fix_for(group: list[ParameterReport], cause: str, every: list[str]) -> str:
+    """The fix line that ends a group's paragraph: only for a group that fails the check (or would,
+    but for --allow)."""
+    failing = [p for p in group if p.problem or p.allowed]
+    if not failing:
+        return ""
+    return "\n" + fix_line(cause, [p.name for p in failing], every)
+
+
 # Verdicts whose parameters share one paragraph per reason: how the paragraph calls them.
-_GROUPED = {StaticVerdict.UNUSED: "unused", StaticVerdict.UNKNOWN: "unknown",
-            StaticVerdict.UNREGISTERED: "trained by no optimizer",
-            DynamicVerdict.INTERMITTENT: "used on some steps only"}
+_GROUPED = {Static.UNUSED: "unused", Static.UNKNOWN: "unknown",
+            Static.UNREGISTERED: "trained by no optimizer",
+            Dynamic.INTERMITTENT: "used on some steps only"}
 
 
 def nonfinite_sentence(site: "NonfiniteSite") -> str:
@@ -154,14 +204,35 @@ def name_list(names: list[str], limit: int = 6) -> str:
 
 # How the summary's tally says a verdict where the bare word would not read: a zero, static or
 # dynamic alike (the two members are the same string).
-_KIND_WORDS = {StaticVerdict.ZERO: "with an exactly zero gradient"}
+_KIND_WORDS = {Static.ZERO: "with an exactly zero gradient"}
 _VANISHING_PARAGRAPHS = 3  # vanishing explanations shown in the text; the JSON has all
+_GROUP_PARAGRAPHS = 3  # paragraphs per grouped verdict (unused, ...); past it, the rest share one
+
+
+def vanishing_size(report: Report) -> str:
+    """`` (smallest norm 0.1511, 1/400 of the largest's 60.4)``: how small the smallest vanishing
+    gradient is, next to the largest in the model (what "vanishing" is measured against)."""
+    norms = [p.grad_norm for p in report.parameters if p.grad_norm is not None and math.isfinite(p.grad_norm)]
+    smallest = min((p.grad_norm for p in report.parameters
+                    if p.dynamic == Dynamic.VANISHING and p.grad_norm is not None), default=None)
+    if smallest is None:
+        return ""
+    largest = max(norms, default=0.0)
+    if smallest <= 0 or largest <= smallest:
+        return f" (smallest norm {format_norm(smallest)})"
+    return f" (smallest norm {format_norm(smallest)}, {_fraction(smallest / largest)} of the largest's {format_norm(largest)})"
+
+
+def _fraction(ratio: float) -> str:
+    """0.0025 -> ``1/400``; 2.9e-7 -> ``1/3.4e+06``: two significant digits."""
+    denominator = float(f"{1 / ratio:.2g}")
+    return f"1/{denominator:.0f}" if denominator < 1e5 else f"1/{denominator:.1e}"
 
 
 def verdict_of(parameter: ParameterReport) -> str:
     """The one word that says what is wrong (or right) with a parameter: the static verdict,
     unless the graph says reachable, then what the real backward found."""
-    if parameter.static == StaticVerdict.REACHABLE and parameter.dynamic:
+    if parameter.static == Static.REACHABLE and parameter.dynamic:
         return parameter.dynamic
     return parameter.static
 
@@ -187,7 +258,7 @@ def summary_line(report: Report) -> str:
     if report.everything_frozen:
         return f"problem: {NOTHING_LEARNS}"
     problems = report.problems
-    frozen = report.counts()[StaticVerdict.FROZEN]
+    frozen = report.counts()[Static.FROZEN]
     tail = ""
     allowed = allowed_problems(report)
     if allowed:
@@ -195,14 +266,16 @@ def summary_line(report: Report) -> str:
         tail += f"; {len(allowed)} allowed ({kinds.pop() if len(kinds) == 1 else _tally(allowed, words={})})"
     if frozen:
         tail += f"; {frozen} frozen"
-    vanishing = [p for p in report.parameters if p.dynamic == DynamicVerdict.VANISHING]
+    vanishing = [p for p in report.parameters if p.dynamic == Dynamic.VANISHING]
     if vanishing:
-        smallest = min((p.grad_norm for p in vanishing if p.grad_norm is not None), default=None)
-        tail += f"; {len(vanishing)} vanishing" + (f" (smallest norm {format_norm(smallest)})" if smallest is not None else "")
-    unknown = sum(1 for p in report.parameters if p.static == StaticVerdict.UNKNOWN)
+        tail += f"; {len(vanishing)} vanishing{vanishing_size(report)}"
+    unknown = sum(1 for p in report.parameters if p.static == Static.UNKNOWN)
     if unknown:  # the backward alone spoke for these: say so next to any "ok"
         why = "nothing captured" if report.trace.method == "none" else "an op that never ran decides them"
         tail += f"; {unknown} static verdict{'s' if unknown > 1 else ''} unknown ({why})"
+    fresh = fresh_tensor_sources(report)
+    if fresh:  # not a parameter, so no row: the summary still names the line
+        tail += f"; {len(fresh)} layer{'s' if len(fresh) > 1 else ''} built inside forward (at {fresh[0]})"
     disagreements = sum(1 for p in report.parameters if p.agree is False)
     if disagreements:
         tail += f"; {disagreements} static/runtime disagreement{'s' if disagreements > 1 else ''}"
@@ -216,7 +289,7 @@ def summary_line(report: Report) -> str:
         if not problems:
             return f"problem: {raises}{tail}"
         tail = f"; {raises}{tail}"
-    held = [p for p in report.parameters if p.dynamic == DynamicVerdict.HELD]
+    held = [p for p in report.parameters if p.dynamic == Dynamic.HELD]
     if held:  # not a problem, but a reader of the table should know why those rows start at zero
         latest = max(p.learns_from_step or 2 for p in held)
         tail += f"; {len(held)} held by zero-initialized weights (learn from step {'2' if latest == 2 else f'2-{latest}'})"
@@ -225,9 +298,9 @@ def summary_line(report: Report) -> str:
         return (f"not verified: {len(unconfirmed)} of {total} parameters got an exactly zero gradient that one step "
                 f"cannot confirm (a zero-initialized weight may hold them until step 2){tail}")
     if report.status == ReportStatus.NOT_VERIFIED:
-        return f"{NOT_VERIFIED}{tail}"
+        return f"{not_verified(report)}{tail}"
     if not report.verified and not report.static_only:
-        tail += f"; {NOT_VERIFIED}"
+        tail += f"; {not_verified(report)}"
     if not problems and report.static_only:
         return (f"static only (--no-backward): all {total - frozen} trainable parameters have a differentiable "
                 f"path to the output; no backward ran to confirm it{tail}")
@@ -236,35 +309,51 @@ def summary_line(report: Report) -> str:
             return f"ok: no unexpected problems{tail}"
         return f"ok: all {total - frozen} trainable parameters get a gradient{tail}"
     where = ""
-    sites = [(p.static, s) for p in problems if p.static in (StaticVerdict.CUT, StaticVerdict.ZERO) for s in p.cut_by]
+    sites = [(p.static, s) for p in problems if p.static in (Static.CUT, Static.ZERO) for s in p.cut_by]
     if sites:  # a real cut first: it is the one that starves
-        static, first = next((item for item in sites if item[0] == StaticVerdict.CUT), sites[0])
-        label = "first cut" if static == StaticVerdict.CUT else "first zero"
+        static, first = next((item for item in sites if item[0] == Static.CUT), sites[0])
+        label = "first cut" if static == Static.CUT else "first zero"
         where = f" ({label}: {first.op} @ {first.source or first.node})"
     return f"problem: {len(problems)} of {total} parameters will not learn: {_tally(problems)}{where}{tail}"
 
 
 NOTHING_LEARNS = "nothing will learn: every parameter is frozen (loss.backward() would raise)"
 NOT_VERIFIED = "not verified: no backward ran (give --input-size or example_inputs())"
+_NO_INPUTS_FOR = re.compile(r"no example inputs for (forward\(.*?\)):")  # fxflow.prepare.inputs.no_inputs_note
 
 
-def render_text(report: Report, width: int | None = None) -> str:
-    """The whole text report; ``width`` wraps paragraphs and the table's last column (None: no wrap)."""
+def not_verified(report: Report) -> str:
+    """Why nothing is verified, naming forward's arguments when a note has them (what to give inputs for)."""
+    for note in report.trace.notes + report.notes:
+        found = _NO_INPUTS_FOR.match(note)
+        if found:
+            return f"not verified: no backward ran for {found[1]} (give --input-size or example_inputs())"
+    return NOT_VERIFIED
+
+
+def render_text(report: Report, width: int | None = None, all_rows: bool = False) -> str:
+    """The whole text report; ``width`` wraps paragraphs and the table's last column (None: no wrap);
+    ``all_rows`` lists every parameter even above FOLD_ROWS."""
     parts = [f"fxflow check {report.target}  [trace: {report.trace.method}, {report.trace.nodes} nodes]", ""]
-    parts.append(plain_table(report, width))
+    parts.append(plain_table(report, width, all_rows))
     paragraphs = cut_paragraphs(report)
     notes = ([f"loss: {report.loss}"] if report.loss else []) + [f"note: {note}" for note in report.trace.notes + report.notes]
     for block in (paragraphs, notes):
         if block:
             parts.append("")
-            parts.extend(_wrap(text, width) for text in block)
-    parts.extend(["", _wrap(summary_line(report), width)])
+            parts.extend(wrap_paragraph(text, width) for text in block)
+    parts.extend(["", wrap_paragraph(summary_line(report), width)])
     return "\n".join(parts)
 
 
-def _wrap(text: str, width: int | None) -> str:
+def wrap_paragraph(text: str, width: int | None, indent: str = "") -> str:
     """``text`` wrapped at ``width``; ``op @ file:line`` never splits, so a log grep still finds it."""
+    if "\n" in text:  # a paragraph and its fix line: each wraps on its own, the fix's lines indented
+        first, _, rest = text.partition("\n")
+        return wrap_paragraph(first, width) + "\n" + wrap_paragraph(rest, width, indent="  ")
     if width is None or len(text) <= width:
         return text
-    joined = text.replace(" @ ", "\u00a0@\u00a0")  # textwrap never breaks at a no-break space
-    return textwrap.fill(joined, width, break_long_words=False, break_on_hyphens=False).replace("\u00a0", " ")
+    # textwrap never breaks at a no-break space: not inside `op @ file:line`, nor inside `code`
+    joined = re.sub(r"`[^`]*`", lambda code: code[0].replace(" ", "\u00a0"), text.replace(" @ ", "\u00a0@\u00a0").replace("--allow '", "--allow\u00a0'"))
+    return textwrap.fill(joined, width, break_long_words=False, break_on_hyphens=False,
+                         subsequent_indent=indent).replace("\u00a0", " ")

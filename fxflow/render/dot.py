@@ -13,11 +13,11 @@ from typing import TYPE_CHECKING
 
 import graphviz
 
-from ..verdicts import NodeState
+from ..verdicts import NodeState, StaticVerdict
 from . import style
 from .labels import MARKER_COLOR, html_text, node_attrs, plain, small, tooltip_of
 from .legend import legend_table
-from .view import STATE_WORDS, Base, Item, Link, NeverCalled, View, box_summary, counted
+from .view import NEVER_PER_ROW, NEVER_TITLE, STATE_WORDS, Base, Item, Link, NeverCalled, View, box_summary, counted
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..report import ParameterReport, Report
@@ -112,6 +112,8 @@ def _param_node(name: str, state: str, cluster: tuple[str, ...], parameter: "Par
     words = _relative(name, cluster)
     if state == NodeState.FAILED and parameter is not None and parameter.dynamic:
         words += f" ({parameter.dynamic} grad)"  # which way the real backward failed it
+    elif parameter is not None and parameter.static == StaticVerdict.UNREGISTERED:
+        words += " (unregistered)"  # reached, but in no optimizer: the table's word for it
     label = "<" + small(words) + ">"
     return label, node_attrs(state, style.node_class(state, "param", *extra_classes),
                               _paramtooltip(name, state, parameter), shape="box", height="0.2",
@@ -221,13 +223,18 @@ class _Context:
     norms: dict[str, float]  # call_module node -> gradient norm out of that call
 
 
+NEVER_PER_ROW = 4
+# One run shows what this batch called: an expert no token reached is not called now, yet may be later.
+NEVER_TITLE = "not called in forward on the checked batch"  # modules per row of the "not called" box
+
+
 def _emit_never(graph: graphviz.Digraph, never: list[NeverCalled], ctx: _Context) -> None:
     view = ctx.view
     if not never:
         return
     with graph.subgraph(name=NEVER_CLUSTER) as sub:
         total = sum(len(n.params) for n in never)
-        sub.attr(label=plain("never called in forward"), style="rounded,dashed", color=style.NEVER_BORDER,
+        sub.attr(label=plain(NEVER_TITLE), style="rounded,dashed", color=style.NEVER_BORDER,
                  fontcolor="#616161", fontsize="10", labeljust="l", penwidth="1.2",
                  tooltip=tooltip_of([f"{counted(len(never), 'module')} forward never calls",
                                      f"{counted(total, 'parameter')} that cannot learn"]),
@@ -237,19 +244,23 @@ def _emit_never(graph: graphviz.Digraph, never: list[NeverCalled], ctx: _Context
             states = [s for _, s in group.params]
             if view.collapse_never:
                 state = style.worst(states)
-                lines = [f"<b>{html_text(title)}</b>", small(f"{counted(len(states), 'param')}: never called")]
+                lines = [f"<b>{html_text(title)}</b>", small(f"{counted(len(states), 'param')}: not called")]
                 attrs = node_attrs(state, style.node_class(state, "module", "never-called"),
-                                    tooltip_of([title, "never called in forward", *(f"{n}: {s}" for n, s in group.params[:20])]))
+                                    tooltip_of([title, NEVER_TITLE, *(f"{n}: {s}" for n, s in group.params[:20])]))
                 sub.node("never." + (group.module or "(root)"), label="<" + "<br/>".join(lines) + ">", **attrs)
                 continue
             with sub.subgraph(name=f"{NEVER_CLUSTER}.{group.module}") as inner:
                 inner.attr(label=plain(title), style="rounded,dashed", color=style.NEVER_BORDER, fontcolor="#616161",
-                           fontsize="10", labeljust="l", tooltip=tooltip_of([title, "never called in forward"]),
+                           fontsize="10", labeljust="l", tooltip=tooltip_of([title, NEVER_TITLE]),
                            **{"class": "fxflow-cluster fxflow-never-called"})
                 cluster = (group.module,) if group.module else ()
                 for name, state in group.params:
                     label, attrs = _param_node(name, state, cluster, ctx.params.get(name), "never-called")
                     inner.node("param." + name, label=label, **attrs)
+        firsts = ["never." + (g.module or "(root)") if view.collapse_never else "param." + g.params[0][0]
+                  for g in never if g.params or view.collapse_never]
+        for above, below in zip(firsts, firsts[NEVER_PER_ROW:]):  # rows, not one row as wide as the model
+            sub.edge(above, below, style="invis", **{"class": "fxflow-stack"})
 
 
 # -- edges, title, legend --------------------------------------------------------------------
@@ -265,6 +276,7 @@ def _emit_links(graph: graphviz.Digraph, links: list[Link]) -> None:
                                       f"grad norm {_norm(link.norm)}" if link.norm is not None else None])}
         if look.style != "solid":
             attrs["style"] = look.style
+            attrs["minlen"] = "2"  # long enough for its dashes to show: one rank's gap draws a dash as a solid stub
         graph.edge(link.source, link.target, **attrs)
 
 

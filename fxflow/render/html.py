@@ -32,6 +32,10 @@ if TYPE_CHECKING:  # pragma: no cover
 
 FULL_VIEW_LIMIT = NODE_BUDGET  # views with more boxes than this are not pre-rendered (GPT-2's whole graph: 1.2 MB)
 NOTEBOOK_HEIGHT_PX = 640
+# The page's views (SVG and their JSON) stop at this many bytes, but for the asked-for view and the
+# focus: a 4-layer GPT-2's seven views weigh 1.05 MB, most of it the deepest two.
+PAGE_BUDGET_BYTES = 500_000
+ALWAYS_KEPT = ("main", "focus")
 
 
 @dataclass
@@ -158,12 +162,22 @@ def build_html(report: "Report", *, depth: int | None = None, focus: bool = Fals
     pages, aliases = page_views(report, depth=depth, focus=focus, show_all=show_all, budget=budget, announce=announce)
     norms = node_norms(report)
     parameters = {p.name: p for p in report.parameters}
+    kept: list[tuple[PageView, str, dict[str, Any]]] = []
+    used = 0
+    for page in pages:  # the views in order of depth: past the byte budget, the deeper ones are left out
+        svg, view_data = _svg(report, page.view), _view_data(page, norms, parameters)
+        size = len(svg) + len(_json(view_data))
+        if page.id not in ALWAYS_KEPT and used + size > PAGE_BUDGET_BYTES:
+            break
+        used += size
+        kept.append((page, svg, view_data))
+    ids = {page.id for page, _, _ in kept}
     data = {
-        "target": report.target, "summary": report.summary(), "views": [_view_data(p, norms, parameters) for p in pages],
-        "parameters": _parameter_rows(report), "aliases": aliases,
+        "target": report.target, "summary": report.summary(), "views": [view_data for _, _, view_data in kept],
+        "parameters": _parameter_rows(report), "aliases": {k: v for k, v in aliases.items() if v in ids},
         "colors": {state: {"fill": look.fill, "border": look.border, "font": look.font} for state, look in style.NODE_STYLES.items()},
     }
-    svgs = "\n".join(f'<script type="text/x-fxflow-svg" id="fxflow-svg-{p.id}">{_svg(report, p.view)}</script>' for p in pages)
+    svgs = "\n".join(f'<script type="text/x-fxflow-svg" id="fxflow-svg-{page.id}">{svg}</script>' for page, svg, _ in kept)
     title = html.escape(f"fxflow: {report.target}")
     return f"""<!DOCTYPE html>
 <html lang="en"><head><meta charset="utf-8"><title>{title}</title>

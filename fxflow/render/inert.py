@@ -45,6 +45,8 @@ def hideable(data: dict) -> bool:
         return False
     if data.get("kind") == "get_attr" and data.get("state") == NodeState.UNUSED:
         return True  # a buffer read for nothing that reaches the output (parameters are drawn as themselves)
+    if data.get("state") == NodeState.UNUSED and data.get("requires_grad") is False:
+        return True  # made and dropped, with no gradient to carry (torch.empty inside nn.Linear(...) in forward)
     return data.get("state") == NodeState.INERT or not differentiable(data.get("dtype"))
 
 

@@ -30,12 +30,12 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from ..verdicts import PARAM_PREFIX as PARAM, PARAMETER_STATE, NodeState
+from ..verdicts import PARAM_PREFIX as PARAM, PARAMETER_STATE, DynamicVerdict, NodeState, StaticVerdict
 from .auto import TALL_RANKS, Make, choose_automatically, healthy_modules, ranks
 from .fold import collapse_modules, fold_siblings, merge_runs
 from .inert import Hidden, hide_inert
 from .style import EDGE_PRECEDENCE
-from .view import Base, Item, Link, NeverCalled, View, counted, owner_module
+from .view import NEVER_PER_ROW, Base, Item, Link, NeverCalled, View, counted, owner_module
 from .wide import MAX_WIDTH_PT, modules_on_wide_ranks, sibling_modules, stacking, widest
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -107,9 +107,30 @@ def never_read(graph: "nx.DiGraph", name: str) -> bool:
                for n in graph.successors(name))
 
 
+def _name_unregistered(graph: "nx.DiGraph", bases: list[Base], report: "Report") -> None:
+    """Draw a tensor the recording read from outside the parameter table (a layer kept in a plain
+    list) as the unregistered row it is: a parameter box under its attribute path, called, and wet
+    when the backward reached it. Rows are matched to the recorded tensors by shape, in order."""
+    rows: dict[tuple[int, ...], list["ParameterReport"]] = {}
+    for parameter in report.parameters:
+        if parameter.static == StaticVerdict.UNREGISTERED:
+            rows.setdefault(tuple(parameter.shape), []).append(parameter)
+    for base in bases if rows else ():
+        data = base.attrs
+        shape = tuple(data.get("shape") or ())
+        if (base.kind == "call_function" and data.get("op") == "constant" and data.get("requires_grad") is True
+                and graph.in_degree(base.name) == 0 and rows.get(shape)):
+            parameter = rows[shape].pop(0)
+            base.kind, base.param, base.key = "param", parameter.name, "param." + parameter.name
+            base.state = NodeState.DRY if parameter.dynamic == DynamicVerdict.MISSING else NodeState.WET
+
+
 def painted(state: str, parameter: "ParameterReport | None") -> str:
     """The state a parameter is drawn with: its graph state, unless the table fails it while the
-    graph says the gradient arrives (a dead ReLU's exact zeros, an expert no token reached)."""
+    graph says the gradient arrives (a dead ReLU's exact zeros, an expert no token reached). An
+    unregistered tensor fails for its optimizer, not its gradient: drawn as its gradient is."""
+    if parameter is not None and parameter.static == StaticVerdict.UNREGISTERED:
+        return state
     if parameter is not None and parameter.problem and state in (NodeState.WET, NodeState.INERT):
         return NodeState.FAILED
     return state
@@ -230,6 +251,8 @@ def _never_called(report: "Report", graph: "nx.DiGraph | None", classes: dict[st
         return []
     groups: dict[str, list[tuple[str, str]]] = {}
     for parameter in report.parameters:
+        if parameter.static == StaticVerdict.UNREGISTERED and parameter.dynamic != DynamicVerdict.MISSING:
+            continue  # called, and reached: drawn where the recording read it (_name_unregistered)
         if PARAM + parameter.name not in graph or never_read(graph, PARAM + parameter.name):
             state = painted(PARAMETER_STATE.get(parameter.static, NodeState.UNUSED), parameter)
             groups.setdefault(owner_module(parameter.name), []).append((parameter.name, state))
@@ -247,6 +270,7 @@ def build_view(report: "Report", *, depth: int | None = None, focus: bool = Fals
     hidden = Hidden()
     if graph is not None:
         bases, aliases = _bases(graph, classes)
+        _name_unregistered(graph, bases, report)
         failed = _paint_failures(bases, report)
         _paint_births(bases, report)
         total = len(bases)
@@ -277,7 +301,8 @@ def build_view(report: "Report", *, depth: int | None = None, focus: bool = Fals
         by_key = {item.key: item for item in items}
         links = _links(graph, edges, where, aliases, by_key, report, node_norms, failed)
         return View(items, links, classes, never, list(notes), level, False, total, graph is not None,
-                    collapse_never=level is not None or bool(collapse), hidden=len(hidden.names),
+                    collapse_never=level is not None or bool(collapse) or len(never) > NEVER_PER_ROW,
+                    hidden=len(hidden.names),
                     markers=hidden.markers)
 
     view = make(depth, healthy_modules(bases) if focus else set())

@@ -31,7 +31,8 @@ def legend_entries(view: View) -> list[tuple[str, str]]:
     if kinds & {"module", "run"} or (view.collapse_never and view.never_called):
         entries.append((_swatch(NodeState.INERT, shape="module"), "bold: a collapsed module"))
     if "fold" in kinds:
-        entries.append((_swatch(NodeState.INERT, shape="fold"), "double, x12: identical blocks"))
+        counts = sorted({i.count for i in items if i.kind == "fold"})  # the counts the drawing shows
+        entries.append((_swatch(NodeState.INERT, shape="fold"), f"double, {'/'.join(f'x{n}' for n in counts)}: identical blocks"))
     if any(i.base is not None and i.base.name in view.markers for i in items):
         entries.append((f'<td width="18"><font point-size="{LEGEND_FONT}" color="{MARKER_COLOR}">+ mask</font></td>',
                         "inputs without gradient, hidden"))

@@ -54,6 +54,11 @@ class Link:
     norm: float | None = None
 
 
+NEVER_PER_ROW = 4  # modules per row of the "not called" box; past this many, each is one box
+# One run shows what this batch called: an expert no token reached is not called now, yet may be later.
+NEVER_TITLE = "not called in forward on the checked batch"
+
+
 @dataclass
 class NeverCalled:
     """Parameters whose module forward never calls, grouped by that module."""

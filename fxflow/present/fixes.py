@@ -1,0 +1,163 @@
+"""What to change: one line of fix per cause, from the one table every presenter reads.
+
+The text report ends each failing group with ``fix: ...``, the CI findings carry the same line,
+the SARIF rules' help is the fix of their cause, and docs/verdicts.md prints :func:`fixes_markdown`
+(tests/test_fixes.py keeps it equal). A cause is chosen by what cut the gradient: the op and
+the form of the cut site (a ``no_grad`` region, a cast, a comparison, an index op, ...), or, for
+a group no site explains, its verdict.
+"""
+from __future__ import annotations
+
+import glob
+import os
+from dataclasses import dataclass
+from typing import Iterable
+
+from ..verdicts import CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static, raises_reason
+
+
+@dataclass(frozen=True)
+class Fix:
+    """One cause and what to do about it."""
+
+    cause: str  # the key: a cut's form, or a verdict no cut site explains
+    when: str  # how docs/verdicts.md names the cause (markdown)
+    text: str  # the fix, one line, said to the user
+    deliberate: bool = True  # whether "for a deliberate freeze, pass --allow" applies
+
+
+FIXES: tuple[Fix, ...] = (
+    Fix("grad-region", "`no_grad`, `inference_mode` (a region inside forward)",
+        "move the call out of `torch.no_grad()` (or end the region before the layers that must learn)"),
+    Fix("detach", "`detach`, `detach_`, `data`",
+        "remove the detach, or use a straight-through estimator: `x + (f(x) - x).detach()`"),
+    Fix("python-data", "`item`, `tolist`, `numpy` (the tensor left torch)",
+        "keep the computation in torch ops: a Python number or NumPy array carries no gradient"),
+    Fix("index", "`argmax`, `argmin`, `argsort`, `topk` indices (argmax routing)",
+        "for argmax routing, weight the outputs by softmax probabilities or use "
+        "`F.gumbel_softmax(logits, hard=True)` instead of selecting by the index"),
+    Fix("comparison", "`gt`, `eq`, `lt`, ... (a bool mask)",
+        "use a soft threshold such as `torch.sigmoid((x - t) / temperature)`, or a straight-through estimator"),
+    Fix("cast", "`to_int64`, `to_bool`, ... (an integer or bool cast)",
+        "keep a floating dtype on the gradient path; cast only what serves as an index"),
+    Fix("hook", "a forward hook whose result has no history",
+        "return the module's output from the hook without detaching it"),
+    Fix("function", "a custom `autograd.Function` (`Name.apply`)",
+        "return a gradient for this input from the Function's `backward` instead of `None`"),
+    Fix("no-derivative", "an op with no derivative (`floor_divide`, `heaviside`, ...)",
+        "replace the op by the smooth one it stands for (`x / d` for `x // d`), or detach its input on purpose",
+        deliberate=False),
+    Fix("zero-derivative", "`round`, `floor`, `sign`, ... (a derivative of exactly zero)",
+        "use a straight-through estimator, `x + (x.round() - x).detach()`, or a smooth surrogate"),
+    Fix("cut", "any other cut", "give these parameters a differentiable path to the loss at this line"),
+    Fix(Static.UNUSED, "`unused` (never called, or its result discarded)",
+        "call the layer in forward, or delete it (unused trainable parameters also break DDP)"),
+    Fix("unregistered-list", "`unregistered`, modules in a plain list or dict (`layers[0].weight`)",
+        "for layers kept in a plain list, use `nn.ModuleList` (`nn.ModuleDict` for a dict)", deliberate=False),
+    Fix("built-in-forward", "a layer built inside forward (`nn.Linear(...)(x)`)",
+        "build the layer once in `__init__` (`self.layer = nn.Linear(...)`) and call `self.layer` in forward",
+        deliberate=False),
+    Fix(Static.UNREGISTERED, "`unregistered`, a tensor made with `requires_grad=True`",
+        "make it an `nn.Parameter` (or `register_buffer` when it should not learn)", deliberate=False),
+    Fix(Dynamic.ZERO, "`zero` from the real backward (dead ReLU, all-zero mask, an expert no token reached)",
+        "check the activations' sign, the mask and the loss weights at the named op"),
+    Fix(Dynamic.MISSING, "`missing` from the real backward", "see the cut or the static verdict named above"),
+    Fix(Dynamic.NONFINITE, "`nonfinite` (NaN or inf in the gradient)",
+        "guard the op where the NaN is born: clamp its input, add an epsilon, or scale the loss", deliberate=False),
+    Fix(Dynamic.VANISHING, "`vanishing` (a warning)",
+        "add normalization or residual connections, or use a gentler initialization", deliberate=False),
+    Fix("backward-raises", "`loss.backward()` raises at an op",
+        "replace the op by one with a derivative, or detach its input on purpose", deliberate=False),
+)
+_BY_CAUSE = {fix.cause: fix for fix in FIXES}
+BUILT_IN_FORWARD = "built-in-forward"
+# the causes a cut site can have (site_cause's answers, but the zero derivative's)
+CUT_CAUSES = ("grad-region", "detach", "python-data", "index", "comparison", "cast", "hook", "function",
+              "no-derivative", "cut")
+
+_COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge", "isclose", "equal", "logical_not", "logical_and", "logical_or"}
+_INDEX_OPS = {"argmax", "argmin", "argsort", "topk", "sort", "multinomial", "searchsorted", "bucketize", "nonzero"}
+
+
+def site_cause(site: CutSite, zero: bool = False) -> str:
+    """The cause of a cut (or, with ``zero``, of an exact zero) from its op and form."""
+    op = site.op
+    if zero:
+        return "zero-derivative"
+    if site.reason == raises_reason(op):
+        return "no-derivative"
+    if op in ("no_grad", "inference_mode"):
+        return "grad-region"
+    if op.endswith(" hook"):
+        return "hook"
+    if op.endswith(".apply"):
+        return "function"
+    if op in ("detach", "detach_", "data"):
+        return "detach"
+    if op in ("item", "tolist", "numpy") or "plain Python data" in site.reason:
+        return "python-data"
+    if op.startswith("to_"):
+        return "cast"
+    if op in _COMPARISONS or "the comparison" in site.reason:
+        return "comparison"
+    if op in _INDEX_OPS or "(indices or flags)" in site.reason:
+        return "index"
+    return "cut"
+
+
+def verdict_cause(verdict: str, names: Iterable[str] = ()) -> str:
+    """The cause of a group no cut site explains, from its verdict (and, for unregistered rows,
+    the form of their names: ``layers[0].weight`` is a module kept in a plain list)."""
+    if verdict == Static.UNREGISTERED and any("[" in name for name in names):
+        return "unregistered-list"
+    return verdict if verdict in _BY_CAUSE else Dynamic.MISSING
+
+
+def fix_line(cause: str, names: Iterable[str] = (), every: Iterable[str] = ()) -> str:
+    """``fix: ...`` for a cause; where dryness may be meant, how ``--allow`` accepts ``names`` (and
+    no other of ``every``, the model's parameter names)."""
+    fix = _BY_CAUSE[cause]
+    patterns = allow_patterns(list(names), list(every)) if fix.deliberate else []
+    allow = " ".join(f"--allow '{pattern}'" for pattern in patterns)
+    return f"fix: {fix.text}" + (f"; for a deliberate freeze, pass {allow}" if allow else "")
+
+
+def fix_when(cause: str) -> str:
+    """How the docs name a cause, in markdown."""
+    return _BY_CAUSE[cause].when
+
+
+def fix_text(cause: str) -> str:
+    """The fix alone, as a sentence (SARIF's rule help)."""
+    text = _BY_CAUSE[cause].text
+    return text[0].upper() + text[1:] + "."
+
+
+_MAX_PATTERNS = 2  # more --allow flags than this would not fit the line
+
+
+def allow_patterns(names: list[str], every: list[str]) -> list[str]:
+    """The fewest ``--allow`` globs (``module.*``) that match ``names`` and no other of ``every``;
+    none when that takes more than two."""
+    if not names:
+        return []
+    chosen = set(names)
+    others = [name for name in every if name not in chosen]
+
+    def exact(prefix: str) -> bool:
+        return not any(name.startswith(prefix + ".") for name in others)
+
+    owners = sorted({name.rpartition(".")[0] or name for name in names})
+    common = ".".join(os.path.commonprefix([owner.split(".") for owner in owners]))
+    if common and common not in chosen and exact(common):
+        return [f"{glob.escape(common)}.*"]
+    if len(owners) > _MAX_PATTERNS or not all(exact(owner) for owner in owners):
+        return []
+    return [glob.escape(owner) if owner in chosen else f"{glob.escape(owner)}.*" for owner in owners]
+
+
+def fixes_markdown() -> str:
+    """The table docs/verdicts.md shows under "The fix line"."""
+    lines = ["| cause | the report's fix line |", "|---|---|"]
+    lines += [f"| {fix.when} | {fix.text} |" for fix in FIXES]
+    return "\n".join(lines)
