@@ -31,6 +31,9 @@ from .prepare.inputs import infer_inputs
 from .prepare.state import materialize_lazy, untouched
 from .dynamic.meta_probe import MetaProbe, on_meta
 from .dynamic.steps import StepTally
+from .dynamic.optimizer import optimizers_in, schedulers_in
+from .prepare.unwrap import unwrap
+from .reconcile.optimizer import judge_optimizer
 from .verdicts import CutSite
 
 
@@ -50,6 +53,8 @@ def check(
     capture_methods: Sequence[str] | None = None,
     steps: int = 1,
     batches: Iterable[Any] | None = None,
+    optimizer: Any = None,
+    scheduler: Any = None,
 ) -> Report:
     """Find which parameters of ``model`` get no gradient, why, and confirm with a real backward.
 
@@ -64,9 +69,14 @@ def check(
     ``steps=N`` runs N forward/backward steps and counts, per parameter, the steps with a non-zero
     gradient (:mod:`fxflow.dynamic.steps`): the first on ``inputs``, the others on ``batches`` (an
     iterable of inputs like ``inputs``), else on fresh inferred inputs, else on ``inputs`` again.
+
+    ``optimizer=`` (one, or a list) and ``scheduler=``: whether a group will update each trainable
+    parameter (:mod:`fxflow.reconcile.optimizer`); without a scheduler an lr of 0 is ``unknown``.
     """
     if steps < 1:
         raise FxflowError(f"steps must be at least 1, not {steps}")
+    optimizers, schedulers = optimizers_in(optimizer), schedulers_in(scheduler)
+    user_model = unwrap(model)[0] if isinstance(model, torch.nn.Module) else model  # what the optimizer holds
     clock = _PhaseClock(progress)
     step = clock.step
     loss_fn = with_inputs(loss_fn, inputs)
@@ -125,6 +135,8 @@ def check(
             model, target=target or type(model).__name__, captured=captured, static=static, result=result,
             failure=failure, notes=notes, static_notes=static_notes + restore_notes, vanishing=vanishing,
             allow=allow, static_only=not backward, steps=tally)
+        if optimizers:
+            judge_optimizer(report, user_model, optimizers, schedulers)
     report.timings = clock.finish()
     return report
 

@@ -13,6 +13,8 @@ from .dynamic.health import HealthFlag, LayerStep
 from .diagnose.nonfinite import NonfiniteSite
 from .errors import FxflowError
 from .verdicts import FAILING_DYNAMIC, FAILING_STATIC, CutSite, DynamicVerdict, ReportStatus, StaticVerdict
+from .verdicts import OptimizerVerdict
+from .dynamic.optimizer import OptimizerFindings
 
 if TYPE_CHECKING:  # pragma: no cover
     import networkx as nx
@@ -48,11 +50,19 @@ class ParameterReport:
     # Over many steps (check --steps, watch(steps=N)): how many had a non-zero gradient, and which did not.
     steps_with_gradient: int | None = None
     missed_steps: list[int] = field(default_factory=list)
+    # With optimizer= (check, watch, the trainer callbacks): whether a group will update it (an
+    # OptimizerVerdict; None when no optimizer was given, or it is frozen), and why when it is not sure.
+    optimizer: str | None = None
+    optimizer_reason: str | None = None
 
     @property
     def problem(self) -> bool:
-        """Counts against the exit code: dry, zero or broken, and neither frozen nor allowed."""
-        if self.static == FROZEN or self.allowed or self.dynamic == INTERMITTENT:
+        """Counts against the exit code: dry, zero, broken or not optimized, and neither frozen nor allowed."""
+        if self.static == FROZEN or self.allowed:
+            return False
+        if self.optimizer == OptimizerVerdict.NOT_OPTIMIZED:
+            return True
+        if self.dynamic == INTERMITTENT:
             return False
         return self.static in FAILING_STATIC or self.dynamic in FAILING_DYNAMIC
 
@@ -102,6 +112,8 @@ class Report:
     # and the layers whose gradient vanishes or explodes next to the rest (fxflow.dynamic.health).
     gradient_history: dict[str, list[LayerStep]] = field(default_factory=dict, repr=False)
     gradient_flags: list[HealthFlag] = field(default_factory=list)
+    # With optimizer=: its groups, the tensors it steps that are not the model's, the skipped steps.
+    optimizer: OptimizerFindings | None = None
 
     # -- queries ----------------------------------------------------------------------------
     @property
@@ -195,6 +207,7 @@ class Report:
             "gradient_flags": [asdict(flag) for flag in self.gradient_flags],
             "status": self.status,
             "ok": self.ok,
+            "optimizer": asdict(self.optimizer) if self.optimizer is not None else None,
         }
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -216,7 +229,8 @@ class Report:
                 loss=data.get("loss"), static_only=bool(data.get("static_only")), steps=data.get("steps", 1),
                 gradient_history={layer: [LayerStep(**record) for record in records]
                                   for layer, records in data.get("gradient_history", {}).items()},
-                gradient_flags=[HealthFlag(**flag) for flag in data.get("gradient_flags", [])])
+                gradient_flags=[HealthFlag(**flag) for flag in data.get("gradient_flags", [])],
+                optimizer=OptimizerFindings.from_dict(data["optimizer"]) if data.get("optimizer") else None)
         except (KeyError, TypeError, AttributeError) as error:
             raise FxflowError(f"not an fxflow JSON report: missing or malformed {error}") from error
 
@@ -289,7 +303,8 @@ def _parameter_from_dict(data: dict[str, Any]) -> ParameterReport:
         grad_norm=data.get("grad_norm"), cut_by=[_site_from_dict(site) for site in data.get("cut_by", [])],
         agree=data.get("agree"), diagnosis=data.get("diagnosis"), allowed=bool(data.get("allowed")),
         random_ops=list(data.get("random_ops", [])), steps_with_gradient=data.get("steps_with_gradient"),
-        missed_steps=list(data.get("missed_steps", [])))
+        missed_steps=list(data.get("missed_steps", [])), optimizer=data.get("optimizer"),
+        optimizer_reason=data.get("optimizer_reason"))
 
 
 def _site_from_dict(data: dict[str, Any]) -> CutSite:

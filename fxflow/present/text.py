@@ -12,7 +12,7 @@ import textwrap
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..verdicts import DynamicVerdict, ReportStatus, StaticVerdict
+from ..verdicts import FAILING_DYNAMIC, FAILING_STATIC, DynamicVerdict, OptimizerVerdict, ReportStatus, StaticVerdict
 
 if TYPE_CHECKING:  # pragma: no cover - the report imports this module to present itself
     from ..diagnose.nonfinite import NonfiniteSite
@@ -158,10 +158,12 @@ _VANISHING_PARAGRAPHS = 3  # vanishing explanations shown in the text; the JSON 
 
 def verdict_of(parameter: ParameterReport) -> str:
     """The one word that says what is wrong (or right) with a parameter: the static verdict,
-    unless the graph says reachable, then what the real backward found."""
-    if parameter.static == StaticVerdict.REACHABLE and parameter.dynamic:
-        return parameter.dynamic
-    return parameter.static
+    unless the graph says reachable, then what the real backward found; "not optimized" when the
+    gradient is fine but no optimizer group applies it."""
+    word = parameter.dynamic if parameter.static == StaticVerdict.REACHABLE and parameter.dynamic else parameter.static
+    if parameter.optimizer == OptimizerVerdict.NOT_OPTIMIZED and word not in FAILING_STATIC | FAILING_DYNAMIC:
+        return OptimizerVerdict.NOT_OPTIMIZED  # the gradient arrives; no optimizer group applies it
+    return word
 
 
 def _tally(parameters: list[ParameterReport], words: dict[str, str] = _KIND_WORDS) -> str:
