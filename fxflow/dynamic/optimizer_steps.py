@@ -18,8 +18,7 @@ from torch import nn
 
 from .optimizer import SkippedStep
 
-NONFINITE_SKIP = ("the gradients held inf or NaN, and a GradScaler skips optimizer.step() then "
-                  "(it lowers its scale and tries again)")
+NONFINITE_SKIP = "the gradients held inf or NaN, and a GradScaler skips optimizer.step() then, lowering its scale"
 NOT_CALLED = "optimizer.step() was not called after this backward (gradient accumulation, or a step the loop skipped)"
 
 
@@ -58,17 +57,14 @@ class StepLog:
         self._handles, self._before, self._pending = [], {}, []
 
     def _pre_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
+        # Every held parameter's value, grad or not: Lightning runs the backward inside step(closure),
+        # after this hook, so whether it had a gradient is read after the step.
         self._pending = []
         for group in optimizer.param_groups:
-            at_zero = float(group["lr"]) == 0.0
             for parameter in group["params"]:
                 name = self._name_of.get(id(parameter))
-                if name is None or not _nonzero(parameter.grad):
-                    continue
-                self.with_gradient[name] = self.with_gradient.get(name, 0) + 1
-                self.at_zero_lr[name] = self.at_zero_lr.get(name, 0) + at_zero
-                if name in self.moved:
-                    continue  # already known to move: no copy needed
+                if name is None or not parameter.requires_grad or name in self.moved:
+                    continue  # not the model's, frozen, or already known to move: no copy needed
                 buffer = self._before.get(name)
                 if buffer is None or buffer.shape != parameter.shape or buffer.dtype != parameter.dtype:
                     buffer = self._before[name] = torch.empty_like(parameter.detach())
@@ -76,9 +72,17 @@ class StepLog:
                 self._pending.append((name, parameter))
 
     def _post_step(self, optimizer: torch.optim.Optimizer, args: Any, kwargs: Any) -> None:
-        for name, parameter in self._pending:
-            if not torch.equal(self._before[name], parameter.detach()):
-                self.moved.add(name)
+        pending = dict(self._pending)
+        for group in optimizer.param_groups:
+            at_zero = float(group["lr"]) == 0.0  # the lr this step used: schedulers step after it
+            for parameter in group["params"]:
+                name = self._name_of.get(id(parameter))
+                if name is None or not _nonzero(parameter.grad):
+                    continue
+                self.with_gradient[name] = self.with_gradient.get(name, 0) + 1
+                self.at_zero_lr[name] = self.at_zero_lr.get(name, 0) + at_zero
+                if name in pending and not torch.equal(self._before[name], parameter.detach()):
+                    self.moved.add(name)
         self._pending = []
         self.steps_run += 1
         call = max(self.backwards, 1)

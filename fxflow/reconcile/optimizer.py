@@ -90,12 +90,12 @@ def _observed(verdict: str, reason: str | None, log: "StepLog", parameter: Any,
     unmoved = log.unmoved(parameter.name)
     if unmoved is not None:
         if log.at_zero_lr.get(parameter.name) == log.with_gradient.get(parameter.name):
-            return verdict, unmoved + (f" ({reason})" if reason else "")  # the lr's verdict stands
+            return verdict, unmoved + (f"; {reason}" if reason else "")  # the lr's verdict stands
         return OptimizerVerdict.NOT_OPTIMIZED, unmoved
     got_gradient = parameter.dynamic in (Dynamic.OK, Dynamic.VANISHING, Dynamic.NONFINITE, Dynamic.INTERMITTENT)
     if log.steps_run == 0 and findings.skipped and got_gradient:
         return OptimizerVerdict.NOT_OPTIMIZED, (f"optimizer.step() never ran: each of the {len(findings.skipped)} "
-                                                f"watched steps was skipped ({findings.skipped[0].reason})")
+                                                f"watched steps was skipped: {findings.skipped[0].reason}")
     return verdict, reason
 
 
