@@ -19,7 +19,7 @@ from torch import nn
 from .optimizer import SkippedStep
 
 NONFINITE_SKIP = "the gradients held inf or NaN, and a GradScaler skips optimizer.step() then, lowering its scale"
-NOT_CALLED = "optimizer.step() was not called after this backward (gradient accumulation, or a step the loop skipped)"
+NOT_CALLED = "optimizer.step() was not called in the watched block (gradient accumulation, or a loop that never steps)"
 
 
 class StepLog:
@@ -90,15 +90,17 @@ class StepLog:
 
     def skipped(self, nonfinite_steps: Iterable[int] = (), *, last_pending: bool = False) -> list[SkippedStep]:
         """The backward calls no ``optimizer.step()`` followed, and why. ``nonfinite_steps``: the
-        calls whose gradients held inf or NaN; ``last_pending``: the last call's step comes after
-        watching ends (a trainer callback), so it is not judged. Nothing is said when no step was
-        seen and there is no sign of a skip: the step then ran outside the watched block."""
+        calls whose gradients held inf or NaN (a GradScaler's skips); ``last_pending``: the last
+        call's step comes after watching ends (a trainer callback), so it is not judged.
+
+        A backward with finite gradients and no step after it is gradient accumulation as often as
+        a bug: such calls are listed only when no step ran at all over two or more of them."""
         nonfinite = set(nonfinite_steps)
-        judged = range(1, self.backwards + (0 if last_pending else 1))
-        if self.steps_run == 0 and not (self.backwards > 1 or nonfinite & set(judged)):
-            return []
-        return [SkippedStep(call, NONFINITE_SKIP if call in nonfinite else NOT_CALLED)
-                for call in judged if not self.after.get(call)]
+        judged = [call for call in range(1, self.backwards + (0 if last_pending else 1)) if not self.after.get(call)]
+        found = [SkippedStep(call, NONFINITE_SKIP) for call in judged if call in nonfinite]
+        if not found and self.steps_run == 0 and len(judged) >= 2:
+            found = [SkippedStep(call, NOT_CALLED) for call in judged]
+        return found
 
     def unmoved(self, name: str) -> str | None:
         """Why ``name`` had a gradient on some step that ran but was never moved; None when it moved

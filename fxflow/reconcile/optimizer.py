@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Any, Iterable
 
 from torch import nn
 
+from ..dynamic.optimizer_steps import NONFINITE_SKIP
 from ..dynamic.optimizer import LOOKAHEAD_STEPS, OptimizerFindings, OptimizerView, read_optimizers
 from ..verdicts import DynamicVerdict as Dynamic, OptimizerVerdict, StaticVerdict as Static
 
@@ -93,7 +94,8 @@ def _observed(verdict: str, reason: str | None, log: "StepLog", parameter: Any,
             return verdict, unmoved + (f"; {reason}" if reason else "")  # the lr's verdict stands
         return OptimizerVerdict.NOT_OPTIMIZED, unmoved
     got_gradient = parameter.dynamic in (Dynamic.OK, Dynamic.VANISHING, Dynamic.NONFINITE, Dynamic.INTERMITTENT)
-    if log.steps_run == 0 and findings.skipped and got_gradient:
+    if log.steps_run == 0 and findings.skipped and got_gradient and all(
+            skipped.reason == NONFINITE_SKIP for skipped in findings.skipped):  # a GradScaler skipped every step
         return OptimizerVerdict.NOT_OPTIMIZED, (f"optimizer.step() never ran: each of the {len(findings.skipped)} "
                                                 f"watched steps was skipped: {findings.skipped[0].reason}")
     return verdict, reason
