@@ -41,6 +41,8 @@ def format_norm(norm: float | None) -> str:
 
 
 def _cut_by(parameter: ParameterReport) -> str:
+    if not parameter.cut_by and parameter.optimizer == OptimizerVerdict.NOT_OPTIMIZED:
+        return "no optimizer group will update it"  # the gradient arrives; the notes say why it is not applied
     return ", ".join(f"{site.op} @ {site.source or '?'}" for site in parameter.cut_by)
 
 

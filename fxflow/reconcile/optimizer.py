@@ -66,7 +66,7 @@ def _held(view: OptimizerView, name: str, owner: str, replaced: bool) -> tuple[s
     if not holders:
         how = ("was replaced after the optimizer was built (the optimizer still steps the old one)" if replaced
                else "was created or replaced after the optimizer was built, or left out of it")
-        return OptimizerVerdict.NOT_OPTIMIZED, f"no parameter group holds it (the optimizer has {_groups(view)}): {owner} {how}"
+        return OptimizerVerdict.NOT_OPTIMIZED, f"held by no parameter group (the optimizer has {_groups(view)}): {owner} {how}"
     states = [group.updates for group in holders]
     if True in states:
         rising = [g for g in holders if g.lr == 0 and g.rises_at]
