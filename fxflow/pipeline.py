@@ -31,7 +31,7 @@ from .prepare.inputs import infer_inputs
 from .prepare.state import materialize_lazy, untouched
 from .dynamic.meta_probe import MetaProbe, on_meta
 from .dynamic.steps import StepTally
-from .dynamic.optimizer import optimizers_in, schedulers_in
+from .prepare.optimizers import optimizers_in, schedulers_in
 from .prepare.unwrap import unwrap
 from .reconcile.optimizer import judge_optimizer
 from .verdicts import CutSite

@@ -39,7 +39,7 @@ from .dynamic.probe import Stashed
 from .dynamic.health import HealthRecorder, layer_of
 from .dynamic.steps import StepTally
 from .dynamic.unregistered import unregistered_tensors
-from .dynamic.optimizer import optimizers_in, schedulers_in
+from .prepare.optimizers import optimizers_in, schedulers_in
 from .dynamic.optimizer_steps import StepLog
 
 WATCHED_LOSS = "the loss of the watched training step"
