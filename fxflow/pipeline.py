@@ -30,7 +30,11 @@ from .dynamic.gradients import dynamic_verdicts
 from .report import Report
 from .prepare.inputs import infer_inputs
 from .core.state import ModelSnapshot, materialize_lazy, untouched
+from .dynamic.optimizer import will_update
 from .dynamic.steps import StepTally
+from .prepare.optimizers import optimizers_in, schedulers_in
+from .prepare.unwrap import unwrap
+from .reconcile.optimizer import judge_optimizer
 from .verdicts import CutSite, DynamicVerdict as Dynamic
 
 
@@ -50,6 +54,8 @@ def check(
     capture_methods: Sequence[str] | None = None,
     steps: int = 1,
     batches: Iterable[Any] | None = None,
+    optimizer: Any = None,
+    scheduler: Any = None,
 ) -> Report:
     """Find which parameters of ``model`` get no gradient, why, and confirm with a real backward.
 
@@ -64,9 +70,14 @@ def check(
     ``steps=N`` runs N forward/backward steps and counts, per parameter, the steps with a non-zero
     gradient (:mod:`fxflow.dynamic.steps`): the first on ``inputs``, the others on ``batches`` (an
     iterable of inputs like ``inputs``), else on fresh inferred inputs, else on ``inputs`` again.
+
+    ``optimizer=`` (one, or a list) and ``scheduler=``: whether a group will update each trainable
+    parameter (:mod:`fxflow.reconcile.optimizer`); without a scheduler an lr of 0 is ``unknown``.
     """
     if steps < 1:
         raise FxflowError(f"steps must be at least 1, not {steps}")
+    optimizers, schedulers = optimizers_in(optimizer), schedulers_in(scheduler)
+    user_model = unwrap(model)[0] if isinstance(model, torch.nn.Module) else model  # what the optimizer holds
     clock = _PhaseClock(progress)
     step = clock.step
     loss_fn = with_inputs(loss_fn, inputs)
@@ -98,7 +109,9 @@ def check(
         zeros = [name for name, verdict in verdicts.items() if verdict == Dynamic.ZERO]
         if zeros and real_run is not None:  # designed zero-inits learn from step 2 or 3, a dead unit never
             step("looking ahead past exact zeros", phase="look-ahead")
-            result.look_ahead = look_ahead_of(real_run, example, zeros)
+            moves = will_update(optimizers, schedulers, user_model) if optimizers else {}
+            result.look_ahead = look_ahead_of(real_run, example, zeros,
+                                              movable=(lambda name: moves.get(name) is not False) if moves else None)
 
         step("capturing the graph", phase="capture")
         captured = capture(runner, example, methods=capture_methods, recorded=recorded)
@@ -124,6 +137,8 @@ def check(
             model, target=target or type(model).__name__, captured=captured, static=static, result=result,
             failure=failure, notes=notes, static_notes=static_notes + restore_notes, vanishing=vanishing,
             allow=allow, static_only=not backward, steps=tally)
+        if optimizers:
+            judge_optimizer(report, user_model, optimizers, schedulers)
     report.timings = clock.finish()
     return report
 

@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any, Callable
 from .core.records import HealthFlag, LayerStep, NonfiniteSite
 from .errors import FxflowError
 from .verdicts import FAILING_DYNAMIC, FAILING_STATIC, CutSite, DynamicVerdict, ReportStatus, StaticVerdict
+from .verdicts import OptimizerVerdict
+from .core.records import OptimizerFindings
 
 if TYPE_CHECKING:  # pragma: no cover
     import networkx as nx
@@ -51,11 +53,19 @@ class ParameterReport:
     # gets a non-zero gradient, and the zero-initialized parameters that held it until then.
     learns_from_step: int | None = None
     held_by: list[str] = field(default_factory=list)
+    # With optimizer= (check, watch, the trainer callbacks): whether a group will update it (an
+    # OptimizerVerdict; None when no optimizer was given, or it is frozen), and why when it is not sure.
+    optimizer: str | None = None
+    optimizer_reason: str | None = None
 
     @property
     def problem(self) -> bool:
-        """Counts against the exit code: dry, zero or broken, and neither frozen nor allowed."""
-        if self.static == FROZEN or self.allowed or self.dynamic == INTERMITTENT:
+        """Counts against the exit code: dry, zero, broken or not optimized, and neither frozen nor allowed."""
+        if self.static == FROZEN or self.allowed:
+            return False
+        if self.optimizer == OptimizerVerdict.NOT_OPTIMIZED:
+            return True
+        if self.dynamic == INTERMITTENT:
             return False
         return self.static in FAILING_STATIC or self.dynamic in FAILING_DYNAMIC
 
@@ -105,6 +115,8 @@ class Report:
     # and the layers whose gradient vanishes or explodes next to the rest (fxflow.dynamic.health).
     gradient_history: dict[str, list[LayerStep]] = field(default_factory=dict, repr=False)
     gradient_flags: list[HealthFlag] = field(default_factory=list)
+    # With optimizer=: its groups, the tensors it steps that are not the model's, the skipped steps.
+    optimizer: OptimizerFindings | None = None
 
     # -- queries ----------------------------------------------------------------------------
     @property
@@ -206,6 +218,7 @@ class Report:
             "gradient_flags": [asdict(flag) for flag in self.gradient_flags],
             "status": self.status,
             "ok": self.ok,
+            "optimizer": asdict(self.optimizer) if self.optimizer is not None else None,
         }
 
     def to_json(self, indent: int | None = 2) -> str:
@@ -227,7 +240,8 @@ class Report:
                 loss=data.get("loss"), static_only=bool(data.get("static_only")), steps=data.get("steps", 1),
                 gradient_history={layer: [LayerStep(**record) for record in records]
                                   for layer, records in data.get("gradient_history", {}).items()},
-                gradient_flags=[HealthFlag(**flag) for flag in data.get("gradient_flags", [])])
+                gradient_flags=[HealthFlag(**flag) for flag in data.get("gradient_flags", [])],
+                optimizer=OptimizerFindings.from_dict(data["optimizer"]) if data.get("optimizer") else None)
         except (KeyError, TypeError, AttributeError) as error:
             raise FxflowError(f"not an fxflow JSON report: missing or malformed {error}") from error
 
@@ -302,7 +316,8 @@ def _parameter_from_dict(data: dict[str, Any]) -> ParameterReport:
         agree=data.get("agree"), diagnosis=data.get("diagnosis"), allowed=bool(data.get("allowed")),
         random_ops=list(data.get("random_ops", [])), steps_with_gradient=data.get("steps_with_gradient"),
         missed_steps=list(data.get("missed_steps", [])), learns_from_step=data.get("learns_from_step"),
-        held_by=list(data.get("held_by", [])))
+        held_by=list(data.get("held_by", [])), optimizer=data.get("optimizer"),
+        optimizer_reason=data.get("optimizer_reason"))
 
 
 def _site_from_dict(data: dict[str, Any]) -> CutSite:

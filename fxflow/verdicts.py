@@ -43,6 +43,14 @@ class DynamicVerdict(StrEnum):
     UNCONFIRMED = "unconfirmed"
 
 
+class OptimizerVerdict(StrEnum):
+    """Whether an optimizer group will update a trainable parameter (fxflow.reconcile.optimizer)."""
+
+    UPDATED = "updated"  # a group holds it with an lr above 0, now or once the scheduler raises it
+    NOT_OPTIMIZED = "not optimized"  # no group holds it, or its lr stays 0, or no watched step moved it: fails
+    UNKNOWN = "unknown"  # its lr is 0 now and no scheduler tells whether it rises
+
+
 # The verdicts that fail the check (unless the parameter is frozen, allowed or intermittent).
 FAILING_STATIC = frozenset({StaticVerdict.UNUSED, StaticVerdict.CUT, StaticVerdict.ZERO, StaticVerdict.UNREGISTERED})
 FAILING_DYNAMIC = frozenset({DynamicVerdict.MISSING, DynamicVerdict.ZERO, DynamicVerdict.NONFINITE})

@@ -39,6 +39,8 @@ from .dynamic.probe import GradStash
 from .dynamic.health import HealthRecorder, layer_of
 from .dynamic.steps import StepTally
 from .dynamic.unregistered import unregistered_tensors
+from .prepare.optimizers import optimizers_in, schedulers_in
+from .dynamic.optimizer_steps import StepLog
 
 WATCHED_LOSS = "the loss of the watched training step"
 from .report import Report
@@ -49,7 +51,7 @@ class Watch:
 
     def __init__(self, model: nn.Module, *, allow: Iterable[str] = (), vanishing: float = 1e-3,
                  static: bool = True, show: bool = False, group: Any = None, target: str | None = None,
-                 steps: int | None = None) -> None:
+                 steps: int | None = None, optimizer: Any = None, scheduler: Any = None) -> None:
         if not isinstance(model, nn.Module):
             raise TypeError(f"fxflow.watch expects an nn.Module, got {type(model).__name__}")
         self.model = model
@@ -65,6 +67,12 @@ class Watch:
         if steps is not None and steps < 1:
             raise FxflowError(f"fxflow.watch(steps=...) must be at least 1, not {steps}")
         self.steps = steps  # watch this many backward calls (a training loop), counting gradients per step
+        self.optimizers = optimizers_in(optimizer)  # whether their groups update each parameter (reconcile.optimizer)
+        self.schedulers = schedulers_in(scheduler)
+        # A trainer callback ends watching before the last backward's optimizer.step(): not judged as skipped.
+        self.last_step_pending = False
+        self._step_log: StepLog | None = None
+        self._nonfinite_steps: set[int] = set()  # backward calls whose gradients held inf or NaN
         self._tasks: list[int] = []  # the backward calls seen, by autograd's graph task id
         self._received: dict[str, list[int]] = {}  # parameter -> the steps it got a non-zero gradient in
         self._present: dict[str, list[int]] = {}  # parameter -> the steps it got any gradient (zero too) in
@@ -98,6 +106,8 @@ class Watch:
         self._recorder = ModuleGradRecorder(self.module)
         self._unregistered = GradStash(unregistered_tensors(self.module))
         self._tasks, self._received, self._present = [], {}, {}
+        self._step_log = StepLog(self.optimizers, self.module) if self.optimizers else None
+        self._nonfinite_steps = set()
         self._health = HealthRecorder(order=list(dict.fromkeys(layer_of(name) for name, _ in self.module.named_parameters())))
         if self.steps is not None:
             self._handles += [p.register_hook(self._step_hook(name, p))
@@ -111,6 +121,8 @@ class Watch:
         self._handles = []
         if self._recorder is not None:
             self._recorder.remove()
+        if self._step_log is not None:
+            self._step_log.remove()  # the optimizers' step hooks; what they saw stays
         try:
             if exc_type is None:
                 self._collect()
@@ -152,7 +164,9 @@ class Watch:
 
     def _saw_backward(self, grad: torch.Tensor) -> None:
         self.backward_seen = True
-        self._current_step()
+        if self._current_step() is not None or self.steps is None:
+            if self._step_log is not None:
+                self._step_log.backward(torch._C._current_graph_task_id())
 
     def _current_step(self) -> int | None:
         """The 1-based step of the backward running now (each backward call is one step); None past ``steps``."""
@@ -174,6 +188,8 @@ class Watch:
             present = self._present.setdefault(name, [])
             if step not in present:
                 present.append(step)
+            if not math.isfinite(total):
+                self._nonfinite_steps.add(step)
             if total > 0 and math.isfinite(total):  # a non-zero, finite gradient in this step
                 steps = self._received.setdefault(name, [])
                 if step not in steps:
@@ -222,6 +238,7 @@ class Watch:
         """Read this step's grads (gathered over ranks) and build the Report as fxflow.check does."""
         from .reconcile.assemble import assemble_report
         from .dynamic.probe import gradient_result
+        from .reconcile.optimizer import judge_optimizer
 
         named = {name: p.grad for name, p in self.module.named_parameters()}
         any_grad = any(g is not None for g in named.values())
@@ -249,6 +266,10 @@ class Watch:
                                  static_notes=static_notes, vanishing=self.vanishing, allow=self.allow, steps=tally,
                                  history=self._health.history() if tally is not None else None, ddp=ddp,
                                  watched=True)
+        if self.optimizers:
+            nonfinite = self._nonfinite_steps or {1 for info in infos.values() if info.present and not info.finite}
+            judge_optimizer(report, self.module, self.optimizers, self.schedulers, log=self._step_log,
+                            nonfinite_steps=nonfinite, last_pending=self.last_step_pending)
         if ddp is not None:  # the same advice as the report's DDP note, as an object
             self.ddp_guidance = distributed.guidance(report.parameters, ddp, report.steps,
                                                      tally.without_gradient if tally is not None else None)
@@ -295,18 +316,25 @@ class Watch:
 
 
 def watch(model: nn.Module, *, allow: Iterable[str] = (), vanishing: float = 1e-3, static: bool = True,
-          show: bool = False, group: Any = None, steps: int | None = None) -> Watch:
+          show: bool = False, group: Any = None, steps: int | None = None, optimizer: Any = None,
+          scheduler: Any = None) -> Watch:
     """Watch one real training step of ``model`` (plain, DDP, FSDP2 or compiled); see :class:`Watch`.
 
     ``steps=N``: put the block around a training loop; the first N backward calls are N steps,
     and each parameter's count of steps with a non-zero gradient comes with the report
     (``intermittent`` for some, a failure for none; :mod:`fxflow.dynamic.steps`).
 
+    ``optimizer=`` (one, or a list: GANs, Lightning's) and ``scheduler=``: whether a group will
+    update each trainable parameter, and, for the steps taken inside the block, which
+    ``optimizer.step()`` calls were skipped (a GradScaler that found inf) and which parameters no step
+    moved (:mod:`fxflow.reconcile.optimizer`).
+
     ``allow``: glob patterns of parameters allowed to be dry; ``vanishing``: the RMS factor below
     which a gradient is vanishing; ``static=False`` skips the trace; ``show=True`` prints the report
     (rank 0) when the block ends; ``group``: the process group for the one gather at exit.
     """
-    return Watch(model, allow=allow, vanishing=vanishing, static=static, show=show, group=group, steps=steps)
+    return Watch(model, allow=allow, vanishing=vanishing, static=static, show=show, group=group, steps=steps,
+                 optimizer=optimizer, scheduler=scheduler)
 
 
 def _detached(value: Any, memo: dict[int, torch.Tensor]) -> Any:

@@ -218,3 +218,48 @@ def test_steps_log_the_per_layer_norms_to_the_trainers_logger(loader, tmp_path):
     history = callback.report.gradient_history["first"]
     assert [float(row["fxflow/grad_mean/first"]) for row in logged] == pytest.approx([r.mean for r in history])
     assert float(logged[1]["fxflow/grad_max/aux"]) > 0 and not logged[0].get("fxflow/grad_max/aux")
+
+
+class MissesLast(Classifier):
+    """configure_optimizers hands the optimizer ``first`` alone, or a scheduler that keeps the lr at 0."""
+
+    def __init__(self, stuck_lr: bool = False) -> None:
+        super().__init__()
+        self.stuck_lr = stuck_lr
+
+    def configure_optimizers(self):
+        if self.stuck_lr:
+            optimizer = torch.optim.SGD(self.parameters(), lr=0.1)
+            return {"optimizer": optimizer,
+                    "lr_scheduler": {"scheduler": torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: 0.0),
+                                     "interval": "step"}}
+        return torch.optim.SGD(self.first.parameters(), lr=0.1)
+
+
+def moved_by_a_plain_fit(module, loader, tmp_path) -> dict[str, bool]:
+    """Fit a copy two steps without fxflow: {name: the optimizer moved it}."""
+    twin = copy.deepcopy(module)
+    before = {name: p.detach().clone() for name, p in twin.named_parameters()}
+    trainer = pl.Trainer(max_steps=2, accelerator="cpu", logger=False, enable_checkpointing=False,
+                         enable_progress_bar=False, enable_model_summary=False, default_root_dir=tmp_path)
+    trainer.fit(twin, loader)
+    return {name: not torch.equal(before[name], p) for name, p in twin.named_parameters()}
+
+
+@pytest.mark.parametrize("stuck_lr", [False, True], ids=["left out", "lr stays 0"])
+def test_what_configure_optimizers_will_not_update_raises_before_the_step(loader, tmp_path, stuck_lr):
+    torch.manual_seed(0)
+    module = MissesLast(stuck_lr)
+    moved = moved_by_a_plain_fit(module, loader, tmp_path / "plain")
+    before = {name: p.detach().clone() for name, p in module.named_parameters()}
+    callback = GradientFlowCheck(show=False)
+    with pytest.raises(GradientFlowError) as raised:
+        fit(module, loader, tmp_path, callback)
+    report = raised.value.report
+    not_optimized = {p.name for p in report.parameters if p.optimizer == "not optimized"}
+    assert not_optimized == {name for name, did in moved.items() if not did} == \
+        ({"first.weight", "first.bias", "last.weight", "last.bias"} if stuck_lr else {"last.weight", "last.bias"})
+    assert {p.name for p in report.problems} == not_optimized
+    reason = report.parameter("last.weight").optimizer_reason
+    assert ("the scheduler keeps it at 0" in reason) if stuck_lr else ("group 0 of SGD: 2 tensors, lr 0.1" in reason)
+    assert all(torch.equal(before[name], p) for name, p in module.named_parameters())  # raised before the step

@@ -17,7 +17,7 @@ import torch  # noqa: E402
 transformers = pytest.importorskip("transformers")
 pytest.importorskip("accelerate")
 
-from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainingArguments  # noqa: E402
+from transformers import GPT2Config, GPT2LMHeadModel, Trainer, TrainerCallback, TrainingArguments  # noqa: E402
 from transformers.modeling_outputs import CausalLMOutput  # noqa: E402
 
 from fxflow.integrations.transformers import GradientFlowCallback, GradientFlowError, GradientFlowWarning  # noqa: E402
@@ -184,3 +184,54 @@ def test_steps_log_the_per_layer_norms_to_the_trainers_tensorboard(config, data,
     # the optimizer moved the weights after steps 1 and 2; the report is made before it moves them after 3
     assert [p.step for p in events.Scalars("train/fxflow/update_ratio/transformer.h.0.attn.c_attn")] == [1, 2]
     assert [p.step for p in events.Scalars("train/loss")] == [1, 2, 3, 4]  # the Trainer's own log is untouched
+
+
+class ReplaceHead(TrainerCallback):
+    """A callback that replaces the head once the Trainer has built its optimizer (on_train_begin)."""
+
+    def on_train_begin(self, args, state, control, model=None, **kwargs):
+        torch.manual_seed(1)
+        model.lm_head = torch.nn.Linear(model.config.n_embd, model.config.vocab_size, bias=False)
+
+
+class HeadBeforeTheStep(TrainerCallback):
+    """Keeps the values of the (replaced) head and the embedding as the first step begins."""
+
+    def on_step_begin(self, args, state, control, model=None, **kwargs):
+        self.value, self.wte = model.lm_head.weight.detach().clone(), model.transformer.wte.weight.detach().clone()
+
+
+def test_a_head_replaced_after_the_trainer_built_its_optimizer_raises_before_the_step(config, data, tmp_path):
+    plain = make(GPT2LMHeadModel, config)
+    model = copy.deepcopy(plain)
+    plain_trainer = Trainer(model=plain, args=TrainingArguments(
+        output_dir=str(tmp_path / "plain"), max_steps=1, per_device_train_batch_size=EXAMPLES, report_to=[],
+        use_cpu=True, save_strategy="no", logging_strategy="no", disable_tqdm=True, learning_rate=1e-2),
+        train_dataset=data, callbacks=[ReplaceHead()])
+    head = HeadBeforeTheStep()
+    plain_trainer.add_callback(head)
+    plain_trainer.train()
+    assert torch.equal(head.value, plain.lm_head.weight)  # the real step did not move the new head
+    assert not torch.equal(head.wte, plain.transformer.wte.weight)  # ... and did move the rest
+    callback = GradientFlowCallback(show=False)
+    trainer = Trainer(model=model, args=TrainingArguments(
+        output_dir=str(tmp_path), max_steps=1, per_device_train_batch_size=EXAMPLES, report_to=[], use_cpu=True,
+        save_strategy="no", logging_strategy="no", disable_tqdm=True, learning_rate=1e-2),
+        train_dataset=data, callbacks=[ReplaceHead(), callback])
+    with pytest.raises(GradientFlowError) as raised:
+        trainer.train()
+    report = raised.value.report
+    assert {p.name for p in report.problems} == {"lm_head.weight"}
+    assert report.parameter("lm_head.weight").optimizer == "not optimized"
+    reason = report.parameter("lm_head.weight").optimizer_reason
+    assert "module lm_head (Linear) was created or replaced after the optimizer was built" in reason
+    assert "group 0 of AdamW" in reason and "group 1 of AdamW" in reason  # the Trainer's decay / no-decay groups
+    assert {p.optimizer for p in report.parameters if p.name != "lm_head.weight"} == {"updated"}
+
+
+def test_a_healthy_trainer_run_checks_the_trainers_optimizer(config, data, tmp_path):
+    callback = GradientFlowCallback(show=False)
+    train(make(GPT2LMHeadModel, config), data, tmp_path, callback, max_steps=1)
+    report = callback.report
+    assert report.ok and {p.optimizer for p in report.parameters} == {"updated"}
+    assert [g.weight_decay for g in report.optimizer.groups] == [0.0, 0.0] and report.optimizer.foreign == []

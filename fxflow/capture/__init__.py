@@ -36,7 +36,8 @@ from torch.utils._pytree import tree_flatten
 from ..errors import describe
 from ..prepare.signature import defaulted_arguments
 from ..core.state import RandomState, preserved_module_attributes
-from ..core.functions import (OPAQUE_KEY, CheckpointGate, OpaqueFunction, checkpoint_inputs, checkpointed_call,
+from ..verdicts import OPAQUE_KEY
+from ..core.functions import (CheckpointGate, OpaqueFunction, checkpoint_inputs, checkpointed_call,
                         intercepted_apply, is_checkpoint, is_user_function, opaque_reason)
 from ..core.grad_mode import META_KEY as GRAD_MODE_KEY, GradRegion
 from ..core.scripted import as_module_calls

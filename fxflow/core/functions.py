@@ -21,8 +21,6 @@ import torch
 
 from .patching import ThreadPatch
 
-from ..verdicts import OPAQUE_KEY
-
 
 # handler(function_class, original_apply, args, kwargs) -> result
 ApplyHandler = Callable[[type, Callable[..., Any], tuple, dict], Any]

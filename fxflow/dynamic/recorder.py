@@ -31,7 +31,8 @@ from ..core.observer import ForwardPart
 from .recorded import tensor_state
 from ..core.source import ModuleStack
 
-from ..core.functions import (OPAQUE_KEY, CheckpointGate, Constant, OpaqueFunction, checkpoint_inputs, checkpointed_call,
+from ..verdicts import OPAQUE_KEY
+from ..core.functions import (CheckpointGate, Constant, OpaqueFunction, checkpoint_inputs, checkpointed_call,
                         is_checkpoint, is_user_function, opaque_reason)
 from ..core.grad_mode import META_KEY as GRAD_MODE_KEY, GradModeRecorder
 from ..core.patching import ThreadPatch

@@ -16,7 +16,7 @@ confirmed on the second step, whose report is then the one shown and acted on.
 from __future__ import annotations
 
 import warnings
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 if TYPE_CHECKING:  # pragma: no cover
     from torch import nn
@@ -70,14 +70,18 @@ class FirstStepCheck:
     def done(self) -> bool:
         return self.report is not None
 
-    def begin(self, model: "nn.Module") -> None:
-        """Start watching ``model`` before a step's first forward; once a report was acted on, do nothing."""
+    def begin(self, model: "nn.Module", optimizer: Any = None, scheduler: Any = None) -> None:
+        """Start watching ``model`` before a step's first forward; once a report was acted on, do nothing.
+
+        ``optimizer`` and ``scheduler``: the ones the trainer built (its list, or one), checked as
+        ``fxflow.watch(optimizer=..., scheduler=...)`` checks them."""
         from ..watching import Watch
 
         if self.done or self._watch is not None:
             return
         self._watch = Watch(model, allow=self.allow, vanishing=self.vanishing, static=self.static,
-                            steps=self.steps if self.steps > 1 else None)
+                            steps=self.steps if self.steps > 1 else None, optimizer=optimizer, scheduler=scheduler)
+        self._watch.last_step_pending = True  # the report comes before the last watched step's optimizer.step()
         self._watch.start()
 
     def end(self, notes: Iterable[str] = ()) -> "Report | None":

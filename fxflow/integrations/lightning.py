@@ -31,7 +31,7 @@ class GradientFlowCheck(FirstStepCallback, pl.Callback):
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any,
                              batch_idx: int) -> None:
-        self.check.begin(pl_module)
+        self.check.begin(pl_module, trainer.optimizers, trainer.lr_scheduler_configs)  # what configure_optimizers gave
 
     def on_before_optimizer_step(self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: Any) -> None:
         # Lightning calls this after the backward (and AMP unscaling), before it clips: the grads are raw.

@@ -43,7 +43,8 @@ class GradientFlowCallback(FirstStepCallback, TrainerCallback):
                       model: Any = None, **kwargs: Any) -> None:
         if self._first_step is None:
             self._first_step = state.global_step
-        self.check.begin(model)
+        # the optimizer and scheduler the Trainer built (the handler passes them with every event)
+        self.check.begin(model, kwargs.get("optimizer"), kwargs.get("lr_scheduler"))
 
     def on_pre_optimizer_step(self, args: "TrainingArguments", state: "TrainerState", control: "TrainerControl",
                               **kwargs: Any) -> None:

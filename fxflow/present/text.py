@@ -13,7 +13,8 @@ import textwrap
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..verdicts import DynamicVerdict as Dynamic, ReportStatus, StaticVerdict as Static
+from ..verdicts import (FAILING_DYNAMIC, FAILING_STATIC, DynamicVerdict as Dynamic, OptimizerVerdict, ReportStatus,
+                        StaticVerdict as Static)
 from .fixes import fix_line, site_cause, verdict_cause
 from .fresh import fresh_paragraph, fresh_tensor_sources
 
@@ -44,6 +45,8 @@ def format_norm(norm: float | None) -> str:
 
 
 def _cut_by(parameter: ParameterReport) -> str:
+    if not parameter.cut_by and parameter.optimizer == OptimizerVerdict.NOT_OPTIMIZED:
+        return "no optimizer group will update it"  # the gradient arrives; the notes say why it is not applied
     return ", ".join(f"{site.op} @ {site.source or '?'}" for site in parameter.cut_by)
 
 
@@ -231,10 +234,12 @@ def _fraction(ratio: float) -> str:
 
 def verdict_of(parameter: ParameterReport) -> str:
     """The one word that says what is wrong (or right) with a parameter: the static verdict,
-    unless the graph says reachable, then what the real backward found."""
-    if parameter.static == Static.REACHABLE and parameter.dynamic:
-        return parameter.dynamic
-    return parameter.static
+    unless the graph says reachable, then what the real backward found; "not optimized" when the
+    gradient is fine but no optimizer group applies it."""
+    word = parameter.dynamic if parameter.static == Static.REACHABLE and parameter.dynamic else parameter.static
+    if parameter.optimizer == OptimizerVerdict.NOT_OPTIMIZED and word not in FAILING_STATIC | FAILING_DYNAMIC:
+        return OptimizerVerdict.NOT_OPTIMIZED  # the gradient arrives; no optimizer group applies it
+    return word
 
 
 def _tally(parameters: list[ParameterReport], words: dict[str, str] = _KIND_WORDS) -> str:

@@ -223,9 +223,6 @@ class _Context:
     norms: dict[str, float]  # call_module node -> gradient norm out of that call
 
 
-NEVER_PER_ROW = 4
-# One run shows what this batch called: an expert no token reached is not called now, yet may be later.
-NEVER_TITLE = "not called in forward on the checked batch"  # modules per row of the "not called" box
 
 
 def _emit_never(graph: graphviz.Digraph, never: list[NeverCalled], ctx: _Context) -> None:
