@@ -23,6 +23,9 @@ import sys
 import traceback
 
 import torch  # noqa: F401  (the point: imported once, before any fork)
+from zoo.vision_ops import define_nms_if_missing
+
+define_nms_if_missing()  # as conftest.py does: a check of a transformers model imports torchvision
 
 import fxflow.cli  # noqa: F401
 import fxflow.render  # noqa: F401

@@ -19,7 +19,7 @@ pytest.importorskip("transformers")
 from gradtruth import real_gradients  # noqa: E402
 from zoo import known  # noqa: E402
 from zoo.known_exits import DRY, PENDING, STEP_ONE_ZEROS, assert_exit_as_pinned  # noqa: E402
-from zoo.libraries import LIBRARIES, MISSING, OUTSIDE_TEST_EXTRA  # noqa: E402
+from zoo.libraries import LIBRARIES, MISSING, OUTSIDE_TEST_EXTRA, PREFIXES, not_built_here  # noqa: E402
 from zoo.run import SPECIMENS, default_chain_agrees, learning  # noqa: E402
 from zoo.vision_ops import extension_loads, greedy_nms  # noqa: E402
 
@@ -32,10 +32,11 @@ def test_every_library_of_the_test_extra_is_in_the_zoo() -> None:
     families = {specimen.family for specimen in SPECIMENS.values()}
     present = set(LIBRARIES) - set(MISSING)
     assert families >= present
+    assert all(name.startswith(PREFIXES[specimen.family]) for name, specimen in SPECIMENS.items()
+               if specimen.family in LIBRARIES)
     assert {library: SPECIMENS[name].family for library, name in known.SUITE_SAMPLE.items() if library in present} == {
         library: library for library in present}
-    from zoo.lib_torchvision import NOT_BUILT_HERE
-    assert set(STEP_ONE_ZEROS) | set(DRY) | PENDING <= set(SPECIMENS) | set(NOT_BUILT_HERE) and not set(STEP_ONE_ZEROS) & set(DRY)
+    assert all(name in SPECIMENS or not_built_here(name) for name in set(STEP_ONE_ZEROS) | set(DRY) | PENDING) and not set(STEP_ONE_ZEROS) & set(DRY)
     assert not PENDING & set(known.SUITE_SAMPLE.values())
 
 

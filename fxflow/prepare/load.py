@@ -77,7 +77,9 @@ def import_location(location: str) -> ModuleType:
     try:
         return importlib.import_module(location)
     except ModuleNotFoundError as error:
-        if error.name and location.startswith(error.name):
+        if not error.name:  # raised by the module's own code (a lazy import), not a missing package
+            raise FxflowError(f"importing {location} raised ModuleNotFoundError: {error}") from error
+        if location.startswith(error.name):
             raise FxflowError(f"no module named {location!r}", hint="give a file path or an importable module") from error
         raise FxflowError(f"importing {location} failed: no module named {error.name!r}",
                           hint=f"pip install the package that provides {error.name!r}") from error
@@ -116,6 +118,8 @@ def _import_file(path: str) -> ModuleType:
     except SyntaxError as error:
         raise FxflowError(f"syntax error in {_relative(error.filename or path)}:{error.lineno}: {error.msg}") from error
     except ModuleNotFoundError as error:
+        if not error.name:  # raised by the file's own code (a lazy import), not a missing package
+            raise FxflowError(f"running {_relative(path)} raised ModuleNotFoundError: {error}") from error
         raise FxflowError(f"importing {_relative(path)} failed: no module named {error.name!r}",
                           hint=f"pip install the package that provides {error.name!r}") from error
     except SystemExit as error:  # argparse or sys.exit() at the top level of the file

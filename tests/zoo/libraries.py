@@ -15,6 +15,10 @@ import torch
 # library (as pip names it) -> the zoo module that builds its models
 LIBRARIES: dict[str, str] = {"timm": "lib_timm", "torchvision": "lib_torchvision", "diffusers": "lib_diffusers",
                              "peft": "lib_peft", "torch_geometric": "lib_pyg", "torchaudio": "lib_torchaudio"}
+# library -> the prefix of its specimens' names (tests/test_zoo_libraries.py holds every specimen to it),
+# so a pin can name a model of a library that is not installed here
+PREFIXES: dict[str, str] = {"timm": "timm_", "torchvision": "tv_", "diffusers": "diffusers_", "peft": "peft_",
+                            "torch_geometric": "pyg_", "torchaudio": "ta_"}
 MISSING: dict[str, str] = {}  # library -> why its module could not be imported
 # Libraries the zoo checks where they import, but the test extra does not install: the package
 # index serves torchaudio built for CUDA torch only, whose extension does not load on CPU torch.
@@ -29,6 +33,15 @@ TORCH_NAMESPACES = (torch, torch.Tensor, torch.nn.functional, torch.autograd.Fun
 
 def _bindings() -> dict[tuple[Any, str], Any]:
     return {(owner, name): value for owner in TORCH_NAMESPACES for name, value in vars(owner).items()}
+
+
+def not_built_here(name: str) -> bool:
+    """Whether ``name`` is a specimen this machine cannot build (its pins still stand): its library did
+    not import, or it needs torchvision's compiled extension, which does not load here."""
+    if any(name.startswith(PREFIXES[library]) for library in MISSING):
+        return True
+    from .lib_torchvision import NOT_BUILT_HERE
+    return name in NOT_BUILT_HERE
 
 
 def register() -> None:
