@@ -17,6 +17,8 @@ import statistics
 import sys
 import time
 
+import torchvision_env  # noqa: E402,F401  (before transformers, timm, peft)
+
 REPEATS = 5
 
 

@@ -34,6 +34,9 @@ REPEATS = {"tiny": 15, "gpt2-4x256": 7, "gpt2-small": 5}
 WHOLE_REPEATS = 3  # whole-process runs of the floor and of the check each: their medians
 
 MODEL_FILE = '''
+import sys
+sys.path.insert(0, {scripts!r})
+import torchvision_env  # noqa: F401  (before transformers)
 import torch
 from transformers import GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
@@ -81,6 +84,7 @@ print(time.perf_counter() - started)
 def in_process(name: str) -> dict[str, float]:
     """Medians of a plain step and of fxflow.check on the same model, one torch thread."""
     import torch
+    import torchvision_env  # noqa: F401  (before transformers)
     import transformers
 
     import fxflow
@@ -154,7 +158,7 @@ def whole_process(name: str, device: str | None) -> dict[str, float]:
     layers, width, sequence = GPT2.get(name, (0, 0, 8))
     folder = tempfile.mkdtemp(prefix="fxflow-bench-")
     with open(os.path.join(folder, "model.py"), "w") as handle:
-        handle.write(MODEL_FILE.format(layers=layers, width=width, sequence=sequence))
+        handle.write(MODEL_FILE.format(layers=layers, width=width, sequence=sequence, scripts=os.path.join(ROOT, "scripts")))
     env = {**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"}
 
     def timed(command: list[str]) -> tuple[float, float]:

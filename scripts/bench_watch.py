@@ -13,6 +13,8 @@ import sys
 import time
 from typing import Any, Callable
 
+import torchvision_env  # noqa: E402,F401  (before transformers, timm, peft)
+
 import torch
 
 import fxflow

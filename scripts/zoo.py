@@ -22,6 +22,8 @@ import time
 from collections import Counter
 from pathlib import Path
 
+import torchvision_env  # noqa: E402,F401  (before transformers, timm, peft)
+
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # One thread per process, as the suite's workers have (tests/conftest.py): several processes on
 # a few cores with OpenMP's spinning threads each take several times as long.
