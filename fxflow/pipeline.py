@@ -31,6 +31,9 @@ from .report import Report
 from .prepare.inputs import infer_inputs
 from .core.state import ModelSnapshot, materialize_lazy, untouched
 from .dynamic.optimizer import will_update
+from .dynamic.redraw import redraw
+from .core.observer import ForwardPart
+from .core.random_ops import RandomDraws
 from .dynamic.steps import StepTally
 from .prepare.optimizers import optimizers_in, schedulers_in
 from .prepare.unwrap import unwrap
@@ -113,6 +116,15 @@ def check(
             result.look_ahead = look_ahead_of(real_run, example, zeros,
                                               movable=(lambda name: moves.get(name) is not False) if moves else None)
 
+        if real_run is not None and real_run.drew_random_numbers:  # layer drop, dropout, random sampling
+            learned = result.look_ahead.learns_from if result.look_ahead is not None else {}
+            trainable = {name for name, p in real_run.model.named_parameters() if p.requires_grad}
+            dry = [name for name, verdict in verdicts.items()
+                   if name in trainable and verdict in (Dynamic.MISSING, Dynamic.ZERO) and name not in learned]
+            if dry:
+                step("drawing the model's random numbers again", phase="redraw")
+                result.redrawn, result.random_draws = redraw_of(real_run, example, dry, seed)
+
         step("capturing the graph", phase="capture")
         captured = capture(runner, example, methods=capture_methods, recorded=recorded)
         if captured.graph_module is None and result is None:
@@ -143,19 +155,38 @@ def check(
     return report
 
 
+def _alive_after(run: ModelRun, example: tuple[Any, ...], same_draws: bool = True,
+                 watchers: Sequence[ForwardPart] = ()) -> Callable[[], dict[str, bool] | None]:
+    """``run``'s forward and backward again, as a function: which parameters got a non-zero finite
+    gradient (None: it raised)."""
+    def rerun() -> dict[str, bool] | None:
+        _, again = run.again(example, same_draws=same_draws, watchers=watchers)
+        if again is None:
+            return None
+        return {name: info.present and info.finite and not info.all_zero for name, info in again.grads.items()}
+    return rerun
+
+
+def redraw_of(run: ModelRun, example: tuple[Any, ...], dry: list[str], seed: int) -> tuple[dict[str, int], list[str]]:
+    """:func:`fxflow.dynamic.redraw.redraw` on the model of ``run``: ``dry`` parameters that other draws
+    of its random numbers reach, and ``op @ file:line`` of the calls that drew; the model's buffers,
+    grads and random state are put back afterwards."""
+    snapshot = ModelSnapshot.save(run.model, copy_parameters=False)  # nothing moves the weights here
+    try:
+        draws = RandomDraws()  # where the forward draws: the report names those lines
+        found = redraw(dry, _alive_after(run, example, same_draws=False, watchers=[draws]), seed)
+        return found, draws.found
+    finally:
+        snapshot.restore()
+
+
 def look_ahead_of(run: ModelRun, example: tuple[Any, ...], zeros: list[str],
                   movable: Callable[[str], bool] | None = None) -> LookAhead:
     """:func:`fxflow.dynamic.lookahead.look_ahead` on the model of ``run``, whose first backward left
     ``zeros`` exactly zero: each rerun is ``run``'s forward and backward again, from the same random
     draws; the model's buffers, grads and random state are put back afterwards."""
     parameters = dict(run.model.named_parameters())
-
-    def rerun() -> dict[str, bool] | None:
-        _, again = run.again(example)
-        if again is None:
-            return None
-        return {name: info.present and info.finite and not info.all_zero for name, info in again.grads.items()}
-
+    rerun = _alive_after(run, example)
     snapshot = ModelSnapshot.save(run.model, copy_parameters=False)  # the look-ahead puts its weights back itself
     try:
         for name, parameter in parameters.items():  # the first step's gradients give the first step's direction

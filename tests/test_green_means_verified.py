@@ -300,7 +300,7 @@ class DropoutGate(nn.Module):
         return self.body(x) * gate.sum()
 
 
-def test_a_verdict_behind_dropout_names_the_dropout():
+def test_a_gate_dropout_zeroed_learns_on_other_draws_and_names_the_dropout():
     model, x = DropoutGate(), torch.randn(4, 10)
     line = f"{_here()}:{line_of(HERE, 'one unit: dropped')}"
     outcomes = set()
@@ -311,12 +311,12 @@ def test_a_verdict_behind_dropout_names_the_dropout():
         torch.manual_seed(seed)
         report = check(model, x)
         gate = report.parameter("gate.weight")
-        assert (gate.dynamic == "zero") == dropped
+        # dropped on this draw, kept on others: it learns on some steps, so the check passes
+        assert (gate.dynamic == "intermittent") == dropped and report.ok, report.table()
         if dropped:
-            assert gate.random_ops == [f"Dropout @ {line}"] and "another --seed" in gate.diagnosis
-            assert report.parameter("body.weight").random_ops == [f"Dropout @ {line}"]
+            assert gate.random_ops == [f"Dropout @ {line}"] and "the model's own randomness decides" in gate.diagnosis
         else:
-            assert gate.random_ops == [] and report.ok
+            assert gate.random_ops == [] and gate.dynamic == "ok"
         outcomes.add(dropped)
     assert outcomes == {True, False}
 

@@ -19,9 +19,11 @@ from torch._subclasses.fake_tensor import is_fake
 from ..errors import FxflowError, describe, first_line
 from .gradients import GradInfo, read_gradients
 from .lookahead import LookAhead
+from .redraw import drew_random_numbers
 from .module_norms import ModuleGradRecorder
 from ..prepare.fake import FakeWeights, fake_inputs, fake_weights, new_fake_mode
 from .no_derivative import StopAtMissingDerivatives, StopsOnMeta, stop_at_missing_derivatives
+from ..core.observer import ForwardPart
 from ..core.records import NonfiniteSite
 from ..core.state import RandomState
 from .loss import LOSS_PROJECTION, TrainingLoss, floating_outputs, training_loss
@@ -55,6 +57,10 @@ class ProbeResult:
     held_by: dict[str, list[str]] = field(default_factory=dict)
     # Which exact zeros learn once the first steps move what holds them (fxflow.dynamic.lookahead).
     look_ahead: LookAhead | None = None
+    # Dry parameters that another draw of the model's random numbers reaches -> that draw's seed
+    # (fxflow.dynamic.redraw): the model's own randomness decides, so they learn on some steps.
+    redrawn: dict[str, int] = field(default_factory=dict)
+    random_draws: list[str] = field(default_factory=list)  # ``op @ file:line`` of the calls that drew
 
 
 class BackwardFailed(Exception):
@@ -120,9 +126,10 @@ class ModelRun:
 
     def __init__(self, model: torch.nn.Module, *, mode: Mode = "real",
                  loss_fn: Callable[[Any], torch.Tensor] | None = None, seed: int = 0, labels_given: bool = False,
-                 record: bool = False) -> None:
+                 record: bool = False, watchers: Sequence[ForwardPart] = ()) -> None:
         self.model = model
         self.mode = mode
+        self.watchers = tuple(watchers)  # more parts of the forward observer, entered around forward only
         self.loss_fn = loss_fn
         self.seed = seed
         self.labels_given = labels_given  # a tuple output's first element is then the model's loss
@@ -134,6 +141,7 @@ class ModelRun:
         self.gradients: dict[str, torch.Tensor | None] = {}
         self._weights: FakeWeights | None = None  # the fake run's twins of the weights
         self._fake_mode: Any = None
+        self.drew_random_numbers = False  # the forward advanced a random generator (fxflow.dynamic.redraw)
 
     def forward(self, call: Callable[[], Any]) -> Any:
         """Run ``call`` (the model's forward) with the per-module gradient hooks in place."""
@@ -144,8 +152,12 @@ class ModelRun:
         self._stops = StopsOnMeta() if self.mode == "meta" else StopAtMissingDerivatives()
         self._unregistered = GradStash(unregistered_tensors(self.model) if self.mode == "real" else {})
         try:
-            with torch.enable_grad():
-                return _forward(call, self._stops)
+            with torch.enable_grad(), contextlib.ExitStack() as watching:
+                for watcher in self.watchers:
+                    watching.enter_context(watcher)
+                outputs = _forward(call, self._stops)
+            self.drew_random_numbers = drew_random_numbers(self._random_state, RandomState.save())
+            return outputs
         except BaseException:
             self._release()
             raise
@@ -196,11 +208,15 @@ class ModelRun:
         finally:
             after.restore()
 
-    def again(self, inputs: Sequence[Any]) -> "tuple[ModelRun, ProbeResult | None]":
+    def again(self, inputs: Sequence[Any], same_draws: bool = True,
+              watchers: Sequence[ForwardPart] = ()) -> "tuple[ModelRun, ProbeResult | None]":
         """Forward and backward once more on ``inputs``, from the random draws this run started with
-        (the look-ahead's runs); not recorded. Returns the new run and its result (None: it raised)."""
-        self._random_state.restore()
-        run = ModelRun(self.model, mode=self.mode, loss_fn=self.loss_fn, seed=self.seed, labels_given=self.labels_given)
+        (the look-ahead's runs; ``same_draws=False``: from the generators as the caller left them),
+        ``watchers`` watching its forward; not recorded. Returns the new run and its result (None: it raised)."""
+        if same_draws:
+            self._random_state.restore()
+        run = ModelRun(self.model, mode=self.mode, loss_fn=self.loss_fn, seed=self.seed, labels_given=self.labels_given,
+                       watchers=watchers)
         try:
             return run, run.run(inputs)
         except FxflowError:

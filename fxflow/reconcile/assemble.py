@@ -17,6 +17,7 @@ from .norms import call_norms
 from . import backward_raises, parameter_reports, uncertainty, uncertainty_notes, unregistered_reports
 from ..report import Report, TraceInfo
 from ..dynamic.steps import StepTally, apply_steps
+from .redrawn import mark_redrawn
 from .zeros import classify_zeros
 from ..core.distributed import guidance as ddp_guidance
 from ..prepare.inputs import device_of
@@ -84,6 +85,8 @@ def assemble_report(model: torch.nn.Module, *, target: str, captured: "Capture |
         classify_zeros(parameters, learned, result.held_by if result is not None else {}, counted)
     elif result is not None and result.measurable and counted == 1 and watched:
         classify_zeros(parameters, None, result.held_by, 1)  # one watched step: an exact zero is unconfirmed
+    if result is not None:
+        mark_redrawn(parameters, result.redrawn, result.random_draws)
     if counted > 1:
         apply_steps(parameters, steps)
     guidance = ddp_guidance(parameters, ddp, counted, steps.without_gradient if steps is not None else None)

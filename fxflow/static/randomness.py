@@ -2,32 +2,14 @@
 
 A gate behind train-mode dropout gets an exactly zero gradient when the dropout drops it, and a
 gradient when it does not: the check fails on one ``--seed`` and passes on another. The ops that
-draw random numbers are the ones torch itself tags ``nondeterministic_seeded`` (dropout,
-bernoulli, rand_like, randperm, multinomial...), looked up by the node's op name, so no list of
-names is kept here.
+draw random numbers are the ones torch itself tags ``nondeterministic_seeded``
+(:func:`fxflow.core.random_ops.draws_random_numbers`).
 """
 from __future__ import annotations
 
-import functools
-import re
-
 import networkx as nx
-import torch
 
-_DIMENSIONS = re.compile(r"[123]d$")  # Dropout2d -> dropout: the module's functional form
-
-
-@functools.lru_cache(maxsize=1024)
-def draws_random_numbers(op: str) -> bool:
-    """Whether an op (``dropout``, ``Dropout2d``, ``bernoulli_``) is tagged ``nondeterministic_seeded``."""
-    name = op.lower().strip("_")
-    for candidate in dict.fromkeys((name, _DIMENSIONS.sub("", name))):
-        packet = getattr(torch.ops.aten, candidate, None)
-        if packet is None or not hasattr(packet, "overloads"):
-            continue
-        if any(torch.Tag.nondeterministic_seeded in getattr(packet, overload).tags for overload in packet.overloads()):
-            return True
-    return False
+from ..core.random_ops import draws_random_numbers
 
 
 def random_ops_affecting(graph: nx.DiGraph, parameter_node: str) -> list[str]:
@@ -35,10 +17,12 @@ def random_ops_affecting(graph: nx.DiGraph, parameter_node: str) -> list[str]:
     before the output: the parameter's gradient is computed from what that op drew."""
     downstream = nx.descendants(graph, parameter_node)
     meeting = {n for n in downstream if graph.nodes[n].get("kind") != "output"}
-    found = []
-    for name, data in sorted(graph.nodes(data=True), key=lambda item: item[1].get("order", 0)):
-        if data.get("kind") in ("param", "placeholder", "output") or not draws_random_numbers(str(data.get("op", ""))):
-            continue
-        if name in meeting or meeting & nx.descendants(graph, name):
-            found.append(f"{data['op']} @ {data.get('source') or name}")
+    found = [label for name, label in _random_nodes(graph) if name in meeting or meeting & nx.descendants(graph, name)]
     return list(dict.fromkeys(found))
+
+
+def _random_nodes(graph: nx.DiGraph) -> list[tuple[str, str]]:
+    """(node, ``op @ file:line``) of the graph's ops that draw random numbers, in forward order."""
+    return [(name, f"{data['op']} @ {data.get('source') or name}")
+            for name, data in sorted(graph.nodes(data=True), key=lambda item: item[1].get("order", 0))
+            if data.get("kind") not in ("param", "placeholder", "output") and draws_random_numbers(str(data.get("op", "")))]

@@ -1,0 +1,32 @@
+"""Dry parameters that the model's own randomness decides: they learn on some steps.
+
+A parameter with no gradient (or an exactly zero one) on the checked draw, that another draw of the
+model's random numbers reaches (:mod:`fxflow.dynamic.redraw`), is a layer dropped this time, a gate
+that dropout zeroed, a proposal not sampled: ``used on some steps only``, as an expert the router
+skips on some batches, not a parameter that never learns.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Iterable
+
+from ..verdicts import DynamicVerdict as Dynamic
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ..report import ParameterReport
+
+
+def mark_redrawn(parameters: "Iterable[ParameterReport]", redrawn: dict[str, int], draws: list[str]) -> None:
+    """Give each parameter another draw reached the verdict ``intermittent``, and say what drew
+    (``draws``: ``op @ file:line`` of the forward's random calls, where the parameter's path names none)."""
+    for parameter in parameters:
+        seed = redrawn.get(parameter.name)
+        if seed is None:
+            continue
+        got = "no gradient" if parameter.dynamic == Dynamic.MISSING else "an exactly zero gradient"
+        parameter.random_ops = parameter.random_ops or list(draws)
+        drawn = f" (what {', '.join(parameter.random_ops[:3])} drew)" if parameter.random_ops else ""
+        parameter.dynamic = Dynamic.INTERMITTENT
+        parameter.agree = True  # this draw's graph and another draw's gradient: both are true
+        parameter.diagnosis = (f"{got} with this draw of the model's random numbers{drawn}, a gradient with "
+                               f"another (--seed {seed}): the model's own randomness decides, so it learns on "
+                               "some steps only")
