@@ -156,7 +156,8 @@ class ModelRun:
                 for watcher in self.watchers:
                     watching.enter_context(watcher)
                 outputs = _forward(call, self._stops)
-            self.drew_random_numbers = drew_random_numbers(self._random_state, RandomState.save())
+            if self.mode == "real":  # only a real run is drawn again (and fake mode cannot compare states)
+                self.drew_random_numbers = drew_random_numbers(self._random_state, RandomState.save())
             return outputs
         except BaseException:
             self._release()

@@ -146,9 +146,6 @@ DRY: dict[str, str] = {'diffusers_autoencoder_tiny': 'stays dry: encoder.layers.
  'timm_shvit': 'stays dry: stages.2.blocks.0.mixer.m.pre_norm.bias, stages.2.blocks.1.mixer.m.pre_norm.bias (5); '
                'first failing: stages.0.blocks.0.conv.m.c.weight: reachable/zero: exactly 0 after `batch_norm` at '
                'timm/models/shvit.py:38',
- 'tv_efficientnet_v2_s': 'stays dry: features.6.5.block.0.0.weight, features.6.5.block.0.1.weight (13); first '
-                         'failing: features.6.5.block.0.0.weight: reachable/zero: exactly 0 after `mul` at '
-                         'torchvision/ops/stochastic_depth.py:44',
  'tv_maskrcnn_resnet50_fpn': 'stays dry: backbone.fpn.layer_blocks.3.0.weight, backbone.fpn.layer_blocks.3.0.bias '
                              '(2); first failing: backbone.fpn.layer_blocks.3.0.weight: reachable/zero: exactly 0 '
                              'after `indexput` at torchvision/models/detection/roi_heads.py:816',

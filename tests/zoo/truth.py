@@ -46,8 +46,10 @@ ALLOWED_DYNAMIC: dict[Truth, set[str]] = {
     Truth.NONZERO: {DynamicVerdict.OK, DynamicVerdict.VANISHING, DynamicVerdict.NONFINITE},
     # held (issue 27): zero at step 1, learns once a zero-initialized weight moves; known_exits checks
     # those models against first_learning_step
-    Truth.ZERO: {DynamicVerdict.ZERO, DynamicVerdict.HELD},
-    Truth.NONE: {DynamicVerdict.MISSING},
+    # intermittent: dry on this draw, reached on another draw of the model's own random numbers
+    # (router jitter, layer drop, dropout); the truth is one draw, known_exits pins the exit codes
+    Truth.ZERO: {DynamicVerdict.ZERO, DynamicVerdict.HELD, DynamicVerdict.INTERMITTENT},
+    Truth.NONE: {DynamicVerdict.MISSING, DynamicVerdict.INTERMITTENT},
 }
 
 
