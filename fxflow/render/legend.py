@@ -23,12 +23,13 @@ def legend_entries(view: View) -> list[tuple[str, str]]:
     """(swatch cell, words) for every state, shape and wire the picture uses, in legend order:
     nothing is explained that is not drawn."""
     items = view.items
-    states = {i.state for i in items} | {s for n in view.never_called for _, s in n.params}
+    uncalled = view.uncalled()
+    states = {i.state for i in items} | {s for n in uncalled for _, s in n.params}
     kinds = {i.kind for i in items}
     entries = [(_swatch(state), words) for state, words in style.LEGEND if state in states]
-    if "param" in kinds or (view.never_called and not view.collapse_never):
+    if "param" in kinds or (uncalled and not view.collapse_never):
         entries.append((_swatch(NodeState.INERT, shape="param"), "square: a parameter"))
-    if kinds & {"module", "run"} or (view.collapse_never and view.never_called):
+    if kinds & {"module", "run"} or (view.collapse_never and uncalled):
         entries.append((_swatch(NodeState.INERT, shape="module"), "bold: a collapsed module"))
     if "fold" in kinds:
         counts = sorted({i.count for i in items if i.kind == "fold"})  # the counts the drawing shows
