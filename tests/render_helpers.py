@@ -173,3 +173,48 @@ def parse_svg(data: str | bytes) -> tuple[dict[str, SvgNode], list[SvgNode], lis
         else:
             clusters.append(item)
     return nodes, edges, clusters
+
+
+# -- SVG geometry ----------------------------------------------------------------------------
+Box = tuple[float, float, float, float]  # left, top, right, bottom in SVG user units
+
+
+def _group(svg: str, title: str) -> str:
+    """The SVG of the node, edge or cluster group whose title is ``title`` (an edge's ``:port`` aside)."""
+    escaped = re.escape(title.replace("->", "&#45;&gt;"))
+    match = re.search(rf"<title>{escaped}(?::\w+)?</title>(.*?)</g>\s*</g>", svg, re.S)
+    assert match, f"no {title} in the SVG"
+    return match[1]
+
+
+def text_boxes(svg: str, title: str) -> list[Box]:
+    """The boxes of the text lines of one group, from their anchor, font size and length (Helvetica
+    averages about 0.6 of its size per character)."""
+    boxes = []
+    for match in re.finditer(r'<text [^>]*text-anchor="(\w+)" x="([-\d.]+)" y="([-\d.]+)"[^>]*font-size="([\d.]+)"'
+                             r"[^>]*>([^<]*)</text>", _group(svg, title)):
+        anchor, x, y, size = match[1], float(match[2]), float(match[3]), float(match[4])
+        width = 0.6 * size * len(match[5])
+        left = {"start": x, "middle": x - width / 2}.get(anchor, x - width)
+        boxes.append((left, y - size, left + width, y + 0.25 * size))
+    return boxes
+
+
+def edge_points(svg: str, title: str, samples: int = 40) -> list[tuple[float, float]]:
+    """Points along the drawn path of the edge ``title`` (``a->b``): its cubic Bezier pieces sampled."""
+    path = re.search(r'<path [^>]*d="([^"]*)"', _group(svg, title))[1]
+    points = [tuple(map(float, p.split(","))) for p in re.findall(r"-?[\d.]+,-?[\d.]+", path)]
+    found = []
+    for start in range(0, len(points) - 3, 3):
+        p0, p1, p2, p3 = points[start:start + 4]
+        for step in range(samples + 1):
+            t = step / samples
+            weights = ((1 - t) ** 3, 3 * (1 - t) ** 2 * t, 3 * (1 - t) * t * t, t ** 3)
+            found.append((sum(w * p[0] for w, p in zip(weights, (p0, p1, p2, p3))),
+                          sum(w * p[1] for w, p in zip(weights, (p0, p1, p2, p3)))))
+    return found
+
+
+def crossings(points: list[tuple[float, float]], boxes: list[Box]) -> list[tuple[float, float]]:
+    """The points that fall inside any of ``boxes``."""
+    return [(x, y) for x, y in points if any(l <= x <= r and t <= y <= b for l, t, r, b in boxes)]

@@ -327,3 +327,25 @@ def _clusters_holding(dot: str) -> dict[str, list[str]]:
         elif stack and re.match(r'^"?[\w.\[\]-]+"? \[', stripped):
             found[stripped.split(" [")[0].strip('"')] = list(stack)
     return found
+
+
+@pytest.mark.parametrize("method", ["runtime", "symbolic_trace"])
+def test_the_tie_wire_keeps_off_the_label_of_the_head_it_feeds(method):
+    """The embedding's weight, tied to the head, is wired from the top of the picture to the head:
+    it enters the head from the side, so it crosses neither the head's words nor its box's title."""
+    from tests.models.newcomer import TiedHead, tied_inputs
+    from render_helpers import crossings, edge_points, text_boxes
+
+    model = TiedHead()
+    assert model.lm_head.weight is model.embed.weight
+    report = fxflow.check(model, tied_inputs(), capture_methods=[method])
+    assert report.trace.method == method and report.ok
+    assert real_grads(model, tied_inputs())["embed.weight"] is not None
+    svg = to_svg_text(report)
+    _, edges, clusters = parse_svg(svg)
+    (tie,) = [edge for edge in edges if "fxflow-tie" in edge.classes]
+    wire, head = tie.title.split(":")[0], tie.title.split("->")[1].split(":")[0]
+    assert wire.startswith("param.embed.weight->") and tie.title.endswith(":e")  # into the head's east side
+    labels = text_boxes(svg, head) + [box for c in clusters if c.title == "cluster_lm_head" for box in text_boxes(svg, c.title)]
+    assert len(labels) >= 2  # the head's words (and, in runtime capture, its box's title)
+    assert not crossings(edge_points(svg, wire), labels)

@@ -302,6 +302,9 @@ def _emit_links(graph: graphviz.Digraph, links: list[Link]) -> None:
         attrs = {"class": f"fxflow-edge fxflow-edge-{link.state}", "color": color, "penwidth": f"{width:g}",
                  "tooltip": tooltip_of([f"{link.source} -> {link.target}", f"state {link.state}",
                                       f"grad norm {_norm(link.norm)}" if link.norm is not None else None])}
+        if link.tie:  # into the reader's side: from above, a long wire crosses the title of the reader's box
+            attrs["headport"] = "e"
+            attrs["class"] += " fxflow-tie"
         if look.style != "solid":
             attrs["style"] = look.style
             attrs["minlen"] = "2"  # long enough for its dashes to show: one rank's gap draws a dash as a solid stub

@@ -235,15 +235,27 @@ def _links(graph: "nx.DiGraph | None", edges: list[tuple[str, str, dict]], where
         measured = [n for n in box.norms if n is not None]  # a call no gradient reached has no norm
         if box.kind in ("module", "fold") and measured:
             norm = max(measured)
+        tie = _borrowed(aliases.get(source, source), items[tail])
         old = best.get((head, tail))
         if old is not None:
             if EDGE_PRECEDENCE.get(old.state, 0) >= EDGE_PRECEDENCE.get(state, 0):
                 state = old.state
             norms = [n for n in (old.norm, norm) if n is not None]
             norm = max(norms) if norms else None
-        best[(head, tail)] = Link(head, tail, state, norm)
+            tie = tie or old.tie
+        best[(head, tail)] = Link(head, tail, state, norm, tie)
     order = {key: (item.order, key) for key, item in items.items()}
     return sorted(best.values(), key=lambda l: (order[l.source], order[l.target]))
+
+
+def _borrowed(source: str, reader: Item) -> bool:
+    """Whether graph node ``source`` is a parameter that ``reader`` reads from another module than
+    the parameter's own: a tied weight (lm_head reads transformer.wte.weight)."""
+    if not source.startswith(PARAM):
+        return False
+    module = owner_module(source[len(PARAM):])
+    readers = set(reader.cluster) | set(reader.base.owner if reader.base is not None else ()) | {reader.module or ""}
+    return bool(module) and module not in readers
 
 
 def _never_called(report: "Report", graph: "nx.DiGraph | None",

@@ -52,6 +52,9 @@ class Link:
     target: str
     state: str  # wet, dry, cut, zero, inert
     norm: float | None = None
+    # A parameter read by another module than its own (lm_head reading the tied wte.weight): a wire
+    # that runs across the picture into a module's box, and must not cross that box's title.
+    tie: bool = False
 
 
 NEVER_PER_ROW = 4  # modules per row of the "not called" box; past this many, each is one box
