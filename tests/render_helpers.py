@@ -218,3 +218,31 @@ def edge_points(svg: str, title: str, samples: int = 40) -> list[tuple[float, fl
 def crossings(points: list[tuple[float, float]], boxes: list[Box]) -> list[tuple[float, float]]:
     """The points that fall inside any of ``boxes``."""
     return [(x, y) for x, y in points if any(l <= x <= r and t <= y <= b for l, t, r, b in boxes)]
+
+
+def _coordinates(fragment: str) -> list[tuple[float, float]]:
+    points = [tuple(map(float, p.split(","))) for p in re.findall(r"-?[\d.]+,-?[\d.]+", " ".join(
+        re.findall(r' (?:points|d)="([^"]*)"', fragment)))]
+    for ellipse in re.finditer(r'cx="([-\d.]+)" cy="([-\d.]+)" rx="([-\d.]+)" ry="([-\d.]+)"', fragment):
+        cx, cy, rx, ry = (float(v) for v in ellipse.groups())
+        points += [(cx - rx, cy - ry), (cx + rx, cy + ry)]
+    return points
+
+
+def drawing_width(svg: str) -> float:
+    """The width of the drawing itself: its nodes and clusters, the title and legend above it aside."""
+    xs = [x for group in re.findall(r'<g id="(?:node|clust)\d+" class="(?:node|cluster)[^"]*">(.*?)</g>\s*</g>', svg, re.S)
+          for x, _ in _coordinates(group)]
+    return max(xs) - min(xs)
+
+
+def legend_box(svg: str, words: list[str]) -> Box:
+    """The box around the legend entries whose words are among ``words`` (their swatches included)."""
+    boxes = []
+    for match in re.finditer(r'<text [^>]*x="([-\d.]+)" y="([-\d.]+)"[^>]*font-size="([\d.]+)"[^>]*>([^<]*)</text>', svg):
+        x, y, size, content = float(match[1]), float(match[2]), float(match[3]), match[4].replace("&#45;", "-")
+        if content in words:
+            boxes.append((x, y - size, x + 0.6 * size * len(content), y))
+    assert boxes, "no legend entry in the SVG"
+    swatch = 30  # points left of the words: the swatch and its gap
+    return (min(b[0] for b in boxes) - swatch, min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))

@@ -349,3 +349,25 @@ def test_the_tie_wire_keeps_off_the_label_of_the_head_it_feeds(method):
     labels = text_boxes(svg, head) + [box for c in clusters if c.title == "cluster_lm_head" for box in text_boxes(svg, c.title)]
     assert len(labels) >= 2  # the head's words (and, in runtime capture, its box's title)
     assert not crossings(edge_points(svg, wire), labels)
+
+
+@pytest.mark.parametrize("model", ["sequential", "tied", "dead relu"])
+def test_the_legend_is_no_wider_than_a_small_drawing(model):
+    """Measured in the rendered SVG: the legend of a tiny model is one column, never wider than the
+    drawing under it, and lists only what the drawing shows."""
+    from fxflow.render import build_view
+    from fxflow.render.legend import legend_entries
+    from render_helpers import drawing_width, legend_box
+    from tests.models.dead_relu import DeadRelu
+    from tests.models.newcomer import TiedHead, tied_inputs
+
+    made = {"sequential": (lambda: torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2)),
+                           lambda: (torch.randn(3, 4),)),
+            "tied": (TiedHead, tied_inputs), "dead relu": (DeadRelu, lambda: (torch.randn(4, 4),))}[model]
+    _, report = _checked(made[0], made[1]())
+    svg = to_svg_text(report)
+    words = [w for _, w in legend_entries(build_view(report))]
+    left, top, right, bottom = legend_box(svg, words)
+    width = drawing_width(svg)
+    assert right - left <= width, f"legend {right - left:.0f} pt wide over a {width:.0f} pt drawing"
+    assert len(words) <= 7 and not any(w.startswith(("cut", "frozen", "zero")) for w in words)
