@@ -5,19 +5,22 @@ drawing: it takes no rank and no column of the layout, so on a small model it st
 few lines tall instead of half the picture's width. Each entry is a swatch with the fill, border
 and line style the drawing uses for that state, and its words. It is never wider than the
 drawing: as many columns as the drawing's estimated width holds (one, on a small model), and
-smaller type when even one entry is wider than the drawing.
+smaller type when even one entry is wider than the drawing. A tall drawing has room for a wider
+legend (half its height): one column there would only make the picture taller than a screen.
 """
 from __future__ import annotations
 
 from ..verdicts import NodeState
 from . import style
 from .labels import MARKER_COLOR, html_text
+from .auto import ranks
 from .view import View
 from .wide import widest
 
 LEGEND_COLUMNS = 2  # entries per legend row, at most
 LEGEND_FONT = 9  # points
 MIN_LEGEND_FONT = 7  # points: the smallest type a narrow drawing's legend gets
+RANK_PT = 44  # about one rank of the drawing, box and gap, in points
 
 # Edge samples: the characters that draw a wire's line style in text.
 _LINES = {"solid": "\u2014\u2014", "dashed": "- - -", "dotted": "\u00b7 \u00b7 \u00b7"}
@@ -95,7 +98,8 @@ def legend_table(view: View) -> str | None:
     entries = legend_entries(view)
     if not entries:
         return None
-    columns, font = legend_shape([words for _, words in entries], widest(view))
+    room = max(widest(view), ranks(view) * RANK_PT / 2)
+    columns, font = legend_shape([words for _, words in entries], room)
     if font != LEGEND_FONT:
         entries = legend_entries(view, font)
     widths = [max(_entry_width(words, font) for _, words in entries[column::columns]) for column in range(columns)]
