@@ -173,3 +173,76 @@ def parse_svg(data: str | bytes) -> tuple[dict[str, SvgNode], list[SvgNode], lis
         else:
             clusters.append(item)
     return nodes, edges, clusters
+
+
+# -- SVG geometry ----------------------------------------------------------------------------
+Box = tuple[float, float, float, float]  # left, top, right, bottom in SVG user units
+
+
+def _group(svg: str, title: str) -> str:
+    """The SVG of the node, edge or cluster group whose title is ``title`` (an edge's ``:port`` aside)."""
+    escaped = re.escape(title.replace("->", "&#45;&gt;"))
+    match = re.search(rf"<title>{escaped}(?::\w+)?</title>(.*?)</g>\s*</g>", svg, re.S)
+    assert match, f"no {title} in the SVG"
+    return match[1]
+
+
+def text_boxes(svg: str, title: str) -> list[Box]:
+    """The boxes of the text lines of one group, from their anchor, font size and length (Helvetica
+    averages about 0.6 of its size per character)."""
+    boxes = []
+    for match in re.finditer(r'<text [^>]*text-anchor="(\w+)" x="([-\d.]+)" y="([-\d.]+)"[^>]*font-size="([\d.]+)"'
+                             r"[^>]*>([^<]*)</text>", _group(svg, title)):
+        anchor, x, y, size = match[1], float(match[2]), float(match[3]), float(match[4])
+        width = 0.6 * size * len(match[5])
+        left = {"start": x, "middle": x - width / 2}.get(anchor, x - width)
+        boxes.append((left, y - size, left + width, y + 0.25 * size))
+    return boxes
+
+
+def edge_points(svg: str, title: str, samples: int = 40) -> list[tuple[float, float]]:
+    """Points along the drawn path of the edge ``title`` (``a->b``): its cubic Bezier pieces sampled."""
+    path = re.search(r'<path [^>]*d="([^"]*)"', _group(svg, title))[1]
+    points = [tuple(map(float, p.split(","))) for p in re.findall(r"-?[\d.]+,-?[\d.]+", path)]
+    found = []
+    for start in range(0, len(points) - 3, 3):
+        p0, p1, p2, p3 = points[start:start + 4]
+        for step in range(samples + 1):
+            t = step / samples
+            weights = ((1 - t) ** 3, 3 * (1 - t) ** 2 * t, 3 * (1 - t) * t * t, t ** 3)
+            found.append((sum(w * p[0] for w, p in zip(weights, (p0, p1, p2, p3))),
+                          sum(w * p[1] for w, p in zip(weights, (p0, p1, p2, p3)))))
+    return found
+
+
+def crossings(points: list[tuple[float, float]], boxes: list[Box]) -> list[tuple[float, float]]:
+    """The points that fall inside any of ``boxes``."""
+    return [(x, y) for x, y in points if any(l <= x <= r and t <= y <= b for l, t, r, b in boxes)]
+
+
+def _coordinates(fragment: str) -> list[tuple[float, float]]:
+    points = [tuple(map(float, p.split(","))) for p in re.findall(r"-?[\d.]+,-?[\d.]+", " ".join(
+        re.findall(r' (?:points|d)="([^"]*)"', fragment)))]
+    for ellipse in re.finditer(r'cx="([-\d.]+)" cy="([-\d.]+)" rx="([-\d.]+)" ry="([-\d.]+)"', fragment):
+        cx, cy, rx, ry = (float(v) for v in ellipse.groups())
+        points += [(cx - rx, cy - ry), (cx + rx, cy + ry)]
+    return points
+
+
+def drawing_width(svg: str) -> float:
+    """The width of the drawing itself: its nodes and clusters, the title and legend above it aside."""
+    xs = [x for group in re.findall(r'<g id="(?:node|clust)\d+" class="(?:node|cluster)[^"]*">(.*?)</g>\s*</g>', svg, re.S)
+          for x, _ in _coordinates(group)]
+    return max(xs) - min(xs)
+
+
+def legend_box(svg: str, words: list[str]) -> Box:
+    """The box around the legend entries whose words are among ``words`` (their swatches included)."""
+    boxes = []
+    for match in re.finditer(r'<text [^>]*x="([-\d.]+)" y="([-\d.]+)"[^>]*font-size="([\d.]+)"[^>]*>([^<]*)</text>', svg):
+        x, y, size, content = float(match[1]), float(match[2]), float(match[3]), match[4].replace("&#45;", "-")
+        if content in words:
+            boxes.append((x, y - size, x + 0.6 * size * len(content), y))
+    assert boxes, "no legend entry in the SVG"
+    swatch = 30  # points left of the words: the swatch and its gap
+    return (min(b[0] for b in boxes) - swatch, min(b[1] for b in boxes), max(b[2] for b in boxes), max(b[3] for b in boxes))

@@ -3,7 +3,6 @@ picture that never contradicts the table; each checked against a real backward o
 real files and real CLI runs."""
 from __future__ import annotations
 
-import json
 import math
 import os
 import re
@@ -18,7 +17,7 @@ from fxflow.present.sarif import sarif_log
 from fxflow.present.text import FOLD_ROWS, render_text
 from fxflow.render import to_svg_text
 from fxflow.prepare.load import split_target
-from render_helpers import parse_svg
+from render_helpers import parse_dot, parse_svg
 from tests.models import marker_line, real_grads
 from tests.models.causes import Argmax, CastLong, Compare, Detach, Item, NoGrad, float_input
 from tests.models.newcomer import (BuiltInForward, ListLayers, ManyLayers, SparseArgmaxMoE, example_inputs,
@@ -267,3 +266,108 @@ def test_many_unused_modules_share_a_paragraph_and_none_is_lost():
         more = re.search(r" and (\d+) more$", listed)
         counted += len(listed.split(", ")) + (int(more[1]) if more else 0)
     assert counted == len(unused)
+
+
+def _skipping_moe_over_four_steps():
+    """The skipping mixture of experts, checked over four batches: the router sends no token to
+    expert 3 on the first (checked) batch, and some on two of the others."""
+    from tests.models.skipping_moe import MoE
+
+    torch.manual_seed(0)
+    model = MoE()
+    batches = [(torch.randn(3, 8),) for _ in range(4)]
+    return model, batches, fxflow.check(model, batches[0], steps=4, batches=batches[1:])
+
+
+def test_an_expert_used_on_some_steps_is_drawn_used_on_some_steps_not_never_called(tmp_path):
+    model, batches, report = _skipping_moe_over_four_steps()
+    learned = {name: 0 for name, _ in model.named_parameters()}  # per parameter, steps with a gradient
+    for batch in batches:
+        for name, grad in real_grads(model, batch).items():
+            learned[name] += grad is not None and bool(grad.ne(0).any())
+    assert learned["experts.3.weight"] == 2 and learned["experts.0.weight"] == 0
+    assert real_grads(model, batches[0])["experts.3.weight"] is None  # not called on the checked batch
+    path = tmp_path / "moe.dot"
+    report.render(str(path), announce=False)
+    dot = path.read_text(encoding="utf-8")
+    nodes, _, clusters = parse_dot(dot)
+    cluster_of = _clusters_holding(dot)
+    for name, steps in learned.items():
+        parameter = report.parameter(name)
+        assert parameter.steps_with_gradient == steps, name
+        holders = cluster_of.get("param." + name, [])
+        if name.startswith(("experts.0.", "experts.3.")):  # the modules the checked batch did not call
+            assert ("cluster_fxflow.never" in holders) == (steps == 0), (name, holders)
+            assert ("cluster_fxflow.some_steps" in holders) == (steps > 0), (name, holders)
+        if 0 < steps < 4:  # the table says intermittent, "used on some steps only"; so does the picture
+            assert parameter.dynamic == "intermittent"
+            assert f"({steps} of 4 steps)" in nodes["param." + name].attrs["label"], name
+    titles = {c.ids[0]: c.attrs.get("label") for c in clusters}
+    assert titles["cluster_fxflow.some_steps.experts.3"] == "experts.3 (Linear): used on 2 of 4 steps"
+    assert titles["cluster_fxflow.some_steps"].startswith("used on some steps only")
+    assert "used on some steps only" in render_text(report)  # the words the box title repeats
+    _, _, drawn = parse_svg(to_svg_text(report))  # the rendered picture: each expert in its own box
+    boxes = {c.title: c for c in drawn}
+    expert3 = boxes["cluster_fxflow.some_steps.experts.3"]
+    assert "fxflow-some-steps" in expert3.classes and expert3.text == "experts.3 (Linear): used on 2 of 4 steps"
+    assert "fxflow-never-called" in boxes["cluster_fxflow.never.experts.0"].classes
+    assert not [title for title in boxes if title.startswith("cluster_fxflow.never.experts.3")]
+
+
+def _clusters_holding(dot: str) -> dict[str, list[str]]:
+    """DOT node id -> the clusters it is declared in, outermost first."""
+    found: dict[str, list[str]] = {}
+    stack: list[str] = []
+    for line in dot.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("subgraph "):
+            stack.append(stripped[len("subgraph "):-2].strip().strip('"'))
+        elif stripped == "}" and stack:
+            stack.pop()
+        elif stack and re.match(r'^"?[\w.\[\]-]+"? \[', stripped):
+            found[stripped.split(" [")[0].strip('"')] = list(stack)
+    return found
+
+
+@pytest.mark.parametrize("method", ["runtime", "symbolic_trace"])
+def test_the_tie_wire_keeps_off_the_label_of_the_head_it_feeds(method):
+    """The embedding's weight, tied to the head, is wired from the top of the picture to the head:
+    it enters the head from the side, so it crosses neither the head's words nor its box's title."""
+    from tests.models.newcomer import TiedHead, tied_inputs
+    from render_helpers import crossings, edge_points, text_boxes
+
+    model = TiedHead()
+    assert model.lm_head.weight is model.embed.weight
+    report = fxflow.check(model, tied_inputs(), capture_methods=[method])
+    assert report.trace.method == method and report.ok
+    assert real_grads(model, tied_inputs())["embed.weight"] is not None
+    svg = to_svg_text(report)
+    _, edges, clusters = parse_svg(svg)
+    (tie,) = [edge for edge in edges if "fxflow-tie" in edge.classes]
+    wire, head = tie.title.split(":")[0], tie.title.split("->")[1].split(":")[0]
+    assert wire.startswith("param.embed.weight->") and tie.title.endswith(":e")  # into the head's east side
+    labels = text_boxes(svg, head) + [box for c in clusters if c.title == "cluster_lm_head" for box in text_boxes(svg, c.title)]
+    assert len(labels) >= 2  # the head's words (and, in runtime capture, its box's title)
+    assert not crossings(edge_points(svg, wire), labels)
+
+
+@pytest.mark.parametrize("model", ["sequential", "tied", "dead relu"])
+def test_the_legend_is_no_wider_than_a_small_drawing(model):
+    """Measured in the rendered SVG: the legend of a tiny model is one column, never wider than the
+    drawing under it, and lists only what the drawing shows."""
+    from fxflow.render import build_view
+    from fxflow.render.legend import legend_entries
+    from render_helpers import drawing_width, legend_box
+    from tests.models.dead_relu import DeadRelu
+    from tests.models.newcomer import TiedHead, tied_inputs
+
+    made = {"sequential": (lambda: torch.nn.Sequential(torch.nn.Linear(4, 4), torch.nn.Tanh(), torch.nn.Linear(4, 2)),
+                           lambda: (torch.randn(3, 4),)),
+            "tied": (TiedHead, tied_inputs), "dead relu": (DeadRelu, lambda: (torch.randn(4, 4),))}[model]
+    _, report = _checked(made[0], made[1]())
+    svg = to_svg_text(report)
+    words = [w for _, w in legend_entries(build_view(report))]
+    left, top, right, bottom = legend_box(svg, words)
+    width = drawing_width(svg)
+    assert right - left <= width, f"legend {right - left:.0f} pt wide over a {width:.0f} pt drawing"
+    assert len(words) <= 7 and not any(w.startswith(("cut", "frozen", "zero")) for w in words)

@@ -17,7 +17,7 @@ from fxflow.render import NODE_BUDGET, build_dot, build_view, render_file, style
 from fxflow.render.auto import SCREEN_RANKS, ranks
 from fxflow.render.engine import png_size
 from models.render_models import ArgmaxMoE, DeadRelu, Heads, late_cut_gpt2
-from render_helpers import graph_attrs, parse_dot, parse_svg
+from render_helpers import graph_attrs, legend_box, parse_dot, parse_svg
 
 MOE_INPUT = (4, 6, 16)
 
@@ -134,14 +134,7 @@ def test_the_legend_is_compact_on_a_small_model(tmp_path):
     text = open(svg, encoding="utf-8").read()
     width, height = (float(v) for v in re.search(r'<svg width="([\d.]+)pt" height="([\d.]+)pt"', text).groups())
     words = [w for _, w in style.LEGEND] + ["square: a parameter"] + [f"wire: {w}" for _, w in style.LEGEND_EDGES]
-    boxes = []
-    for match in re.finditer(r'<text[^>]* x="([-\d.]+)" y="([-\d.]+)"[^>]*font-size="([\d.]+)"[^>]*>([^<]*)</text>', text):
-        x, y, size, content = float(match[1]), float(match[2]), float(match[3]), match[4].replace("&#45;", "-")
-        if content in words:
-            boxes.append((x, y - size, x + 0.6 * size * len(content), y))
-    assert len(boxes) >= 4
-    left, top = min(b[0] for b in boxes) - 30, min(b[1] for b in boxes)  # 30 pt: the swatches
-    right, bottom = max(b[2] for b in boxes), max(b[3] for b in boxes)
+    left, top, right, bottom = legend_box(text, words)
     assert (right - left) * (bottom - top) <= 0.25 * width * height
 
 

@@ -13,16 +13,18 @@ from typing import TYPE_CHECKING
 
 import graphviz
 
-from ..verdicts import NodeState, StaticVerdict
+from ..verdicts import DynamicVerdict, NodeState, StaticVerdict
 from . import style
 from .labels import MARKER_COLOR, html_text, node_attrs, plain, small, tooltip_of
 from .legend import legend_table
-from .view import NEVER_PER_ROW, NEVER_TITLE, STATE_WORDS, Base, Item, Link, NeverCalled, View, box_summary, counted
+from .view import (NEVER_PER_ROW, NEVER_TITLE, SOME_STEPS_TITLE, STATE_WORDS, Base, Item, Link, NeverCalled, View,
+                   box_summary, counted, steps_words)
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..report import ParameterReport, Report
 
 NEVER_CLUSTER = "cluster_fxflow.never"
+SOME_STEPS_CLUSTER = "cluster_fxflow.some_steps"
 
 
 def _norm(value: float | None) -> str:
@@ -114,6 +116,9 @@ def _param_node(name: str, state: str, cluster: tuple[str, ...], parameter: "Par
         words += f" ({parameter.dynamic} grad)"  # which way the real backward failed it
     elif parameter is not None and parameter.static == StaticVerdict.UNREGISTERED:
         words += " (unregistered)"  # reached, but in no optimizer: the table's word for it
+    elif parameter is not None and parameter.dynamic == DynamicVerdict.INTERMITTENT:
+        steps = parameter.steps_with_gradient or 0
+        words += f" ({steps} of {counted(steps + len(parameter.missed_steps), 'step')})"  # the table's "intermittent"
     label = "<" + small(words) + ">"
     return label, node_attrs(state, style.node_class(state, "param", *extra_classes),
                               _paramtooltip(name, state, parameter), shape="box", height="0.2",
@@ -225,37 +230,63 @@ class _Context:
 
 
 
-def _emit_never(graph: graphviz.Digraph, never: list[NeverCalled], ctx: _Context) -> None:
+@dataclass(frozen=True)
+class _Outside:
+    """A box of modules drawn beside the graph, not in it, and how it reads."""
+
+    cluster: str  # DOT name of the box
+    title: str
+    kind: str  # CSS class fxflow-<kind> of the box and of what it holds
+    key: str  # prefix of the DOT id of a module drawn as one box
+
+
+NEVER_BOX = _Outside(NEVER_CLUSTER, NEVER_TITLE, "never-called", "never.")
+SOME_STEPS_BOX = _Outside(SOME_STEPS_CLUSTER, SOME_STEPS_TITLE, "some-steps", "some-steps.")
+
+
+def _outside_words(box: _Outside, group: NeverCalled, steps: int) -> str:
+    """What a module of ``box`` says of itself: not called, or on how many steps it was."""
+    return steps_words(group.steps_used, steps) if box is SOME_STEPS_BOX else "not called"
+
+
+def _outside_summary(box: _Outside, groups: list[NeverCalled]) -> list[str]:
+    params = counted(sum(len(g.params) for g in groups), "parameter")
+    if box is SOME_STEPS_BOX:
+        return [f"{counted(len(groups), 'module')} the checked batch did not call, called on other steps",
+                f"{params} that get a gradient on some steps only"]
+    return [f"{counted(len(groups), 'module')} forward never calls", f"{params} that cannot learn"]
+
+
+def _emit_outside(graph: graphviz.Digraph, box: _Outside, groups: list[NeverCalled], ctx: _Context) -> None:
     view = ctx.view
-    if not never:
+    if not groups:
         return
-    with graph.subgraph(name=NEVER_CLUSTER) as sub:
-        total = sum(len(n.params) for n in never)
-        sub.attr(label=plain(NEVER_TITLE), style="rounded,dashed", color=style.NEVER_BORDER,
+    with graph.subgraph(name=box.cluster) as sub:
+        sub.attr(label=plain(box.title), style="rounded,dashed", color=style.NEVER_BORDER,
                  fontcolor="#616161", fontsize="10", labeljust="l", penwidth="1.2",
-                 tooltip=tooltip_of([f"{counted(len(never), 'module')} forward never calls",
-                                     f"{counted(total, 'parameter')} that cannot learn"]),
-                 **{"class": "fxflow-cluster fxflow-never-called"})
-        for group in never:
+                 tooltip=tooltip_of(_outside_summary(box, groups)), **{"class": f"fxflow-cluster fxflow-{box.kind}"})
+        for group in groups:
             title = _module_title(group.module or "(root)", {**view.classes, **({group.module: group.module_class} if group.module_class else {})})
             states = [s for _, s in group.params]
+            words = _outside_words(box, group, view.steps)
             if view.collapse_never:
                 state = style.worst(states)
-                lines = [f"<b>{html_text(title)}</b>", small(f"{counted(len(states), 'param')}: not called")]
-                attrs = node_attrs(state, style.node_class(state, "module", "never-called"),
-                                    tooltip_of([title, NEVER_TITLE, *(f"{n}: {s}" for n, s in group.params[:20])]))
-                sub.node("never." + (group.module or "(root)"), label="<" + "<br/>".join(lines) + ">", **attrs)
+                lines = [f"<b>{html_text(title)}</b>", small(f"{counted(len(states), 'param')}: {words}")]
+                attrs = node_attrs(state, style.node_class(state, "module", box.kind),
+                                    tooltip_of([title, box.title, *(f"{n}: {s}" for n, s in group.params[:20])]))
+                sub.node(box.key + (group.module or "(root)"), label="<" + "<br/>".join(lines) + ">", **attrs)
                 continue
-            with sub.subgraph(name=f"{NEVER_CLUSTER}.{group.module}") as inner:
-                inner.attr(label=plain(title), style="rounded,dashed", color=style.NEVER_BORDER, fontcolor="#616161",
-                           fontsize="10", labeljust="l", tooltip=tooltip_of([title, NEVER_TITLE]),
-                           **{"class": "fxflow-cluster fxflow-never-called"})
+            label = title if box is NEVER_BOX else f"{title}: {words}"
+            with sub.subgraph(name=f"{box.cluster}.{group.module}") as inner:
+                inner.attr(label=plain(label), style="rounded,dashed", color=style.NEVER_BORDER, fontcolor="#616161",
+                           fontsize="10", labeljust="l", tooltip=tooltip_of([label, box.title]),
+                           **{"class": f"fxflow-cluster fxflow-{box.kind}"})
                 cluster = (group.module,) if group.module else ()
                 for name, state in group.params:
-                    label, attrs = _param_node(name, state, cluster, ctx.params.get(name), "never-called")
+                    label, attrs = _param_node(name, state, cluster, ctx.params.get(name), box.kind)
                     inner.node("param." + name, label=label, **attrs)
-        firsts = ["never." + (g.module or "(root)") if view.collapse_never else "param." + g.params[0][0]
-                  for g in never if g.params or view.collapse_never]
+        firsts = [box.key + (g.module or "(root)") if view.collapse_never else "param." + g.params[0][0]
+                  for g in groups if g.params or view.collapse_never]
         for above, below in zip(firsts, firsts[NEVER_PER_ROW:]):  # rows, not one row as wide as the model
             sub.edge(above, below, style="invis", **{"class": "fxflow-stack"})
 
@@ -271,6 +302,9 @@ def _emit_links(graph: graphviz.Digraph, links: list[Link]) -> None:
         attrs = {"class": f"fxflow-edge fxflow-edge-{link.state}", "color": color, "penwidth": f"{width:g}",
                  "tooltip": tooltip_of([f"{link.source} -> {link.target}", f"state {link.state}",
                                       f"grad norm {_norm(link.norm)}" if link.norm is not None else None])}
+        if link.tie:  # into the reader's side: from above, a long wire crosses the title of the reader's box
+            attrs["headport"] = "e"
+            attrs["class"] += " fxflow-tie"
         if look.style != "solid":
             attrs["style"] = look.style
             attrs["minlen"] = "2"  # long enough for its dashes to show: one rank's gap draws a dash as a solid stub
@@ -305,7 +339,8 @@ def dot_source(report: "Report", view: View) -> str:
        edge_attr={"fontname": style.FONT, "arrowsize": "0.6"})
     ctx = _Context(report, view, {p.name: p for p in report.parameters}, node_norms(report))
     _emit(graph, _tree(view.items), ctx)
-    _emit_never(graph, view.never_called, ctx)
+    _emit_outside(graph, NEVER_BOX, view.never_called, ctx)
+    _emit_outside(graph, SOME_STEPS_BOX, view.some_steps, ctx)
     _emit_links(graph, view.links)
     for above, below in view.stacks:  # wrap a too-wide rank into rows
         graph.edge(above, below, style="invis", **{"class": "fxflow-stack"})

@@ -22,7 +22,8 @@ Reads ``report.graph`` (attributes documented in :mod:`fxflow.static.analyze`) a
   then whole depth levels, then runs of like ops; the view lists what it collapsed;
 * (built by :mod:`.fold`) runs of at least :data:`.fold.FOLD_MIN` sibling boxes ``name.0``, ``name.1`` ... with identical
   contents and verdicts fold into one box marked ``x12``;
-* parameters of modules forward never calls go to a "never called" cluster.
+* parameters of modules forward never calls go to a "never called" cluster; those of modules the
+  checked batch did not call but other steps did (``--steps N``) to a "used on some steps" one.
 
 Everything is sorted by graph order, then by name, so the same model gives the same view.
 """
@@ -234,29 +235,49 @@ def _links(graph: "nx.DiGraph | None", edges: list[tuple[str, str, dict]], where
         measured = [n for n in box.norms if n is not None]  # a call no gradient reached has no norm
         if box.kind in ("module", "fold") and measured:
             norm = max(measured)
+        tie = _borrowed(aliases.get(source, source), items[tail])
         old = best.get((head, tail))
         if old is not None:
             if EDGE_PRECEDENCE.get(old.state, 0) >= EDGE_PRECEDENCE.get(state, 0):
                 state = old.state
             norms = [n for n in (old.norm, norm) if n is not None]
             norm = max(norms) if norms else None
-        best[(head, tail)] = Link(head, tail, state, norm)
+            tie = tie or old.tie
+        best[(head, tail)] = Link(head, tail, state, norm, tie)
     order = {key: (item.order, key) for key, item in items.items()}
     return sorted(best.values(), key=lambda l: (order[l.source], order[l.target]))
 
 
-def _never_called(report: "Report", graph: "nx.DiGraph | None", classes: dict[str, str]) -> list[NeverCalled]:
-    """Parameters absent from the graph (their module never runs in forward), by module."""
+def _borrowed(source: str, reader: Item) -> bool:
+    """Whether graph node ``source`` is a parameter that ``reader`` reads from another module than
+    the parameter's own: a tied weight (lm_head reads transformer.wte.weight)."""
+    if not source.startswith(PARAM):
+        return False
+    module = owner_module(source[len(PARAM):])
+    readers = set(reader.cluster) | set(reader.base.owner if reader.base is not None else ()) | {reader.module or ""}
+    return bool(module) and module not in readers
+
+
+def _never_called(report: "Report", graph: "nx.DiGraph | None",
+                  classes: dict[str, str]) -> tuple[list[NeverCalled], list[NeverCalled]]:
+    """Parameters absent from the graph (their module does not run in forward on the checked
+    batch), by module: those never called, and those whose module other steps called (their
+    parameters got a gradient on some of the ``--steps``, so they are not "never called")."""
     if graph is None:
-        return []
+        return [], []
     groups: dict[str, list[tuple[str, str]]] = {}
+    used: dict[str, int] = {}
     for parameter in report.parameters:
         if parameter.static == StaticVerdict.UNREGISTERED and parameter.dynamic != DynamicVerdict.MISSING:
             continue  # called, and reached: drawn where the recording read it (_name_unregistered)
         if PARAM + parameter.name not in graph or never_read(graph, PARAM + parameter.name):
             state = painted(PARAMETER_STATE.get(parameter.static, NodeState.UNUSED), parameter)
-            groups.setdefault(owner_module(parameter.name), []).append((parameter.name, state))
-    return [NeverCalled(module, classes.get(module), sorted(params)) for module, params in sorted(groups.items())]
+            module = owner_module(parameter.name)
+            groups.setdefault(module, []).append((parameter.name, state))
+            used[module] = max(used.get(module, 0), parameter.steps_with_gradient or 0)
+    found = [NeverCalled(module, classes.get(module), sorted(params), used[module])
+             for module, params in sorted(groups.items())]
+    return [g for g in found if not g.steps_used], [g for g in found if g.steps_used]
 
 
 def build_view(report: "Report", *, depth: int | None = None, focus: bool = False,
@@ -288,7 +309,7 @@ def build_view(report: "Report", *, depth: int | None = None, focus: bool = Fals
         bases = [b for b in bases if b.name in keep]
         notes.append(f"focus: {len(bases)} of {total} nodes (cuts, dry parameters, the paths to the output); "
                      "modules with nothing wrong inside are collapsed")
-    never = _never_called(report, graph, classes)
+    never, some_steps = _never_called(report, graph, classes)
     node_norms = report.node_grad_norms
     edges = _edges(graph, hidden.wires)
 
@@ -301,9 +322,8 @@ def build_view(report: "Report", *, depth: int | None = None, focus: bool = Fals
         by_key = {item.key: item for item in items}
         links = _links(graph, edges, where, aliases, by_key, report, node_norms, failed)
         return View(items, links, classes, never, list(notes), level, False, total, graph is not None,
-                    collapse_never=level is not None or bool(collapse) or len(never) > NEVER_PER_ROW,
-                    hidden=len(hidden.names),
-                    markers=hidden.markers)
+                    collapse_never=level is not None or bool(collapse) or len(never + some_steps) > NEVER_PER_ROW,
+                    hidden=len(hidden.names), markers=hidden.markers, some_steps=some_steps, steps=report.steps)
 
     view = make(depth, healthy_modules(bases) if focus else set())
     if depth is not None:

@@ -3,45 +3,53 @@
 It is one HTML-like table inside the graph's label, not a cluster of sample nodes beside the
 drawing: it takes no rank and no column of the layout, so on a small model it stays a strip a
 few lines tall instead of half the picture's width. Each entry is a swatch with the fill, border
-and line style the drawing uses for that state, and its words.
+and line style the drawing uses for that state, and its words. It is never wider than the
+drawing: as many columns as the drawing's estimated width holds (one, on a small model), and
+smaller type when even one entry is wider than the drawing. A tall drawing has room for a wider
+legend (half its height): one column there would only make the picture taller than a screen.
 """
 from __future__ import annotations
 
 from ..verdicts import NodeState
 from . import style
 from .labels import MARKER_COLOR, html_text
+from .auto import ranks
 from .view import View
+from .wide import widest
 
-LEGEND_COLUMNS = 2  # entries per legend row
+LEGEND_COLUMNS = 2  # entries per legend row, at most
 LEGEND_FONT = 9  # points
+MIN_LEGEND_FONT = 7  # points: the smallest type a narrow drawing's legend gets
+RANK_PT = 44  # about one rank of the drawing, box and gap, in points
 
 # Edge samples: the characters that draw a wire's line style in text.
 _LINES = {"solid": "\u2014\u2014", "dashed": "- - -", "dotted": "\u00b7 \u00b7 \u00b7"}
 
 
-def legend_entries(view: View) -> list[tuple[str, str]]:
+def legend_entries(view: View, font: int = LEGEND_FONT) -> list[tuple[str, str]]:
     """(swatch cell, words) for every state, shape and wire the picture uses, in legend order:
     nothing is explained that is not drawn."""
     items = view.items
-    states = {i.state for i in items} | {s for n in view.never_called for _, s in n.params}
+    uncalled = view.uncalled()
+    states = {i.state for i in items} | {s for n in uncalled for _, s in n.params}
     kinds = {i.kind for i in items}
     entries = [(_swatch(state), words) for state, words in style.LEGEND if state in states]
-    if "param" in kinds or (view.never_called and not view.collapse_never):
+    if "param" in kinds or (uncalled and not view.collapse_never):
         entries.append((_swatch(NodeState.INERT, shape="param"), "square: a parameter"))
-    if kinds & {"module", "run"} or (view.collapse_never and view.never_called):
+    if kinds & {"module", "run"} or (view.collapse_never and uncalled):
         entries.append((_swatch(NodeState.INERT, shape="module"), "bold: a collapsed module"))
     if "fold" in kinds:
         counts = sorted({i.count for i in items if i.kind == "fold"})  # the counts the drawing shows
         entries.append((_swatch(NodeState.INERT, shape="fold"), f"double, {'/'.join(f'x{n}' for n in counts)}: identical blocks"))
     if any(i.base is not None and i.base.name in view.markers for i in items):
-        entries.append((f'<td width="18"><font point-size="{LEGEND_FONT}" color="{MARKER_COLOR}">+ mask</font></td>',
+        entries.append((f'<td width="18"><font point-size="{font}" color="{MARKER_COLOR}">+ mask</font></td>',
                         "inputs without gradient, hidden"))
     used = {link.state for link in view.links}
     for state, words in style.LEGEND_EDGES:
         if state in used:
             look = style.EDGE_STYLES[state]
             line = _LINES.get(look.style, _LINES["solid"])
-            entries.append((f'<td width="18"><font point-size="{LEGEND_FONT}" color="{look.color}"><b>{line}</b></font></td>',
+            entries.append((f'<td width="18"><font point-size="{font}" color="{look.color}"><b>{line}</b></font></td>',
                             f"wire: {words}"))
     return entries
 
@@ -56,16 +64,33 @@ def _swatch(state: str, shape: str = "state") -> str:
             f'width="{width}" height="10" fixedsize="true"></td>')
 
 
-_CHAR_PT = 5.4  # about one 9-point Helvetica character, generously
+_CHAR_EM = 0.6  # about one Helvetica character, in its point size, generously
+_SWATCH_PT = 30  # the swatch and the gap before the words
 
 
-def _entry(swatch: str, words: str) -> str:
-    """One entry: its swatch and words in a table of fixed size, so that a wide title does not
-    spread them apart (Graphviz stretches the cells of a table to fill its cell otherwise)."""
-    width = round(30 + _CHAR_PT * len(words))
-    return (f'<td align="left"><table border="0" cellspacing="2" cellpadding="0" fixedsize="true" width="{width}" '
-            f'height="14"><tr>{swatch}<td align="left"><font point-size="{LEGEND_FONT}">{html_text(words)}</font>'
-            "</td></tr></table></td>")
+def _entry_width(words: str, font: float) -> int:
+    return round(_SWATCH_PT + _CHAR_EM * font * len(words))
+
+
+def legend_shape(words: list[str], room: float) -> tuple[int, int]:
+    """(columns, font size) of a legend of entries ``words`` under a drawing ``room`` points wide:
+    the most columns, up to :data:`LEGEND_COLUMNS`, whose rows fit the room; a room narrower
+    than the widest entry shrinks the type, down to :data:`MIN_LEGEND_FONT`."""
+    widest_entry = max(_entry_width(w, LEGEND_FONT) for w in words)
+    columns = max(1, min(LEGEND_COLUMNS, len(words), int(room // widest_entry)))
+    if columns > 1 or widest_entry <= room:
+        return columns, LEGEND_FONT
+    longest = max(len(w) for w in words)
+    return 1, max(MIN_LEGEND_FONT, int((room - _SWATCH_PT) / (_CHAR_EM * longest)))
+
+
+def _entry(swatch: str, words: str, font: int, width: int) -> str:
+    """One entry: its swatch and words in a table of fixed size, as wide as the widest of its column,
+    so that the column lines up and a wide title does not spread the entries apart (Graphviz
+    stretches the cells of a table to fill its cell otherwise)."""
+    return (f'<td align="left"><table border="0" cellspacing="2" cellpadding="0" fixedsize="true" '
+            f'width="{width}" height="{font + 5}"><tr>{swatch}<td align="left" width="{width - _SWATCH_PT + 8}">'
+            f'<font point-size="{font}">{html_text(words)}</font></td></tr></table></td>')
 
 
 def legend_table(view: View) -> str | None:
@@ -73,9 +98,14 @@ def legend_table(view: View) -> str | None:
     entries = legend_entries(view)
     if not entries:
         return None
+    room = max(widest(view), ranks(view) * RANK_PT / 2)
+    columns, font = legend_shape([words for _, words in entries], room)
+    if font != LEGEND_FONT:
+        entries = legend_entries(view, font)
+    widths = [max(_entry_width(words, font) for _, words in entries[column::columns]) for column in range(columns)]
     rows = []
-    for start in range(0, len(entries), LEGEND_COLUMNS):
-        rows.append("<tr>" + "".join(_entry(swatch, words) for swatch, words in entries[start:start + LEGEND_COLUMNS])
-                    + "</tr>")
+    for start in range(0, len(entries), columns):
+        rows.append("<tr>" + "".join(_entry(swatch, words, font, widths[column])
+                                     for column, (swatch, words) in enumerate(entries[start:start + columns])) + "</tr>")
     return ('<table border="0" cellborder="0" cellspacing="1" cellpadding="0">'
             + "".join(rows) + "</table>")

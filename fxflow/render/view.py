@@ -52,20 +52,32 @@ class Link:
     target: str
     state: str  # wet, dry, cut, zero, inert
     norm: float | None = None
+    # A parameter read by another module than its own (lm_head reading the tied wte.weight): a wire
+    # that runs across the picture into a module's box, and must not cross that box's title.
+    tie: bool = False
 
 
 NEVER_PER_ROW = 4  # modules per row of the "not called" box; past this many, each is one box
 # One run shows what this batch called: an expert no token reached is not called now, yet may be later.
 NEVER_TITLE = "not called in forward on the checked batch"
+# Over many steps (check --steps N) a module the checked batch did not call may be called on other
+# steps: its parameters are "intermittent", "used on some steps only" in the table's words.
+SOME_STEPS_TITLE = "used on some steps only: not called on the checked batch"
 
 
 @dataclass
 class NeverCalled:
-    """Parameters whose module forward never calls, grouped by that module."""
+    """Parameters whose module forward does not call on the checked batch, grouped by that module."""
 
     module: str
     module_class: str | None
     params: list[tuple[str, str]]  # (parameter name, state)
+    steps_used: int = 0  # steps (of View.steps) on which its parameters got a gradient: 0 for never
+
+
+def steps_words(used: int, steps: int) -> str:
+    """``used on 2 of 4 steps``: how a module of the some-steps box is labelled."""
+    return f"used on {used} of {counted(steps, 'step')}"
 
 
 @dataclass
@@ -84,10 +96,17 @@ class View:
     markers: dict[str, Counter] = field(default_factory=dict)  # graph node -> its hidden inputs, by kind
     collapsed: list[str] = field(default_factory=list)  # what the automatic choice collapsed
     stacks: list[tuple[str, str]] = field(default_factory=list)  # invisible wires that wrap a wide rank into rows
+    # Modules the checked batch did not call whose parameters got a gradient on other steps (--steps N).
+    some_steps: list[NeverCalled] = field(default_factory=list)
+    steps: int = 1  # the steps the verdicts come from
+
+    def uncalled(self) -> list[NeverCalled]:
+        """Every module drawn outside the graph: never called, and called on other steps only."""
+        return self.never_called + self.some_steps
 
     def count(self) -> int:
-        never = len(self.never_called) if self.collapse_never else sum(len(n.params) for n in self.never_called)
-        return len(self.items) + never
+        uncalled = self.uncalled()
+        return len(self.items) + (len(uncalled) if self.collapse_never else sum(len(n.params) for n in uncalled))
 
 
 def counted(number: int, noun: str, plural: str | None = None) -> str:

@@ -114,3 +114,23 @@ class SparseArgmaxMoE(nn.Module):
 def sparse_moe_inputs() -> tuple[torch.Tensor]:
     torch.manual_seed(3)
     return (torch.randn(1, 3, 16),)
+
+
+class TiedHead(nn.Module):
+    """A language model in miniature whose output head shares the embedding's weight (weight tying,
+    as GPT-2's lm_head does): one parameter read at the top and at the bottom of the picture."""
+
+    def __init__(self, vocab: int = 20, width: int = 8) -> None:
+        super().__init__()
+        self.embed = nn.Embedding(vocab, width)
+        self.body = nn.Linear(width, width)
+        self.lm_head = nn.Linear(width, vocab, bias=False)
+        self.lm_head.weight = self.embed.weight
+
+    def forward(self, ids):
+        return self.lm_head(torch.tanh(self.body(self.embed(ids))))
+
+
+def tied_inputs() -> tuple[torch.Tensor]:
+    torch.manual_seed(0)
+    return (torch.randint(0, 20, (2, 5)),)
