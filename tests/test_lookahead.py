@@ -225,3 +225,22 @@ def test_diffusers_controlnet_learns_from_step_three():
             assert (parameter.dynamic, parameter.learns_from_step) == ("held", first[parameter.name]), parameter.name
     conv_out = report.parameter("controlnet_cond_embedding.conv_out.weight")
     assert conv_out.learns_from_step == 2 and any("controlnet_down_blocks" in h for h in conv_out.held_by)
+
+
+def test_with_an_optimizer_only_what_it_moves_is_stepped():
+    """ReZero's α holds its branch at zero; an optimizer that leaves α out never moves it, so the branch
+    never learns: the look-ahead must not step α either (the real SGD steps agree)."""
+    model, x = zero_init.ReZero(), torch.randn(4, 8)
+    branch = [name for name, _ in model.named_parameters() if name.startswith("f.")]
+    assert fxflow.check(model, x).ok  # with every parameter optimized, the branch learns from step 2
+    optimizer = torch.optim.SGD([p for name, p in model.named_parameters() if name != "alpha"], lr=0.1)
+    report = fxflow.check(model, x, optimizer=optimizer)
+    assert {p.name for p in report.problems} == {"alpha", *branch}
+    assert all(report.parameter(name).dynamic == "zero" for name in branch)
+    trained = copy.deepcopy(model)  # the truth: real steps of that optimizer leave the branch's gradient 0
+    steps = torch.optim.SGD([p for name, p in trained.named_parameters() if name != "alpha"], lr=0.1)
+    for _ in range(3):
+        steps.zero_grad()
+        trained(x).pow(2).mean().backward()
+        steps.step()
+    assert all(not p.grad.any() for name, p in trained.named_parameters() if name.startswith("f."))
