@@ -24,20 +24,21 @@ from typing import Callable
 
 import pytest
 
-import cli_client
-from zoo.vision_ops import define_nms_if_missing
+# A pytest-xdist worker is one process per core: torch's own thread pool on top of that
+# oversubscribes the cores, and OpenMP's spinning threads then burn more CPU than the tests do
+# (vision models took ten times as long). OpenMP reads this once, when torch is first imported:
+# so it is set before any import below that imports torch. Runs forked or started from here
+# inherit it.
+if "PYTEST_XDIST_WORKER" in os.environ:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import cli_client  # noqa: E402
+from zoo.vision_ops import define_nms_if_missing  # noqa: E402
 
 # torchvision's wheel may be built for another torch than the one installed (CPU torch 2.13 with
 # the index's CUDA torchvision): its C extension then fails to load and every `import torchvision`,
 # which transformers and timm make, fails. One op in Python lets it import (tests only).
 define_nms_if_missing()
-
-# A pytest-xdist worker is one process per core: torch's own thread pool on top of that
-# oversubscribes the cores, and OpenMP's spinning threads then burn more CPU than the tests do
-# (the zoo took 2.5 times as long). Set before torch is imported; runs forked or started from here
-# inherit it.
-if "PYTEST_XDIST_WORKER" in os.environ:
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 # pytest-xdist workers export COLUMNS=80 (and LINES): a model's text report must not wrap
 # differently under -n than in a plain run, so tests start from no width at all.

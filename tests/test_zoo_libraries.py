@@ -9,6 +9,7 @@ never-crash check of issue 30 on timm's poolformerv2, and the Python ``torchvisi
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -111,3 +112,12 @@ def test_torchvision_nms_is_the_kernels_or_the_python_one_that_keeps_the_same_bo
         scores = torch.rand(40, generator=generator)
         for threshold in (0.3, 0.7):
             assert torch.equal(greedy_nms(boxes, scores, threshold), reference(boxes, scores, threshold))
+
+
+def test_a_test_worker_runs_torch_on_the_threads_it_was_given() -> None:
+    """tests/conftest.py gives each pytest-xdist worker one OpenMP thread; OpenMP reads the setting
+    only when torch is first imported, so an import of torch above that line (one did) quietly
+    leaves every worker on all cores, and the convolution-heavy zoo models took ten times as long."""
+    given = os.environ.get("OMP_NUM_THREADS")
+    if given is not None:  # the README's command runs under pytest-xdist, which gives one
+        assert torch.get_num_threads() == int(given)
