@@ -22,12 +22,13 @@ import time
 from collections import Counter
 from pathlib import Path
 
-import torchvision_env  # noqa: E402,F401  (before transformers, timm, peft)
-
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # One thread per process, as the suite's workers have (tests/conftest.py): several processes on
-# a few cores with OpenMP's spinning threads each take several times as long.
+# a few cores with OpenMP's spinning threads each take several times as long. OpenMP reads it when
+# torch is first imported, which the next import does.
 os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+import torchvision_env  # noqa: E402,F401  (before transformers, timm, peft)
 ROOT = Path(__file__).resolve().parent.parent
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
