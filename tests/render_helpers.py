@@ -5,6 +5,7 @@ No mocks of Graphviz: SVG and PNG come from the real executable fxflow finds.
 from __future__ import annotations
 
 import functools
+import html
 import os
 import re
 import xml.etree.ElementTree as ET
@@ -190,11 +191,22 @@ def _group(svg: str, title: str) -> str:
 def text_boxes(svg: str, title: str) -> list[Box]:
     """The boxes of the text lines of one group, from their anchor, font size and length (Helvetica
     averages about 0.6 of its size per character)."""
+    return _text_boxes(_group(svg, title))
+
+
+def boxes_of_words(svg: str, words: str) -> list[Box]:
+    """The boxes of every text line of the picture that reads exactly ``words``."""
+    return _text_boxes(svg, words)
+
+
+def _text_boxes(fragment: str, words: str | None = None) -> list[Box]:
     boxes = []
     for match in re.finditer(r'<text [^>]*text-anchor="(\w+)" x="([-\d.]+)" y="([-\d.]+)"[^>]*font-size="([\d.]+)"'
-                             r"[^>]*>([^<]*)</text>", _group(svg, title)):
+                             r"[^>]*>([^<]*)</text>", fragment):
+        if words is not None and html.unescape(match[5]) != words:
+            continue
         anchor, x, y, size = match[1], float(match[2]), float(match[3]), float(match[4])
-        width = 0.6 * size * len(match[5])
+        width = 0.6 * size * len(html.unescape(match[5]))
         left = {"start": x, "middle": x - width / 2}.get(anchor, x - width)
         boxes.append((left, y - size, left + width, y + 0.25 * size))
     return boxes
