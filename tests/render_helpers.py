@@ -182,7 +182,7 @@ Box = tuple[float, float, float, float]  # left, top, right, bottom in SVG user 
 
 def _group(svg: str, title: str) -> str:
     """The SVG of the node, edge or cluster group whose title is ``title`` (an edge's ``:port`` aside)."""
-    escaped = re.escape(title.replace("->", "&#45;&gt;"))
+    escaped = re.escape(title.replace("-", "&#45;").replace(">", "&gt;"))  # as Graphviz writes titles
     match = re.search(rf"<title>{escaped}(?::\w+)?</title>(.*?)</g>\s*</g>", svg, re.S)
     assert match, f"no {title} in the SVG"
     return match[1]
@@ -239,6 +239,14 @@ def _coordinates(fragment: str) -> list[tuple[float, float]]:
         cx, cy, rx, ry = (float(v) for v in ellipse.groups())
         points += [(cx - rx, cy - ry), (cx + rx, cy + ry)]
     return points
+
+
+def word_boxes(svg: str, title: str) -> list[Box]:
+    """:func:`text_boxes` of a node or cluster, cut to its outline: Graphviz sizes a shape to its
+    words, so what the per-character estimate puts past the outline is the estimate's error."""
+    group = _group(svg, title)
+    xs, ys = zip(*_coordinates(group))
+    return [(max(l, min(xs)), max(t, min(ys)), min(r, max(xs)), min(b, max(ys))) for l, t, r, b in _text_boxes(group)]
 
 
 def drawing_width(svg: str) -> float:
