@@ -5,6 +5,7 @@ No mocks of Graphviz: SVG and PNG come from the real executable fxflow finds.
 from __future__ import annotations
 
 import functools
+import html
 import os
 import re
 import xml.etree.ElementTree as ET
@@ -181,7 +182,7 @@ Box = tuple[float, float, float, float]  # left, top, right, bottom in SVG user 
 
 def _group(svg: str, title: str) -> str:
     """The SVG of the node, edge or cluster group whose title is ``title`` (an edge's ``:port`` aside)."""
-    escaped = re.escape(title.replace("->", "&#45;&gt;"))
+    escaped = re.escape(title.replace("-", "&#45;").replace(">", "&gt;"))  # as Graphviz writes titles
     match = re.search(rf"<title>{escaped}(?::\w+)?</title>(.*?)</g>\s*</g>", svg, re.S)
     assert match, f"no {title} in the SVG"
     return match[1]
@@ -190,11 +191,22 @@ def _group(svg: str, title: str) -> str:
 def text_boxes(svg: str, title: str) -> list[Box]:
     """The boxes of the text lines of one group, from their anchor, font size and length (Helvetica
     averages about 0.6 of its size per character)."""
+    return _text_boxes(_group(svg, title))
+
+
+def boxes_of_words(svg: str, words: str) -> list[Box]:
+    """The boxes of every text line of the picture that reads exactly ``words``."""
+    return _text_boxes(svg, words)
+
+
+def _text_boxes(fragment: str, words: str | None = None) -> list[Box]:
     boxes = []
     for match in re.finditer(r'<text [^>]*text-anchor="(\w+)" x="([-\d.]+)" y="([-\d.]+)"[^>]*font-size="([\d.]+)"'
-                             r"[^>]*>([^<]*)</text>", _group(svg, title)):
+                             r"[^>]*>([^<]*)</text>", fragment):
+        if words is not None and html.unescape(match[5]) != words:
+            continue
         anchor, x, y, size = match[1], float(match[2]), float(match[3]), float(match[4])
-        width = 0.6 * size * len(match[5])
+        width = 0.6 * size * len(html.unescape(match[5]))
         left = {"start": x, "middle": x - width / 2}.get(anchor, x - width)
         boxes.append((left, y - size, left + width, y + 0.25 * size))
     return boxes
@@ -227,6 +239,14 @@ def _coordinates(fragment: str) -> list[tuple[float, float]]:
         cx, cy, rx, ry = (float(v) for v in ellipse.groups())
         points += [(cx - rx, cy - ry), (cx + rx, cy + ry)]
     return points
+
+
+def word_boxes(svg: str, title: str) -> list[Box]:
+    """:func:`text_boxes` of a node or cluster, cut to its outline: Graphviz sizes a shape to its
+    words, so what the per-character estimate puts past the outline is the estimate's error."""
+    group = _group(svg, title)
+    xs, ys = zip(*_coordinates(group))
+    return [(max(l, min(xs)), max(t, min(ys)), min(r, max(xs)), min(b, max(ys))) for l, t, r, b in _text_boxes(group)]
 
 
 def drawing_width(svg: str) -> float:

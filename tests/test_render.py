@@ -204,6 +204,17 @@ def test_golden_dot(name):
         f"DOT of {GOLDEN_TARGETS[name]} changed; if intended: {REGEN_ENV}=1 python -m pytest tests/test_render.py -k golden")
 
 
+
+@pytest.mark.parametrize("name", ["seed", "render_nested", "break_unused"])
+def test_the_title_and_legend_fit_their_tables(name):
+    """Graphviz (dot and graphviz-pure alike) warns when an HTML table is smaller than its cells:
+    the legend's fixed-size entries are sized to hold their swatch, words and spacing."""
+    found = engine.find_engine()
+    completed = subprocess.run(engine.command(found, "svg"), input=report_for(GOLDEN_TARGETS[name]).to_dot().encode(),
+                               capture_output=True, check=True)
+    assert b"too small" not in completed.stderr, completed.stderr.decode()
+
+
 # -- the real command ------------------------------------------------------------------------
 def _fxflow(*args: str, cwd=ROOT) -> subprocess.CompletedProcess:
     return fxflow_completed(*args, cwd=cwd)

@@ -13,7 +13,7 @@ import pytest
 import torch
 
 from fxflow.pipeline import check
-from fxflow.render import NODE_BUDGET, build_dot, build_view, render_file, style
+from fxflow.render import NODE_BUDGET, build_dot, build_view, render_file, style, to_svg_text
 from fxflow.render.auto import SCREEN_RANKS, ranks
 from fxflow.render.engine import png_size
 from models.render_models import ArgmaxMoE, DeadRelu, Heads, late_cut_gpt2
@@ -173,3 +173,39 @@ def test_a_wide_rank_nothing_folds_wraps_into_rows(tmp_path):
     path = tmp_path / "branches.png"
     render_file(report, str(path), scale=1, announce=False)
     assert png_size(path.read_bytes())[0] <= 1600
+
+
+def _lone_modules(view) -> dict[str, str]:
+    """Module -> its title, for every module whose only drawn content is one op or one collapsed box."""
+    held: dict[str, list] = {}
+    for item in view.items:
+        for module in item.cluster:
+            held.setdefault(module, []).append(item)
+    return {module: f"{module} ({view.classes[module]})" if module in view.classes else module
+            for module, items in held.items() if len(items) == 1 and items[0].kind != "param"}
+
+
+@pytest.mark.parametrize("name", ["gpt2 lm_head", "moe gelu"])
+def test_no_wire_crosses_the_title_of_a_one_op_module(name):
+    """Measured on the real layout: a module holding a single op (lm_head's linear, an expert's
+    gelu, in the run-time capture) is titled on its node, not by a box around it as narrow as the
+    node, whose title every wire into the node from above would cross."""
+    from models.newcomer import SparseArgmaxMoE, gpt2_detached_block, gpt2_inputs, sparse_moe_inputs
+    from render_helpers import boxes_of_words, crossings, edge_points
+
+    torch.manual_seed(0)
+    model, inputs = (gpt2_detached_block(), gpt2_inputs()) if name.startswith("gpt2") else (SparseArgmaxMoE(), sparse_moe_inputs())
+    report = check(model, inputs, seed=0)
+    assert report.trace.method == "runtime"
+    lone = _lone_modules(build_view(report))
+    assert lone.keys() >= ({"lm_head"} if name.startswith("gpt2") else {"experts.0.1"}), lone
+    _, _, clusters = parse_dot(build_dot(report, announce=False))
+    assert not {"cluster_" + module for module in lone} & {c.ids[0] for c in clusters}
+    svg = to_svg_text(report)
+    titles = {module: boxes_of_words(svg, title) for module, title in lone.items()}
+    assert all(titles.values()), titles  # each title is drawn, on its node
+    _, edges, _ = parse_svg(svg)
+    for edge in edges:
+        wire = re.sub(r":\w+$", "", edge.title)
+        crossed = [m for m, boxes in titles.items() if crossings(edge_points(svg, wire), boxes)]
+        assert not crossed, f"{wire} crosses the title of {crossed}"

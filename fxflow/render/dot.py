@@ -25,6 +25,7 @@ if TYPE_CHECKING:  # pragma: no cover
 
 NEVER_CLUSTER = "cluster_fxflow.never"
 SOME_STEPS_CLUSTER = "cluster_fxflow.some_steps"
+CLUSTER_FONT = "#37474f"  # a module box's title
 
 
 def _norm(value: float | None) -> str:
@@ -188,7 +189,12 @@ def _emit(graph: graphviz.Digraph, cluster: _Cluster, ctx: _Context) -> None:
     entries: list[tuple[int, str, object]] = [(i.order, i.key, i) for i in cluster.items]
     entries += [(c.order, "cluster_" + q, c) for q, c in cluster.children.items()]
     for _, _, entry in sorted(entries, key=lambda e: (e[0], e[1])):
-        if isinstance(entry, _Cluster):
+        lone = _lone(entry) if isinstance(entry, _Cluster) else None
+        if lone is not None:
+            # A box around one node is no wider than the node, so any wire into it from above runs
+            # through the box's title: the node carries the title itself instead.
+            _emit_item(graph, lone.items[0], ctx, _module_title(lone.path[-1], view.classes))
+        elif isinstance(entry, _Cluster):
             module = entry.path[-1]
             with graph.subgraph(name="cluster_" + module) as sub:
                 state = style.worst(entry.states)
@@ -198,7 +204,7 @@ def _emit(graph: graphviz.Digraph, cluster: _Cluster, ctx: _Context) -> None:
                     _module_title(module, view.classes), f"worst state inside: {state}",
                     f"grad norm out {grad}" if grad else None]),
                     style="rounded,filled", fillcolor=fill, color=style.CLUSTER_BORDER, fontsize="10",
-                    fontcolor="#37474f", labeljust="l", penwidth="1", **{"class": f"fxflow-cluster fxflow-{state}"})
+                    fontcolor=CLUSTER_FONT, labeljust="l", penwidth="1", **{"class": f"fxflow-cluster fxflow-{state}"})
                 _emit(sub, entry, ctx)
         else:
             _emit_item(graph, entry, ctx)
@@ -209,7 +215,17 @@ def view_module_norms(report: "Report", module: str) -> str:
     return ", ".join(_norm(v) for v in values[:12])
 
 
-def _emit_item(graph: graphviz.Digraph, item: Item, ctx: _Context) -> None:
+def _lone(cluster: _Cluster) -> _Cluster | None:
+    """The innermost box of ``cluster`` when all it holds, however nested, is one op or collapsed box."""
+    while not cluster.items and len(cluster.children) == 1:
+        (cluster,) = cluster.children.values()
+    if not cluster.children and len(cluster.items) == 1 and cluster.items[0].kind != "param":
+        return cluster
+    return None
+
+
+def _emit_item(graph: graphviz.Digraph, item: Item, ctx: _Context, title: str | None = None) -> None:
+    """One node; ``title`` is the module box it stands for, written as its first line."""
     if item.kind in ("module", "fold", "run"):
         label, attrs = _box_node(item, ctx.view)
     elif item.kind == "param" and item.base is not None:
@@ -217,6 +233,8 @@ def _emit_item(graph: graphviz.Digraph, item: Item, ctx: _Context) -> None:
     else:
         assert item.base is not None
         label, attrs = _op_node(item, item.base, ctx.view, ctx.norms)
+    if title is not None:
+        label = "<" + small(title, CLUSTER_FONT) + "<br/>" + label[1:]
     graph.node(item.key, label=label, **attrs)
 
 

@@ -88,7 +88,9 @@ def _entry(swatch: str, words: str, font: int, width: int) -> str:
     """One entry: its swatch and words in a table of fixed size, as wide as the widest of its column,
     so that the column lines up and a wide title does not spread the entries apart (Graphviz
     stretches the cells of a table to fill its cell otherwise)."""
-    return (f'<td align="left"><table border="0" cellspacing="2" cellpadding="0" fixedsize="true" '
+    # One point between cells: with two, the cells and their spacing outgrow the fixed size and
+    # Graphviz warns "table size too small".
+    return (f'<td align="left"><table border="0" cellspacing="1" cellpadding="0" fixedsize="true" '
             f'width="{width}" height="{font + 5}"><tr>{swatch}<td align="left" width="{width - _SWATCH_PT + 8}">'
             f'<font point-size="{font}">{html_text(words)}</font></td></tr></table></td>')
 
