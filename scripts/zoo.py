@@ -34,7 +34,7 @@ sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 
 from zoo.known import KNOWN_DISAGREEMENTS  # noqa: E402
 from zoo.registry import DEFAULT_CHAIN, PATHS  # noqa: E402
-from zoo.libraries import LIBRARIES, MISSING  # noqa: E402
+from zoo.libraries import LIBRARIES, MISSING, not_built_here  # noqa: E402
 from zoo.run import SPECIMENS, PathResult, ZooResult, check_specimen  # noqa: E402
 from zoo.page import libraries_section, replace_section  # noqa: E402
 from zoo.unbuildable import UNBUILDABLE  # noqa: E402
@@ -124,9 +124,12 @@ def unbuildable() -> list[str]:
 
 def pins(results: list[ZooResult], kept: dict[str, dict[str, str]] | None = None) -> str:
     """tests/zoo/availability.py: every (model, capture path) whose capture failed in this run, and
-    the pins in ``kept`` of the models this run did not check (a run of some models only)."""
+    the pins in ``kept`` of the models this run did not check: a run of some models only, or models
+    that cannot be built here (``not_built_here``: their pins stand until a machine that builds them
+    runs them)."""
     checked = {r.name for r in results}
-    table = {name: paths for name, paths in (kept or {}).items() if name not in checked and name in SPECIMENS}
+    table = {name: paths for name, paths in (kept or {}).items()
+             if name not in checked and (name in SPECIMENS or not_built_here(name))}
     table.update({r.name: {p.path: p.why_unavailable.split(":")[0] or "no reason given"
                            for p in r.paths.values() if not p.available and p.path != DEFAULT_CHAIN.name}
                   for r in results})
@@ -237,7 +240,7 @@ def main(argv: list[str] | None = None) -> int:
     text = page(results, time.perf_counter() - started)
     if args.pin:
         from zoo.availability import UNAVAILABLE
-        PINS.write_text(pins(results, UNAVAILABLE if args.models else None))
+        PINS.write_text(pins(results, UNAVAILABLE))
         print(f"wrote {PINS.relative_to(ROOT)}", file=sys.stderr)
     if args.libraries:
         PAGE.write_text(replace_section(PAGE.read_text(), libraries_section(results, MISSING)))

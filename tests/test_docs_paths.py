@@ -23,10 +23,13 @@ def test_no_absolute_machine_path_in_docs():
     assert found == []
 
 
-def test_a_library_s_line_reads_relative_to_site_packages():
+def test_a_library_s_line_reads_relative_to_site_packages(monkeypatch):
+    """Also when the working directory holds the virtual environment (a project's own ``.venv``):
+    a library's line reads ``transformers/...``, not ``.venv/lib/python3.11/site-packages/...``."""
     import transformers
 
     from fxflow.core.source import display_path
 
-    shown = display_path(transformers.__file__)
-    assert shown == "transformers/__init__.py" or not Path(shown).is_absolute(), shown
+    assert display_path(transformers.__file__) == "transformers/__init__.py"
+    monkeypatch.chdir(Path(transformers.__file__).parents[4])  # the folder above lib/python3.X/site-packages
+    assert display_path(transformers.__file__) == "transformers/__init__.py"

@@ -38,21 +38,20 @@ def is_library_file(path: str) -> bool:
 
 @functools.lru_cache(maxsize=4096)
 def display_path(path: str) -> str:
-    """A path relative to the working directory when the file lies below it, else relative to the
-    site-packages folder it is installed in (``transformers/pytorch_utils.py``): never a path of
-    the machine that made the report, in a report meant to be shared."""
+    """A path relative to the site-packages folder it is installed in (``transformers/pytorch_utils.py``,
+    also from a virtual environment inside the project), else relative to the working directory
+    when the file lies below it: never a path of the machine that made the report, in a report
+    meant to be shared."""
     absolute = os.path.abspath(path)
-    try:
-        relative = os.path.relpath(absolute)
-    except ValueError:  # another drive on Windows
-        relative = ".."
-    if not relative.startswith(".."):
-        return relative
     for folder in ("site-packages", "dist-packages"):
         _, found, inside = absolute.partition(os.sep + folder + os.sep)
         if found:
             return inside.replace(os.sep, "/")
-    return absolute
+    try:
+        relative = os.path.relpath(absolute)
+    except ValueError:  # another drive on Windows
+        return absolute
+    return absolute if relative.startswith("..") else relative
 
 
 def pick_user_frame(frames: Iterable[tuple[str, int]]) -> str | None:

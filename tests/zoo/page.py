@@ -104,8 +104,9 @@ def libraries_section(results: list[Any], missing: dict[str, str]) -> str:
              "own constructor (tests/zoo/lib_*.py), checked exactly as the transformers models are, on the default "
              f"chain and on every capture path. The exit code is `fxflow check`'s on the default chain. For an "
              f"exit 1, the model is trained {STEPS} real Adam steps (plain torch, tests/zoo/truth.py): *learn by "
-             "step N* means every failing parameter merely starts at zero (issue 27, \"Red means broken\", turns "
-             "these into a pass); otherwise the first failing parameter is named with fxflow's reason.", "",
+             "step N* would mean every failing parameter merely starts at zero, which the check's look-ahead "
+             "passes (exit 0, `learns_from_step`), so an exit 1 here is a parameter that stays dry, named with "
+             "fxflow's reason for the first one.", "",
              f"- **Verdicts: {sum(all(p.outcome != 'disagree' for p in r.paths.values()) for r in results)} of "
              f"{len(results)} models agree with a plain backward on every parameter and every available path.**",
              f"- **Exit codes: {kinds['ok']} exit 0, {kinds['steps'] + kinds['dry']} exit 1**: {kinds['steps']} only "
@@ -114,6 +115,7 @@ def libraries_section(results: list[Any], missing: dict[str, str]) -> str:
              f"- Class balance (parameters, all libraries): {balance[Truth.NONE]:,} None, {balance[Truth.ZERO]:,} "
              f"exactly zero, {balance[Truth.NONZERO]:,} nonzero gradients.",
              *(f"- {library} is not installed here: {why}" for library, why in sorted(missing.items())),
+             *_not_built(),
              *_pending(results), "",
              *_randomness(results), TORCHVISION, ""]
     for library, members in sorted(by_library.items()):
@@ -123,3 +125,15 @@ def libraries_section(results: list[Any], missing: dict[str, str]) -> str:
                   "| model | values | None (frozen too) | zero | nonzero | paths agree | exit | why exit 1 |",
                   "|---|---:|---:|---:|---:|---|---:|---|", *(_row(result) for result in members), ""]
     return "\n".join(lines)
+
+
+def _not_built() -> list[str]:
+    """The line naming the library models this machine cannot build (their pins are kept as they were)."""
+    from .lib_torchvision import NOT_BUILT_HERE
+
+    if not NOT_BUILT_HERE:
+        return []
+    reasons = sorted(set(NOT_BUILT_HERE.values()))
+    return [f"- Not built here ({'; '.join(reasons)}): " + ", ".join(f"`{name}`" for name in sorted(NOT_BUILT_HERE))
+            + "; their capture pins are kept from the last machine that built them."]
+
