@@ -1,6 +1,6 @@
 """fxflow's benchmark: fxflow against the floor and the peers, one process per measurement.
 
-    python tests/benchmarks/bench.py                      # everything, writes docs/performance.md
+    python tests/benchmarks/bench.py --repeats 4          # everything, medians of 4 alternated runs
     python tests/benchmarks/bench.py --models seed,gpt2   # a subset, prints the table only
     python tests/benchmarks/bench.py --one gpt2 fwd+bwd   # one measurement, JSON on stdout
     python tests/benchmarks/bench.py --render             # the render table (PNG size, times)
