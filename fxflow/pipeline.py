@@ -92,7 +92,7 @@ def check(
 
     # The run and the tracing run forward's Python, which can change the model; the recording and the
     # passes allocate many small objects that all stay alive, which would set off full collections
-    # of the user's whole heap (0.05 s on GPT-2 small): the collector waits until the report is made.
+    # of the user's whole heap: the collector waits until the report is made.
     with untouched(model) as restore_notes, gc_paused():
         # The real forward and backward go first: a forward that raises is the model's own error,
         # and the run-time capture is the recording of this very forward.

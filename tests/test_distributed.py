@@ -148,3 +148,15 @@ def test_many_watched_steps_under_ddp_give_one_ddp_note_from_the_steps_counts(ra
         assert len(ddp_notes) == 1 and "aux.weight" in ddp_notes[0] and "is required" in ddp_notes[0]
         assert case["intermittent"] == ["aux.weight", "aux.bias"]
         assert case["guidance"]["needed"] and case["guidance"]["configured"] and not case["guidance"]["will_fail"]
+
+
+def test_a_plain_model_check_does_not_import_dtensor():
+    """A DTensor exists only once torch.distributed.tensor is imported, so a check of a plain model
+    leaves that module (and the sympy it brings) unimported."""
+    code = ("import sys, torch, fxflow\n"
+            "fxflow.check(torch.nn.Linear(3, 2), (torch.randn(4, 3),))\n"
+            "print(sorted(m for m in ('torch.distributed.tensor', 'sympy') if m in sys.modules))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120,
+                          cwd=os.path.dirname(HERE))
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.strip().splitlines()[-1] == "[]"

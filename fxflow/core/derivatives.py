@@ -12,7 +12,7 @@ per input, what the backward computes; three shapes of formula matter here:
 * a forward formula ``"<arg>.has_value() ? <zeros> : ..."``: the derivative is zero whenever
   that argument was given, which the node keeps as ``_saved_<arg>`` (``div(..., rounding_mode=)``).
 
-The file is read once, lazily (~0.1 s). Node names follow torchgen's rule: the op's base name
+The file is read once, lazily. Node names follow torchgen's rule: the op's base name
 in CamelCase, ``Backward``, and a counter over the definitions sharing that prefix, in file
 order. A node whose inputs do not line up with its entry (another torch version) is unknown and
 treated as differentiable. ``tests/test_opdb.py`` checks the result against real autograd over
@@ -20,9 +20,9 @@ torch's operator database.
 
 Why not torchgen's own loader (``torchgen.packaged.autograd.load_derivatives``), which ships in
 the same wheel and loads offline: it builds the full codegen model, parsing
-``native_functions.yaml`` too, and took 1.5 s per process where this reading takes 0.1 s. A check
-pays this once per process, and issue 18 holds a check to about one training step; what this
-module needs is three formula shapes per input, which the test above verifies.
+``native_functions.yaml`` too, over ten times the cost of this reading. A check pays this once per
+process and is held to about the cost of one training step; what this module needs is three
+formula shapes per input, which the test above verifies.
 """
 from __future__ import annotations
 

@@ -16,6 +16,7 @@ world of one) the collectives are skipped and the local values are returned.
 from __future__ import annotations
 
 import contextlib
+import sys
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, Iterator
 
@@ -63,11 +64,10 @@ def all_gather(value: Any, group: Any = None) -> list[Any]:
 
 # -- FSDP2 ---------------------------------------------------------------------------------
 def is_dtensor(tensor: Any) -> bool:
-    try:
-        from torch.distributed.tensor import DTensor
-    except ImportError:  # pragma: no cover - torch built without distributed
-        return False
-    return isinstance(tensor, DTensor)
+    # A DTensor exists only once its module is imported; importing it here would load it, and
+    # sympy with it, into every check of an unsharded model.
+    module = sys.modules.get("torch.distributed.tensor")
+    return module is not None and isinstance(tensor, module.DTensor)
 
 
 def _fsdp_base_class(module: nn.Module) -> type | None:

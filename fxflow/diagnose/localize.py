@@ -412,7 +412,7 @@ def _plain_backward(loss: torch.Tensor, graph: AutogradGraph, targets: list[torc
                     norms: GradientNorms) -> dict[int, float]:
     """{id(target): its gradient's norm} from ``loss.backward()``, the call the check's own backward made
     (every leaf's ``.grad`` put back): never a pruned ``autograd.grad(loss, some_parameters)``, which the
-    check does not need and which segfaults on timm's poolformerv2 with torch 2.13 (issue 30)."""
+    check does not need and which segfaults on timm's poolformerv2 with torch 2.13."""
     leaves = [node.variable for node in graph.leaves.values()]
     kept = [leaf.grad for leaf in leaves]
     for leaf in leaves:

@@ -7,7 +7,8 @@
 
 Modules: :mod:`.layout` decides what is drawn (clusters, ``depth``, ``focus``, the node budget;
 :mod:`.auto` the automatic view, :mod:`.wide` wide fan-outs), :mod:`.fold` builds the boxes,
-:mod:`.view` is the plain data between them; :mod:`.dot` decides how it looks (with
+:mod:`.view` is the plain data between them, :mod:`.view_options` checks the options and
+announces an automatic view; :mod:`.dot` decides how it looks (with
 :mod:`.labels`, and :mod:`.legend` under the title), :mod:`.engine` which executable draws it.
 """
 from __future__ import annotations
@@ -17,7 +18,7 @@ import sys
 from typing import TYPE_CHECKING, Any
 
 from ..errors import FxflowError
-from .choice import checked_view
+from .view_options import checked_view
 from .layout import NODE_BUDGET, build_view
 
 if TYPE_CHECKING:  # pragma: no cover

@@ -51,7 +51,7 @@ def page_views(report: "Report", *, depth: int | None, focus: bool, show_all: bo
                announce: bool) -> tuple[list[PageView], dict[str, str]]:
     """The views the page can switch between, the asked-for one first, and for each view dropped
     as a duplicate, the id of the view that draws the same."""
-    from .choice import checked_view
+    from .view_options import checked_view
 
     asked = checked_view(report, depth=depth, focus=focus, budget=budget, show_all=show_all, announce=announce)
     views = [PageView("main", "as asked" if depth is not None or focus else "default", asked)]

@@ -321,7 +321,7 @@ def build_view(report: "Report", *, depth: int | None = None, focus: bool = Fals
             items = merge_runs(items, where)
         by_key = {item.key: item for item in items}
         links = _links(graph, edges, where, aliases, by_key, report, node_norms, failed)
-        return View(items, links, classes, never, list(notes), level, False, total, graph is not None,
+        return View(items, links, classes, never, list(notes), level, False, total,
                     collapse_never=level is not None or bool(collapse) or len(never + some_steps) > NEVER_PER_ROW,
                     hidden=len(hidden.names), markers=hidden.markers, some_steps=some_steps, steps=report.steps)
 

@@ -90,7 +90,6 @@ class View:
     depth: int | None = None
     auto_depth: bool = False
     total: int = 0  # items before collapsing and focusing
-    has_graph: bool = True
     collapse_never: bool = False  # draw each never-called module as one box
     hidden: int = 0  # nodes that carry no gradient, hidden (``show_all`` draws them)
     markers: dict[str, Counter] = field(default_factory=dict)  # graph node -> its hidden inputs, by kind

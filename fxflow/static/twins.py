@@ -76,9 +76,9 @@ def choose_twins(model: torch.nn.Module, inputs: Sequence[Any] | None = None, re
 
     Decided by size alone, never by a measured time, so a busy machine gets the same twins as
     an idle one; the verdicts do not depend on the choice either (a node that cannot run on meta
-    twins runs on real stand-ins). The choice is cost: a meta op costs ~0.1 ms whatever its size,
-    and the first one imports torch._dynamo (a second of start-up), while a small model's real ops
-    cost microseconds; real twins copy the weights and compute forward's ops once more.
+    twins runs on real stand-ins). The choice is cost: a meta op has a fixed dispatch cost whatever its size,
+    and the first one imports torch._dynamo, while a small model's real ops cost less than that
+    dispatch; real twins copy the weights and compute forward's ops once more.
     """
     forced = os.environ.get("FXFLOW_TWINS")
     if forced in ("meta", "real") or (forced == "recorded" and recorded):

@@ -1,13 +1,15 @@
 """fxflow's benchmark: fxflow against the floor and the peers, one process per measurement.
 
-    python tests/benchmarks/bench.py                      # everything, writes docs/performance.md
+    python tests/benchmarks/bench.py --repeats 4          # everything, medians of 4 alternated runs
     python tests/benchmarks/bench.py --models seed,gpt2   # a subset, prints the table only
-    python tests/benchmarks/bench.py --one gpt2 floor     # one measurement, JSON on stdout
+    python tests/benchmarks/bench.py --one gpt2 fwd+bwd   # one measurement, JSON on stdout
     python tests/benchmarks/bench.py --render             # the render table (PNG size, times)
 
-The floor is what no gradient-flow checker can beat: import, build the model, one torch.export
-capture, one forward and backward. Tools: floor, fxflow-check, fxflow-render, torchviz,
-torchview, torchlens (peers only where installed). Not collected by pytest.
+The floor, fwd+bwd, is what no gradient-flow checker can beat: import, build the model, one
+forward and backward, no capture. export-floor adds one torch.export capture to it. Tools:
+fwd+bwd, export-floor, fxflow-check, fxflow-render, torchviz, torchview, torchlens (peers only
+where installed). `--repeats N` runs every tool N times, alternated, and reports medians.
+Not collected by pytest.
 """
 from __future__ import annotations
 
@@ -21,6 +23,7 @@ import os  # noqa: E402
 import platform  # noqa: E402
 import resource  # noqa: E402
 import shutil  # noqa: E402
+import statistics  # noqa: E402
 import subprocess  # noqa: E402
 import sys  # noqa: E402
 import tempfile  # noqa: E402
@@ -28,15 +31,30 @@ from typing import Any, Callable  # noqa: E402
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-TOOLS = ("floor", "fxflow-check", "fxflow-render", "torchviz", "torchview", "torchlens")
+TOOLS = ("fwd+bwd", "export-floor", "fxflow-check", "fxflow-render", "torchviz", "torchview", "torchlens")
 PEERS = {"torchviz": "torchviz", "torchview": "torchview", "torchlens": "torchlens"}
 
 
 # -- one measurement (child process) ---------------------------------------------------------
 def _loss(output: Any) -> Any:
-    from fxflow.dynamic.loss import projection_loss
+    """A random projection of every floating output that requires grad, as the check's default
+    loss; written here so that the floor and the peers never import fxflow."""
+    import torch
+    from torch.utils._pytree import tree_leaves
 
-    return projection_loss(output)
+    leaves = [t for t in tree_leaves(output) if isinstance(t, torch.Tensor) and t.is_floating_point() and t.requires_grad]
+    return sum((t * torch.randn_like(t)).sum() for t in leaves)
+
+
+def _forward_backward(model: Any, inputs: tuple[Any, ...], phases: dict[str, float]) -> None:
+    """One forward and backward; on meta weights, under FakeTensorMode (meta has no values)."""
+    if any(p.is_meta for p in model.parameters()):
+        from torch._subclasses.fake_tensor import FakeTensorMode
+
+        with FakeTensorMode(allow_non_fake_inputs=True):
+            _timed(phases, "backward", lambda: _loss(model(*inputs)).backward())
+    else:
+        _timed(phases, "backward", lambda: _loss(model(*inputs)).backward())
 
 
 def _timed(phases: dict[str, float], name: str, action: Callable[[], Any]) -> Any:
@@ -58,15 +76,11 @@ def measure(model_name: str, tool: str, workdir: str) -> dict[str, Any]:
     model, inputs = _timed(phases, "build", {**MODELS, **RENDER_MODELS}[model_name])
     extra: dict[str, Any] = {}
     extra_nodes: int | None = None
-    if tool == "floor":
+    if tool == "fwd+bwd":
+        _forward_backward(model, inputs, phases)
+    elif tool == "export-floor":
         _timed(phases, "capture", lambda: torch.export.export(model, inputs, strict=False))
-        if any(p.is_meta for p in model.parameters()):  # no values on meta: run it on fake tensors
-            from torch._subclasses.fake_tensor import FakeTensorMode
-
-            with FakeTensorMode(allow_non_fake_inputs=True):
-                _timed(phases, "backward", lambda: _loss(model(*inputs)).backward())
-        else:
-            _timed(phases, "backward", lambda: _loss(model(*inputs)).backward())
+        _forward_backward(model, inputs, phases)
     elif tool in ("fxflow-check", "fxflow-render"):
         import fxflow
 
@@ -220,31 +234,59 @@ def _fmt(value: float | None, digits: int = 2) -> str:
     return "-" if value is None else f"{value:.{digits}f}"
 
 
-def markdown(results: list[dict[str, Any]], scale_rows: list[dict[str, Any]]) -> str:
+def medians(runs: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per model and tool: the run of median wall time, its peak RSS the runs' median, and
+    fxflow check's ratios to each other tool as the median of the per-repeat ratios (runs next to
+    each other in time share the machine's load)."""
+    grouped: dict[tuple[str, str], list[dict[str, Any]]] = {}
+    for run in runs:
+        grouped.setdefault((run["model"], run["tool"]), []).append(run)
+    rows = []
+    for (model, tool), group in grouped.items():
+        done = sorted((r for r in group if "error" not in r), key=lambda r: r["wall_s"])
+        if not done:
+            rows.append(group[0])
+            continue
+        row = dict(done[(len(done) - 1) // 2], repeats=len(done))
+        row["peak_rss_mib"] = statistics.median(r["peak_rss_mib"] for r in done)
+        rows.append(row)
+        if tool != "fxflow-check":
+            continue
+        row["ratios"] = {}
+        for other in TOOLS:
+            pairs = [(c["wall_s"], o["wall_s"]) for c, o in zip(group, grouped.get((model, other), []))
+                     if "error" not in c and "error" not in o]
+            if pairs and other != tool:
+                row["ratios"][other] = statistics.median(c / o for c, o in pairs)
+    return rows
+
+
+def markdown(results: list[dict[str, Any]], scale_rows: list[dict[str, Any]], load: str = "-") -> str:
     """The results as the Markdown tables of docs/performance.md."""
     import torch
 
     lines = [
-        "| model | tool | wall s | peak RSS MiB | phases (s) |",
-        "|---|---|---:|---:|---|",
+        "| model | tool | runs | wall s | peak RSS MiB | phases (s) |",
+        "|---|---|---:|---:|---:|---|",
     ]
     for r in results:
         if "error" in r:
-            lines.append(f"| {r['model']} | {r['tool']} | - | - | error: {r['error']} |")
+            lines.append(f"| {r['model']} | {r['tool']} | - | - | - | error: {r['error']} |")
             continue
         phases = ", ".join(f"{k} {v:.3f}" for k, v in r["phases"].items())
-        lines.append(f"| {r['model']} | {r['tool']} | {_fmt(r['wall_s'])} | {_fmt(r['peak_rss_mib'], 0)} | {phases} |")
-    ratios = ["", "| model | fxflow check / floor (wall) | fxflow render phase / torchviz make_dot+dot | fxflow render / torchlens draw |",
-              "|---|---:|---:|---:|"]
+        lines.append(f"| {r['model']} | {r['tool']} | {r.get('repeats', 1)} | {_fmt(r['wall_s'])} | {_fmt(r['peak_rss_mib'], 0)} | {phases} |")
+    ratios = ["", "| model | check / fwd+bwd | check / torchviz | check / export-floor | "
+              "fxflow render phase / torchviz make_dot+dot | fxflow render / torchlens draw |",
+              "|---|---:|---:|---:|---:|---:|"]
     by = {(r["model"], r["tool"]): r for r in results if "error" not in r}
     for model in dict.fromkeys(r["model"] for r in results):
-        check, floor = by.get((model, "fxflow-check")), by.get((model, "floor"))
+        check = by.get((model, "fxflow-check"))
         render, viz, lens = by.get((model, "fxflow-render")), by.get((model, "torchviz")), by.get((model, "torchlens"))
-        ratio = check["wall_s"] / floor["wall_s"] if check and floor else None
         ours = (render["phases"]["dot build"] + render["phases"]["render"]) if render else None
         theirs = (viz["phases"]["dot build"] + viz["phases"]["render"]) if viz else None
         lens_draw = lens["phases"]["render"] if lens else None
-        ratios.append(f"| {model} | {_fmt(ratio)} | {_fmt(ours / theirs if ours and theirs else None)} | "
+        against = [_fmt(check["ratios"].get(tool)) if check else "-" for tool in ("fwd+bwd", "torchviz", "export-floor")]
+        ratios.append(f"| {model} | {' | '.join(against)} | {_fmt(ours / theirs if ours and theirs else None)} | "
                       f"{_fmt(ours / lens_draw if ours and lens_draw else None)} |")
     scale = ["", "| graph nodes | annotate s | static walk s | deferred gc s | reconcile s | walk+reconcile per 1k nodes ms |",
              "|---:|---:|---:|---:|---:|---:|"]
@@ -253,6 +295,7 @@ def markdown(results: list[dict[str, Any]], scale_rows: list[dict[str, Any]]) ->
         scale.append(f"| {row['nodes']} | {row['annotate_s']:.3f} | {row['walk_s']:.3f} | {row['gc_s']:.3f} | "
                      f"{row['reconcile_s']:.3f} | {per_k:.1f} |")
     header = [
+        f"Load average (1, 5, 15 min) at the start and end: {load}.",
         f"Measured {time.strftime('%Y-%m-%d')} on {platform.machine()} with {os.cpu_count()} cores, "
         f"Python {platform.python_version()}, torch {torch.__version__}.",
         "",
@@ -268,6 +311,7 @@ def main() -> None:
     parser.add_argument("--tools", default=",".join(TOOLS))
     parser.add_argument("--scaling", default="2000,5000,10000,20000", help="node counts for the walk scaling ('' to skip)")
     parser.add_argument("--timeout", type=float, default=900)
+    parser.add_argument("--repeats", type=int, default=1, help="runs of every tool, alternated; the tables give medians")
     parser.add_argument("--slow-peers", action="store_true", help="also run the peers on the synthetic graph")
     parser.add_argument("--write", default=None, help="write the Markdown tables to this file")
     parser.add_argument("--render", action="store_true",
@@ -284,21 +328,25 @@ def main() -> None:
             rows.append(result)
         print(render_markdown(rows))
         return
-    results = []
-    for model in filter(None, options.models.split(",")):
-        for tool in options.tools.split(","):
-            if model.endswith("-meta") and tool not in ("floor", "fxflow-check", "fxflow-render"):
-                continue  # no values on meta: nothing for the drawing tools to show
-            if model.startswith("synthetic") and tool in PEERS and not options.slow_peers:
-                continue  # torchview takes minutes to lay it out, torchviz overflows the stack
-            if not _available(tool):
-                continue
-            result = run_one(model, tool, options.timeout)
-            print(json.dumps(result), flush=True)
-            results.append(result)
+    load = ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    runs = []
+    for _ in range(options.repeats):  # alternated, so a neighbour's load falls on every tool alike
+        for model in filter(None, options.models.split(",")):
+            for tool in options.tools.split(","):
+                if model.endswith("-meta") and tool not in ("fwd+bwd", "export-floor", "fxflow-check", "fxflow-render"):
+                    continue  # no values on meta: nothing for the drawing tools to show
+                if model.startswith("synthetic") and tool in PEERS and not options.slow_peers:
+                    continue  # torchview takes minutes to lay it out, torchviz overflows the stack
+                if not _available(tool):
+                    continue
+                result = run_one(model, tool, options.timeout)
+                print(json.dumps(result), flush=True)
+                runs.append(result)
+    load += " / " + ", ".join(f"{x:.2f}" for x in os.getloadavg())
+    results = medians(runs)
     sizes = [int(s) for s in options.scaling.split(",") if s]
     scale_rows = scaling(sizes) if sizes else []
-    table = markdown(results, scale_rows)
+    table = markdown(results, scale_rows, load)
     print(table)
     if options.write:
         with open(options.write, "w") as handle:

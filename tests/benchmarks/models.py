@@ -14,6 +14,8 @@ from torch import nn
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+sys.path.insert(0, os.path.join(ROOT, "scripts"))
+import torchvision_env  # noqa: E402,F401  (before transformers, which imports torchvision)
 
 
 def seed() -> tuple[nn.Module, tuple[Any, ...]]:

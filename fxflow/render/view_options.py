@@ -1,5 +1,5 @@
-"""Which view to draw: :func:`build_view` after checking the options, and the one stderr line
-that says what an automatic choice left out (shared by every output format)."""
+"""The view options every output format goes through: :func:`checked_view` checks them, builds the
+view and prints the one stderr line that says what an automatic choice left out."""
 from __future__ import annotations
 
 import sys
