@@ -31,6 +31,8 @@ Call tree::
           NameRules.edges(call)                # nothing could run it, or no example inputs
         each walks the result's grad_fn history back to the inputs (fxflow/core/history.py), builds
         the edges (fxflow/static/node_edges.py) and runs a custom autograd.Function's own backward
+          ZeroByConstruction.check(call, flow) # diff edges whose backward on random stand-ins is
+                                               # exactly zero: zero (fxflow/static/zero_by_construction.py)
 
 The strategies (fxflow/static/strategies.py) share one :class:`~fxflow.static.flow_state.FlowState`.
 Result: ``node.meta["fxflow"]`` is a :class:`NodeFlow`.
@@ -56,6 +58,7 @@ from ..core.state import call_with_weights, weights_of
 from .stand_ins import CustomBackward, StandInRun
 from .strategies import NameRules, RecordedRun, TwinRun
 from .twins import choose_twins
+from .zero_by_construction import ZeroByConstruction
 
 
 class FlowInterpreter(fx.Interpreter):
@@ -69,6 +72,7 @@ class FlowInterpreter(fx.Interpreter):
         builder, custom = EdgeBuilder(self.state), CustomBackward(self.state)
         self.recorded_run = RecordedRun(self.state, builder, custom)
         self.name_rules = NameRules(self.state)
+        self.zero_by_construction = ZeroByConstruction(self.state)
         self.strategies = (self.recorded_run, TwinRun(self.state, builder, custom),
                            StandInRun(self.state, builder, custom), self.name_rules)
 
@@ -109,6 +113,7 @@ class FlowInterpreter(fx.Interpreter):
         for strategy in self.strategies:
             flow = strategy.edges(call)
             if flow is not None:
+                self.zero_by_construction.check(call, flow)
                 node.meta[META_KEY] = flow
                 break
         return self.recorded_run.adopt(call)
