@@ -130,6 +130,13 @@ def raises_reason(op: str) -> str:
     return f"{op} has no derivative, so the real loss.backward() raises NotImplementedError here"
 
 
+def constant_reason(op: str) -> str:
+    """Why the gradient through an op that its options and shapes make constant in an input is zero
+    (the static side says it, the fix line is chosen by it)."""
+    return f"{op}'s result does not change when this input changes (for the shapes and options used here, " \
+           "its derivative is exactly zero whatever the values), so the gradient arrives as 0"
+
+
 @dataclass(frozen=True)
 class GradRegion:
     """A stretch of forward that autograd does not record."""

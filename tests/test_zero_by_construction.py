@@ -5,7 +5,9 @@ Item 4: an op whose derivative in an input is exactly zero for the shapes and mo
 (``grid_sample(mode="nearest")`` in its grid, a softmax over a dimension of size 1, ``x ** 0``)
 reads static ``zero`` at its own line, found by running the node's backward on random stand-ins
 (fxflow/static/zero_by_construction.py); a designed zero-init (LoRA's B, adaLN-Zero's gate) zeroes
-the real gradient at step one but not by construction, and stays ``reachable``.
+the real gradient at step one but not by construction, and stays ``reachable``. A one-step RNN's
+``weight_hh`` (its own zero state multiplies it) is ``zero`` on every capture path, as real optimizer
+steps show; the fix line names the option; and a healthy model runs no backward on stand-ins.
 
 Item 8: reformer's ``_ReversibleFunction`` ran its own backward on stand-ins whose integer attention
 mask was all zeros: every key masked, its queries' gradient exactly zero, where the real mask gives
@@ -23,6 +25,8 @@ from torch import nn
 import fxflow
 from every_path import reports_on_every_path
 from fxflow.capture import METHODS
+from fxflow.present.text import render_text
+from fxflow.static.zero_by_construction import ZeroByConstruction
 from gradtruth import assert_agrees, line_of, real_gradients, real_grads
 
 HERE = "tests/test_zero_by_construction.py"
@@ -115,6 +119,68 @@ class PowerZero(nn.Module):
 def test_a_power_of_zero_is_zero(twins: str) -> None:
     model, x = PowerZero(), torch.randn(3, 4)
     assert_zero_at(model, x, ["base.weight", "base.bias"], "pow", "# power zero")
+
+
+class OneStepLSTM(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.rnn = nn.LSTM(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.rnn(x.unsqueeze(0))[1][0].squeeze(0)  # one step from h0 = 0
+
+
+def test_a_one_step_rnn_from_a_zero_state_gives_weight_hh_a_zero(twins: str) -> None:
+    """h0 = 0 multiplies weight_hh: exactly zero on every step, as real optimizer steps show. The
+    module makes its own ``torch.zeros`` h0 (symbolic tracing keeps ``nn.LSTM`` whole; export and
+    the runtime capture inline it and its zeros): a value the code alone fixes is kept, not drawn."""
+    torch.manual_seed(0)
+    model = OneStepLSTM()
+    trained = OneStepLSTM()
+    trained.load_state_dict(model.state_dict())
+    optimizer = torch.optim.Adam(trained.parameters(), lr=0.1)
+    for _ in range(3):
+        optimizer.zero_grad()
+        trained(torch.randn(3, 4)).pow(2).sum().backward()
+        assert not trained.rnn.weight_hh_l0.grad.any() and trained.rnn.weight_ih_l0.grad.any()
+        optimizer.step()
+    assert_zero_at(model, torch.randn(3, 4), ["rnn.weight_hh_l0"], "", "# one step from h0 = 0")
+
+
+def test_the_fix_line_names_the_option_that_makes_the_op_constant() -> None:
+    torch.manual_seed(0)
+    report = fxflow.check(NearestSampler(), torch.randn(2, 3, 5, 5))
+    text = render_text(report)
+    site = report.parameter("to_grid.weight").cut_by[0]
+    lines = text.splitlines()
+    start = next(i for i, line in enumerate(lines) if line.startswith(f"{site.op} at {site.source}"))
+    fix = next(i for i in range(start, len(lines)) if lines[i].startswith("fix: "))
+    joined = " ".join([lines[fix]] + [line.strip() for line in lines[fix + 1:fix + 4] if line.startswith("  ")])
+    assert joined == ("fix: this op's derivative is zero for the options and shapes in use: for `grid_sample` use "
+                      "`mode=\"bilinear\"`, for a softmax check its `dim` (one of size 1 gives 1 whatever the scores), "
+                      "for `x ** 0` the exponent; for a deliberate freeze, pass --allow 'to_grid.*'")
+
+
+# -- only where it can matter -------------------------------------------------------------------
+class BilinearSampler(NearestSampler):
+    def forward(self, image: torch.Tensor) -> torch.Tensor:
+        grid = torch.tanh(self.to_grid(image.flatten(2).transpose(1, 2))).view(image.shape[0], 5, 5, 2)
+        return F.grid_sample(self.features(image), grid, mode="bilinear", align_corners=False)
+
+
+def test_a_healthy_model_runs_no_backward_on_stand_ins(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A zero edge decides only a parameter every path of which crosses one; where the real backward
+    gave every parameter a non-zero gradient there is none to find: the check runs nothing. With
+    no real run (``--device meta``) every node is read."""
+    reads = []
+    original = ZeroByConstruction._read
+    monkeypatch.setattr(ZeroByConstruction, "_read", lambda self, call, draw: reads.append(call.node.name)
+                        or original(self, call, draw))
+    torch.manual_seed(0)
+    report = fxflow.check(BilinearSampler(), torch.randn(2, 3, 5, 5))
+    assert [p.static for p in report.parameters] == ["reachable"] * 4 and reads == []
+    meta = fxflow.check(NearestSampler(), torch.randn(2, 3, 5, 5), device="meta")
+    assert reads and meta.parameter("to_grid.weight").static == "zero"
 
 
 # -- designed zeros, and stand-ins that could fake one: reachable ------------------------------------
