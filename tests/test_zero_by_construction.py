@@ -130,6 +130,21 @@ class OneStepLSTM(nn.Module):
         return self.rnn(x.unsqueeze(0))[1][0].squeeze(0)  # one step from h0 = 0
 
 
+class ZeroStateCell(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.cell = nn.GRUCell(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        state = torch.zeros(x.size(0), 4, dtype=x.dtype)  # shaped like the batch: still fixed by the code
+        return self.cell(x, state)  # from the zero state
+
+
+def test_a_cell_from_a_zero_state_it_makes_itself_gives_weight_hh_a_zero(twins: str) -> None:
+    torch.manual_seed(0)
+    assert_zero_at(ZeroStateCell(), torch.randn(3, 4), ["cell.weight_hh"], "", "# from the zero state")
+
+
 def test_a_one_step_rnn_from_a_zero_state_gives_weight_hh_a_zero(twins: str) -> None:
     """h0 = 0 multiplies weight_hh: exactly zero on every step, as real optimizer steps show. The
     module makes its own ``torch.zeros`` h0 (symbolic tracing keeps ``nn.LSTM`` whole; export and

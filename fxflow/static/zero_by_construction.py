@@ -39,7 +39,7 @@ from torch.utils._pytree import tree_map
 
 from ..core.history import DIFF, NONE, ZERO, backward_kinds, entry_key
 from ..core.tensors import tensors_in
-from .flow import NodeFlow
+from .flow import METADATA_ATTRIBUTES, NodeFlow
 from .flow_state import NOT_RUN, FlowState, NodeCall
 from .stand_ins import random_state_kept, stand_in_arguments, stand_in_weights
 from .twins import StandIn, read_on_draws
@@ -143,10 +143,13 @@ class Constants:
         self.values: dict[str, Any] = {}
 
     def note(self, call: NodeCall) -> None:
-        """Note ``call``'s node as constant when it is one."""
+        """Note ``call``'s node as constant when it is one: sizes, dtypes and devices read off any
+        tensor are (a zero state shaped like the batch), and so is an op on constants alone."""
         node, state = call.node, self.state
-        if node.op in ("call_function", "call_method") and call.region is None and call.value is not NOT_RUN \
-                and not any(t.requires_grad for t in tensors_in(call.value)) \
+        if node.op not in ("call_function", "call_method") or call.region is not None or call.value is NOT_RUN:
+            return
+        if _reads_metadata(node) and not tensors_in(call.value) or \
+                not any(t.requires_grad for t in tensors_in(call.value)) \
                 and all(state.read(i).name in self.names for i in call.inputs):
             self.names.add(node.name)
 
@@ -179,3 +182,10 @@ class Constants:
         except Exception:  # a value stand-ins stand for all the same: drawn at random
             return None
         return None if any(t.is_meta for t in tensors_in(result)) else result
+
+
+def _reads_metadata(node: fx.Node) -> bool:
+    """``x.size(0)``, ``x.shape``, ``x.dtype``: a read of a tensor's metadata alone."""
+    if node.op == "call_method":
+        return node.target in METADATA_ATTRIBUTES
+    return node.target is getattr and len(node.args) > 1 and node.args[1] in METADATA_ATTRIBUTES
