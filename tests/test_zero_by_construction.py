@@ -171,9 +171,9 @@ def test_the_fix_line_names_the_option_that_makes_the_op_constant() -> None:
     start = next(i for i, line in enumerate(lines) if line.startswith(f"{site.op} at {site.source}"))
     fix = next(i for i in range(start, len(lines)) if lines[i].startswith("fix: "))
     joined = " ".join([lines[fix]] + [line.strip() for line in lines[fix + 1:fix + 4] if line.startswith("  ")])
-    assert joined == ("fix: this op's derivative is zero for the options and shapes in use: for `grid_sample` use "
-                      "`mode=\"bilinear\"`, for a softmax check its `dim` (one of size 1 gives 1 whatever the scores), "
-                      "for `x ** 0` the exponent; for a deliberate freeze, pass --allow 'to_grid.*'")
+    assert joined == ("fix: this op's derivative is zero for the options, shapes and constants in use: change the one "
+                      "that makes it so (`mode=\"bilinear\"` for `grid_sample`, the `dim` of a softmax over a dimension "
+                      "of size 1, a factor or exponent of 0); for a deliberate freeze, pass --allow 'to_grid.*'")
 
 
 # -- only where it can matter -------------------------------------------------------------------

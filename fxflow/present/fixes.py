@@ -49,10 +49,12 @@ FIXES: tuple[Fix, ...] = (
         deliberate=False),
     Fix("zero-derivative", "`round`, `floor`, `sign`, ... (a derivative of exactly zero)",
         "use a straight-through estimator, `x + (x.round() - x).detach()`, or a smooth surrogate"),
-    Fix("zero-by-construction", "an op its options or shapes make constant in an input (`grid_sample(mode=\"nearest\")` "
-        "in its grid, a softmax over a dimension of size 1, `x ** 0`, a one-step RNN's `weight_hh`)",
-        "this op's derivative is zero for the options and shapes in use: for `grid_sample` use `mode=\"bilinear\"`, "
-        "for a softmax check its `dim` (one of size 1 gives 1 whatever the scores), for `x ** 0` the exponent"),
+    Fix("zero-by-construction", "an op its options, shapes or constants make constant in an input "
+        "(`grid_sample(mode=\"nearest\")` in its grid, a softmax over a dimension of size 1, `x ** 0`, `0.0 * x`, "
+        "a one-step RNN's `weight_hh`)",
+        "this op's derivative is zero for the options, shapes and constants in use: change the one that makes it "
+        "so (`mode=\"bilinear\"` for `grid_sample`, the `dim` of a softmax over a dimension of size 1, a factor or "
+        "exponent of 0)"),
     Fix("cut", "any other cut", "give these parameters a differentiable path to the loss at this line"),
     Fix(Static.UNUSED, "`unused` (never called, or its result discarded)",
         "call the layer in forward, or delete it (unused trainable parameters also break DDP)"),
