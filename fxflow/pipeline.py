@@ -12,7 +12,7 @@ import functools
 import gc
 import inspect
 import time
-from typing import Any, Callable, Iterable, Iterator, Sequence
+from typing import Any, Callable, Collection, Iterable, Iterator, Sequence
 
 import torch
 
@@ -133,8 +133,11 @@ def check(
                                   f"raised {failure.reason}")
             raise FxflowError(_NOTHING_VERIFIED, hint=_NOTHING_VERIFIED_HINT)
 
+        # zeros by construction are looked for only behind what the real backward left exactly zero
+        suspects = zeros if result is not None and real_run is not None else None
         static, static_notes = analyze_capture(captured, runner, example, step=step,
-                                               loss_output=result.loss_output if result is not None else None)
+                                               loss_output=result.loss_output if result is not None else None,
+                                               zero_suspects=suspects)
         if result is not None and real_run is not None:  # a live gradient that died, faded or turned NaN: where
             step("explaining the failing gradients", phase="diagnose")
             diagnose(real_run, result, verdicts)
@@ -233,7 +236,7 @@ def _cuts_on(prepared: Any, names: list[str]) -> dict[str, list[CutSite]]:
     """The static cut sites of ``names`` in the graph of one batch (empty where it finds none)."""
     with untouched(prepared.module):
         captured = capture(prepared.runner, prepared.example)
-        static, _ = analyze_capture(captured, prepared.runner, prepared.example)
+        static, _ = analyze_capture(captured, prepared.runner, prepared.example, zero_suspects=names)
     if static is None:
         return {}
     return {name: list(static.verdicts[name].cut_by) for name in names if name in static.verdicts}
@@ -264,13 +267,15 @@ _NOTHING_VERIFIED_HINT = ("give example inputs: --input-size (e.g. --input-size 
 
 def analyze_capture(captured: Capture, model: torch.nn.Module, example: tuple[Any, ...] | None, *,
                     step: Callable[..., None] | None = None,
-                    loss_output: tuple[int, int] | None = None) -> tuple[StaticAnalysis | None, list[str]]:
+                    loss_output: tuple[int, int] | None = None,
+                    zero_suspects: Collection[str] | None = None) -> tuple[StaticAnalysis | None, list[str]]:
     """The static part: annotate the captured graph, then walk it; (None, []) when nothing was captured.
 
     Shared by ``fxflow.check`` and ``fxflow.watch``. Returns the analysis and the annotation's
     notes. Annotating runs forward's ops on twins passed in per call: the model is only read.
     ``loss_output``: the backward differentiated the model's own loss, tensor ``index`` of the
-    ``count`` in its output; the walk then starts there alone.
+    ``count`` in its output; the walk then starts there alone. ``zero_suspects``: the parameters
+    whose zero by construction is looked for (None: every one; see fxflow/static/zero_by_construction.py).
     """
     if captured.graph_module is None:
         return None, []
@@ -278,7 +283,8 @@ def analyze_capture(captured: Capture, model: torch.nn.Module, example: tuple[An
     step("analysing gradient flow", phase="annotate")
     values, captured.values = captured.values, None  # the recorded run's results: read once, then let go
     with gc_paused():
-        notes = annotate(captured.graph_module, model, example, loss_output=loss_output, recorded=values)
+        notes = annotate(captured.graph_module, model, example, loss_output=loss_output, recorded=values,
+                         zero_suspects=zero_suspects)
         step("walking the graph", phase="static walk")
         static = analyze(captured.graph_module, model)
         # The collector's deferred work (mostly the annotation's allocations) runs when it is

@@ -107,6 +107,8 @@ GRAD_MODE_KEY = "fxflow_grad_mode"  # node.meta[GRAD_MODE_KEY]: the GradRegion i
 OPAQUE_KEY = "fxflow_opaque"  # node.meta[OPAQUE_KEY]: why only a real backward can decide the node
 BACKWARD_RAN_KEY = "fxflow_backward_ran"  # a custom Function whose own backward ran during the analysis
 NO_DERIVATIVE_KEY = "fxflow_no_derivative"  # inputs reached only through an op with no derivative
+# inputs (and "param:<name>"s) whose derivative the node's backward, run on random stand-ins, gave as exact zeros
+ZERO_BY_CONSTRUCTION_KEY = "fxflow_zero_by_construction"
 LOSS_OUTPUT_KEY = "fxflow_loss_output"  # graph_module.meta: the walk starts at the model's own loss alone
 
 
@@ -126,6 +128,13 @@ class CutSite:
 def raises_reason(op: str) -> str:
     """Why the real backward raises at an op with no derivative (the static and the dynamic side say it alike)."""
     return f"{op} has no derivative, so the real loss.backward() raises NotImplementedError here"
+
+
+def constant_reason(op: str) -> str:
+    """Why the gradient through an op that its options and shapes make constant in an input is zero
+    (the static side says it, the fix line is chosen by it)."""
+    return f"{op}'s result does not change when this input changes (for the shapes and options used here, " \
+           "its derivative is exactly zero whatever the values), so the gradient arrives as 0"
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import Iterable
 
-from ..verdicts import CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static, raises_reason
+from ..verdicts import CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static, constant_reason, raises_reason
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,12 @@ FIXES: tuple[Fix, ...] = (
         deliberate=False),
     Fix("zero-derivative", "`round`, `floor`, `sign`, ... (a derivative of exactly zero)",
         "use a straight-through estimator, `x + (x.round() - x).detach()`, or a smooth surrogate"),
+    Fix("zero-by-construction", "an op its options, shapes or constants make constant in an input "
+        "(`grid_sample(mode=\"nearest\")` in its grid, a softmax over a dimension of size 1, `x ** 0`, `0.0 * x`, "
+        "a one-step RNN's `weight_hh`)",
+        "this op's derivative is zero for the options, shapes and constants in use: change the one that makes it "
+        "so (`mode=\"bilinear\"` for `grid_sample`, the `dim` of a softmax over a dimension of size 1, a factor or "
+        "exponent of 0)"),
     Fix("cut", "any other cut", "give these parameters a differentiable path to the loss at this line"),
     Fix(Static.UNUSED, "`unused` (never called, or its result discarded)",
         "call the layer in forward, or delete it (unused trainable parameters also break DDP)"),
@@ -74,6 +80,7 @@ BUILT_IN_FORWARD = "built-in-forward"
 # the causes a cut site can have (site_cause's answers, but the zero derivative's)
 CUT_CAUSES = ("grad-region", "detach", "python-data", "index", "comparison", "cast", "hook", "function",
               "no-derivative", "cut")
+ZERO_CAUSES = ("zero-derivative", "zero-by-construction")  # site_cause's answers for an exact zero
 
 _COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge", "isclose", "equal", "logical_not", "logical_and", "logical_or"}
 _INDEX_OPS = {"argmax", "argmin", "argsort", "topk", "sort", "multinomial", "searchsorted", "bucketize", "nonzero"}
@@ -83,7 +90,7 @@ def site_cause(site: CutSite, zero: bool = False) -> str:
     """The cause of a cut (or, with ``zero``, of an exact zero) from its op and form."""
     op = site.op
     if zero:
-        return "zero-derivative"
+        return "zero-by-construction" if site.reason == constant_reason(op) else "zero-derivative"
     if site.reason == raises_reason(op):
         return "no-derivative"
     if op in ("no_grad", "inference_mode"):

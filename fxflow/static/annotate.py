@@ -31,6 +31,8 @@ Call tree::
           NameRules.edges(call)                # nothing could run it, or no example inputs
         each walks the result's grad_fn history back to the inputs (fxflow/core/history.py), builds
         the edges (fxflow/static/node_edges.py) and runs a custom autograd.Function's own backward
+          ZeroByConstruction.check(call, flow) # diff edges a suspect reaches whose backward on random
+                                               # stand-ins is exactly zero: zero (fxflow/static/zero_by_construction.py)
 
 The strategies (fxflow/static/strategies.py) share one :class:`~fxflow.static.flow_state.FlowState`.
 Result: ``node.meta["fxflow"]`` is a :class:`NodeFlow`.
@@ -38,7 +40,7 @@ Result: ``node.meta["fxflow"]`` is a :class:`NodeFlow`.
 from __future__ import annotations
 
 import types
-from typing import Any, Sequence
+from typing import Any, Collection, Sequence
 
 import torch
 import torch.fx as fx
@@ -56,6 +58,7 @@ from ..core.state import call_with_weights, weights_of
 from .stand_ins import CustomBackward, StandInRun
 from .strategies import NameRules, RecordedRun, TwinRun
 from .twins import choose_twins
+from .zero_by_construction import ZeroByConstruction
 
 
 class FlowInterpreter(fx.Interpreter):
@@ -63,12 +66,14 @@ class FlowInterpreter(fx.Interpreter):
     first of its edge strategies that can decide (see :mod:`fxflow.static.strategies`)."""
 
     def __init__(self, graph_module: fx.GraphModule, model: torch.nn.Module, device: torch.device, twins: str,
-                 loss_output: tuple[int, int] | None = None, recorded: RecordedValues | None = None):
+                 loss_output: tuple[int, int] | None = None, recorded: RecordedValues | None = None,
+                 zero_suspects: Collection[str] | None = None):
         super().__init__(graph_module, garbage_collect_values=False)
         self.state = FlowState(graph_module, model, device, twins, self, loss_output, recorded)
         builder, custom = EdgeBuilder(self.state), CustomBackward(self.state)
         self.recorded_run = RecordedRun(self.state, builder, custom)
         self.name_rules = NameRules(self.state)
+        self.zero_by_construction = ZeroByConstruction(self.state, zero_suspects)
         self.strategies = (self.recorded_run, TwinRun(self.state, builder, custom),
                            StandInRun(self.state, builder, custom), self.name_rules)
 
@@ -109,6 +114,7 @@ class FlowInterpreter(fx.Interpreter):
         for strategy in self.strategies:
             flow = strategy.edges(call)
             if flow is not None:
+                self.zero_by_construction.check(call, flow)
                 node.meta[META_KEY] = flow
                 break
         return self.recorded_run.adopt(call)
@@ -130,12 +136,15 @@ class FlowInterpreter(fx.Interpreter):
 
 def annotate(graph_module: fx.GraphModule, model: torch.nn.Module,
              inputs: Sequence[Any] | None, twins: str | None = None,
-             loss_output: tuple[int, int] | None = None, recorded: RecordedValues | None = None) -> list[str]:
+             loss_output: tuple[int, int] | None = None, recorded: RecordedValues | None = None,
+             zero_suspects: Collection[str] | None = None) -> list[str]:
     """Write a :class:`NodeFlow` into ``node.meta["fxflow"]`` for every node of the graph.
 
     With example inputs every node runs on twin tensors; without, edges come from name rules.
     The model's own tensors are never replaced: twins are passed to each module call. Returns
     notes for the report (module calls whose parameters only a name rule could decide).
+    ``zero_suspects``: the parameters whose zero by construction is looked for (those a real
+    backward left exactly zero; None, every one: see :mod:`fxflow.static.zero_by_construction`).
     """
     names = parameter_names(model)
     if inputs is None:
@@ -147,7 +156,7 @@ def annotate(graph_module: fx.GraphModule, model: torch.nn.Module,
         return []
     twins = twins or choose_twins(model, inputs, recorded=recorded is not None)
     interpreter = FlowInterpreter(graph_module, model, device_of(model), twins, loss_output,
-                                  recorded if twins == "recorded" else None)
+                                  recorded if twins == "recorded" else None, zero_suspects)
     twin_inputs = [interpreter.state.twin(x) if isinstance(x, torch.Tensor) else x for x in inputs]
     interpreter.run(*twin_inputs)
     return _rule_notes(interpreter.state.by_rules)

@@ -11,7 +11,7 @@ from . import rules
 from .flow import META_KEY, NONE, NodeFlow
 from .scripted import is_scripted, read_scripted
 from ..core.source import display_path, is_library_file, source_of_stack_trace
-from ..verdicts import OPAQUE_KEY, CutSite, raises_reason
+from ..verdicts import OPAQUE_KEY, ZERO_BY_CONSTRUCTION_KEY, CutSite, constant_reason, raises_reason
 
 _CASTS = {"to", "type", "long", "int", "short", "bool", "byte", "char", "half", "float", "double"}
 _COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge", "isclose", "equal"}
@@ -147,7 +147,9 @@ def describe_raise(node: fx.Node) -> CutSite:
 def describe_zero(node: fx.Node) -> CutSite:
     """Why gradient through ``node`` arrives as an exact zero."""
     op = node_op(node)
-    if node.op == "call_module":  # the zero is somewhere inside the call, not the module itself
+    if node.meta.get(ZERO_BY_CONSTRUCTION_KEY):  # its backward on random stand-ins gave exact zeros
+        reason = constant_reason(op)
+    elif node.op == "call_module":  # the zero is somewhere inside the call, not the module itself
         inside = _parametrizations(node)
         what = f"its parametrization {inside}" if inside else "an op inside it"
         reason = f"inside `{node.target}` ({op}), {what} has a derivative of exactly zero everywhere, " \

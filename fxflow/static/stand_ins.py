@@ -20,10 +20,10 @@ from .aliasing import state, storage_key, written_members
 from ..capture import OPAQUE_KEY
 from ..core.history import backward_kinds, entry_key, walk_history
 from ..core.tensors import result_elements, tensors_in
-from .flow import NONE, NodeFlow
-from .flow_state import META_TWINS, FlowState, NodeCall
+from .flow import DIFF, NONE, NodeFlow
+from .flow_state import FlowState, NodeCall
 from .node_edges import EdgeBuilder
-from .twins import StandIn, random_stand_in_maker, real_copy, stand_in
+from .twins import StandIn, read_on_draws, real_copy, stand_in
 from ..verdicts import BACKWARD_RAN_KEY, PARAM_PREFIX
 
 
@@ -43,9 +43,9 @@ class StandInRun:
         """
         flow_state, node, inputs, members, region = self.state, call.node, call.inputs, call.members, call.region
         try:
-            with stand_in_weights(flow_state) as weight_names, flow_state.device, \
+            with stand_in_weights(flow_state) as weights, flow_state.device, \
                     torch.no_grad() if region else contextlib.nullcontext():
-                names = ChainMap(weight_names, flow_state.leaf_names)
+                names = ChainMap(weights.names, flow_state.leaf_names)
                 # real tensors among the inputs (factories) are entry points as they are
                 args, kwargs, entries, made = stand_in_arguments(flow_state, node, inputs, every_input=True)
                 stand_ins = {key: (twin, stand, state(stand)) for key, (twin, stand) in made.items()}
@@ -75,32 +75,30 @@ class StandInRun:
         flow_state.storages.wrote(node, written)
         flow_state.storages.register(node.name, result)
         if OPAQUE_KEY in node.meta and region is None:
-            self.custom.run(call, flow, None)
+            self.custom.run(call, flow)
         call.value = result
         return flow
 
 
 def stand_in_arguments(flow_state: FlowState, node: fx.Node, inputs: list[fx.Node], make: StandIn | None = None,
-                       every_input: bool = False, leaves: bool = False,
+                       every_input: bool = False, fresh: bool = False,
                        ) -> tuple[tuple, dict, dict[tuple, list[str]], dict[int, tuple[torch.Tensor, torch.Tensor]]]:
     """The node's arguments with every twin replaced by a real stand-in (one per twin, made by
     ``make``); the entry points of those stand-ins keyed as in the walk (of every input that
-    requires grad with ``every_input``); and ``{id(twin): (twin, its stand-in)}``. ``leaves``:
-    a result of an earlier node that requires grad becomes a leaf of its values too, so that a
-    backward to the stand-ins runs through the node whatever else it asks for."""
+    requires grad with ``every_input``); and ``{id(twin): (twin, its stand-in)}``. ``fresh``:
+    every floating tensor becomes a stand-in, the results of earlier nodes that real twins
+    computed too, so that a backward read on the stand-ins owes nothing to the model's values
+    (a zero-initialized weight upstream would zero it)."""
     stand_ins: dict[int, tuple[torch.Tensor, torch.Tensor]] = {}
     make = make or (lambda twin, device: stand_in(twin, device, flow_state.keep_alive))
     is_twin = flow_state.is_twin
 
-    def lifted(value: Any) -> bool:
-        return leaves and isinstance(value, torch.Tensor) and value.requires_grad and not value.is_meta
+    def replaced(value: Any) -> bool:
+        return is_twin(value) or (fresh and isinstance(value, torch.Tensor)
+                                  and (value.is_floating_point() or value.is_complex()))
 
     def real(value: Any) -> Any:
-        if lifted(value) and not is_twin(value):
-            if id(value) not in stand_ins:
-                stand_ins[id(value)] = (value, value.detach().clone().requires_grad_(True))
-            return stand_ins[id(value)][1]
-        if not is_twin(value):
+        if not replaced(value):
             return value
         if id(value) not in stand_ins:
             stand_ins[id(value)] = (value, make(value, flow_state.device))
@@ -110,28 +108,42 @@ def stand_in_arguments(flow_state: FlowState, node: fx.Node, inputs: list[fx.Nod
     entries: dict[tuple, list[str]] = {}
     for input_node in inputs:
         for tensor in tensors_in(flow_state.env[input_node]):
-            if tensor.requires_grad and (every_input or is_twin(tensor) or lifted(tensor)):
+            if tensor.requires_grad and (every_input or replaced(tensor)):
                 entries.setdefault(entry_key(real(tensor)), []).append(flow_state.read(input_node).name)
     return args, kwargs, entries, stand_ins
 
 
+class WeightCopies(dict):
+    """``{parameter name: its copy}`` for the module calls on stand-ins, and ``names``: ``{id(copy):
+    parameter name}``, which the walk reads leaves by."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.names: dict[int, str] = {}
+
+
 @contextlib.contextmanager
-def stand_in_weights(flow_state: FlowState) -> Iterator[dict[int, str]]:
+def stand_in_weights(flow_state: FlowState, make: StandIn | None = None) -> Iterator[WeightCopies]:
     """Module calls inside get real copies of their weights (ones of the same shape for weights
-    on meta) instead of twins. Yields ``{id(copy of a parameter): its name}`` for the walk."""
+    on meta) instead of twins; with ``make``, trainable parameters get its stand-ins instead
+    (random values: a zero-initialized weight must not read as a zero by construction). Yields
+    the copies of parameters, filled as the calls read them."""
     copies: dict[int, torch.Tensor] = {}
-    names: dict[int, str] = {}
+    named = WeightCopies()
 
     def copy_of(tensor: torch.Tensor) -> torch.Tensor:
         if id(tensor) not in copies:
-            copies[id(tensor)] = real_copy(tensor, flow_state.device)
-            if id(tensor) in flow_state.names:
-                names[id(copies[id(tensor)])] = flow_state.names[id(tensor)]
+            name = flow_state.names.get(id(tensor))
+            trainable = make is not None and name is not None and tensor.requires_grad
+            copies[id(tensor)] = make(tensor, flow_state.device) if trainable else real_copy(tensor, flow_state.device)
+            if name is not None:
+                named[name] = copies[id(tensor)]
+                named.names[id(copies[id(tensor)])] = name
         return copies[id(tensor)]
 
     flow_state.weight_twin = copy_of
     try:
-        yield names
+        yield named
     finally:
         flow_state.weight_twin = flow_state.twin
 
@@ -142,50 +154,68 @@ class CustomBackward:
     def __init__(self, state: FlowState) -> None:
         self.state = state
 
-    def run(self, call: NodeCall, flow: NodeFlow, result: Any | None) -> None:
+    def run(self, call: NodeCall, flow: NodeFlow) -> None:
         """Run a custom ``autograd.Function``'s own backward to see which inputs it gives a gradient.
 
         The walk sees a Function's autograd node linked to every input, but its backward (the
         user's code, which the real backward runs anyway) may return ``None`` for one: that edge
-        carries nothing, as after ``detach``. Seeded random gradients flow back from every output
-        that requires grad, on real tensors: the twins' ``result`` when they are real, else the node
-        runs again on stand-ins (random values: ones could zero a value-dependent backward). ``None``
-        -> NONE, all zeros -> ZERO, else DIFF. If the backward cannot run on them, the node stays
-        opaque (no BACKWARD_RAN_KEY) and the real backward decides.
+        carries nothing, as after ``detach``. The node runs again on stand-ins (random values: ones
+        could zero a value-dependent backward) and seeded random gradients flow back from every
+        output that requires grad. ``None`` -> NONE, all zeros -> ZERO, else DIFF; a zero counts only
+        if every draw of stand-ins gives it (:func:`~fxflow.static.twins.read_on_draws`): reformer's
+        attention mask, an integer stand-in of zeros on the first draw, masks every key and zeroes
+        its queries' gradient, which the real mask does not. If the backward cannot run on them, or
+        its zero cannot be confirmed, the node stays opaque (no BACKWARD_RAN_KEY): the real
+        backward decides.
 
         A module passed to the Function (reversible layers run inside it as an ``nn.ModuleList``)
         has its parameters used where autograd cannot see them: its forward runs without grad, and
         its backward recomputes them and runs ``backward`` itself. They are inputs of the node too:
-        the node runs again with real copies of them swapped in, and what reaches each copy (through
-        the graph or accumulated into its ``.grad``) is that parameter's edge.
+        the node runs again with stand-ins of them swapped in, and what reaches each (through the
+        graph or accumulated into its ``.grad``) is that parameter's edge.
         """
-        flow_state, node, inputs = self.state, call.node, call.inputs
-        modules = [value for value in tree_flatten(flow_state.runner.arguments(node))[0]
+        node = call.node
+        modules = [value for value in tree_flatten(self.state.runner.arguments(node))[0]
                    if isinstance(value, torch.nn.Module)]
         try:
-            with torch.enable_grad(), flow_state.device, self._parameter_copies(modules) as copies:
-                # Meta twins hold no values (nor do the recorded run's snapshots): stand-ins do.
-                if flow_state.twins in META_TWINS or result is None or copies:
-                    args, kwargs, entries, _ = stand_in_arguments(flow_state, node, inputs, random_stand_in_maker(),
-                                                                  leaves=True)
-                    result = flow_state.runner.execute(node, args, kwargs)
-                else:
-                    entries = flow_state.entry_points(inputs)
-                    args, kwargs = flow_state.runner.arguments(node)
-                entries.update({entry_key(copy): [PARAM_PREFIX + name] for name, copy in copies.items()})
-                kinds = backward_kinds(result, tensors_in((args, kwargs)) + list(copies.values()), entries)
+            with torch.enable_grad(), self.state.device, random_state_kept(self.state.device):
+                kinds = read_on_draws(lambda draw: self._read(call, modules, draw))
         except Exception:
+            kinds = None
+        if kinds is None:
+            self._undecided(flow, modules)
             return
         flow.inputs.update({name: kind for name, kind in kinds.items() if not name.startswith(PARAM_PREFIX)})
         for part in (flow, *flow.outputs.values()):
-            for name, copy in copies.items():
-                part.params[name] = kinds.get(PARAM_PREFIX + name, NONE)
+            part.params.update({name[len(PARAM_PREFIX):]: kind for name, kind in kinds.items()
+                                if name.startswith(PARAM_PREFIX)})
         node.meta[BACKWARD_RAN_KEY] = True
 
+    def _read(self, call: NodeCall, modules: list[torch.nn.Module], draw: StandIn) -> dict[str, str]:
+        """``{input name or "param:<name>": kind}`` from one backward of the node on ``draw``'s stand-ins."""
+        flow_state = self.state
+        with self._parameter_copies(modules, draw) as copies:
+            args, kwargs, entries, _ = stand_in_arguments(flow_state, call.node, call.inputs, draw, fresh=True)
+            result = flow_state.runner.execute(call.node, args, kwargs)
+            entries.update({entry_key(copy): [PARAM_PREFIX + name] for name, copy in copies.items()})
+            kinds = backward_kinds(result, tensors_in((args, kwargs)) + list(copies.values()), entries)
+        return {**{PARAM_PREFIX + name: NONE for name in copies}, **kinds}
+
+    def _undecided(self, flow: NodeFlow, modules: list[torch.nn.Module]) -> None:
+        """The backward did not run: the parameters of the modules passed in are inputs all the
+        same (edges the real backward decides, as the walk's to every input), never unused."""
+        for module in modules:
+            for parameter in module.parameters():
+                name = self.state.names.get(id(parameter))
+                if name is not None and parameter.requires_grad:
+                    for part in (flow, *flow.outputs.values()):
+                        part.params.setdefault(name, DIFF)
+
     @contextlib.contextmanager
-    def _parameter_copies(self, modules: list[torch.nn.Module]) -> Iterator[dict[str, torch.Tensor]]:
-        """Real copies of the parameters of ``modules`` swapped in for them while inside (the user's
-        own are back on leaving); yields ``{parameter name: copy}``."""
+    def _parameter_copies(self, modules: list[torch.nn.Module], make: StandIn) -> Iterator[dict[str, torch.Tensor]]:
+        """Stand-ins of the parameters of ``modules`` swapped in for them while inside (``make``'s
+        for trainable ones, real copies of the others; the user's own are back on leaving);
+        yields ``{parameter name: stand-in}``."""
         copies: dict[str, torch.Tensor] = {}
         by_id: dict[int, torch.Tensor] = {}
         with contextlib.ExitStack() as stack:
@@ -196,9 +226,18 @@ class CustomBackward:
                     if name is None:
                         continue
                     if id(parameter) not in by_id:
-                        by_id[id(parameter)] = real_copy(parameter, self.state.device)
+                        by_id[id(parameter)] = (make(parameter, self.state.device) if parameter.requires_grad
+                                                else real_copy(parameter, self.state.device))
                         copies[name] = by_id[id(parameter)]
                     swapped[local] = by_id[id(parameter)]
                 if swapped:
                     stack.enter_context(_reparametrize_module(module, swapped))
             yield copies
+
+
+def random_state_kept(device: torch.device) -> contextlib.AbstractContextManager:
+    """The global random state as found on leaving: reruns on stand-ins draw (dropout) and may
+    reseed (reformer's backward calls ``torch.manual_seed``)."""
+    accelerator = device.type not in ("cpu", "meta")
+    return torch.random.fork_rng(devices=[device] if accelerator else [],
+                                 device_type=device.type if accelerator else "cuda")

@@ -49,7 +49,7 @@ def flow_of_result(state: FlowState, builder: EdgeBuilder, custom: CustomBackwar
     depends = builder.element_dependencies(call, reached) if rerun else None
     flow = builder.flow(call, reached, result, written, elements, depends)
     if OPAQUE_KEY in node.meta and region is None:
-        custom.run(call, flow, result)
+        custom.run(call, flow)
     state.storages.wrote(node, written)
     state.storages.register(node.name, result)
     call.value = result

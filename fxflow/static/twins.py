@@ -12,6 +12,7 @@ from typing import Any, Callable, Sequence
 
 import torch
 
+from ..core.history import NONE, ZERO, stronger
 from ..core.tensors import is_integer_scalar
 
 StandIn = Callable[[torch.Tensor, torch.device], torch.Tensor]
@@ -45,18 +46,67 @@ def stand_in(twin: torch.Tensor, device: torch.device, keep_alive: list[Any]) ->
     return leaf.clone()
 
 
-def random_stand_in_maker(seed: int = 0) -> StandIn:
-    """Like :func:`stand_in`, but floating-point stand-ins hold seeded normal values."""
+def random_stand_in_maker(seed: int = 0, scale: float = 1.0, mirrored: bool = False,
+                          mixed: bool = False) -> StandIn:
+    """Like :func:`stand_in`, but floating-point stand-ins hold seeded normal values times ``scale``.
+
+    ``mirrored``: the same draw turned over, so that a pair of draws sees both sides of every
+    threshold at zero: floats negated, masks inverted, integers ones instead of zeros.
+    ``mixed``: integers and masks drawn too (0 or 1, True or False), not all alike.
+    """
     generators: dict[torch.device, torch.Generator] = {}
 
     def make(twin: torch.Tensor, device: torch.device) -> torch.Tensor:
-        if not (twin.dtype.is_floating_point or twin.dtype.is_complex):
-            return stand_in(twin, device, [])
+        if is_integer_scalar(twin):  # a size or a count: its real value
+            return twin.to(device)
         generator = generators.setdefault(device, torch.Generator(device).manual_seed(seed))
-        tensor = torch.randn(tuple(twin.shape), dtype=twin.dtype, device=device, generator=generator)
-        return tensor.requires_grad_(twin.requires_grad)
+        shape = tuple(twin.shape)
+        if twin.dtype.is_floating_point or twin.dtype.is_complex:
+            tensor = torch.randn(shape, dtype=twin.dtype, device=device, generator=generator) * scale
+            return (-tensor if mirrored else tensor).requires_grad_(twin.requires_grad)
+        if mixed:
+            bits = torch.randint(0, 2, shape, device=device, generator=generator)
+        else:
+            bits = torch.zeros(shape, dtype=torch.int64, device=device)
+        if twin.dtype == torch.bool:  # all True unmixed (as stand_in): every mask entry kept
+            bits = 1 - bits
+        return (1 - bits if mirrored else bits).to(twin.dtype)
 
     return make
+
+
+def stand_in_draws() -> list[StandIn]:
+    """The stand-in makers a backward read on stand-ins runs with, the first one first.
+
+    A backward that gives some input exactly zero on the first draw may owe it to the draw (an
+    integer mask of zeros masks every key, a clamp sees only values beyond its bounds): the zero
+    counts only if every draw gives it. The first draw is :func:`random_stand_in_maker`'s default
+    (zeros for integers: always a valid index); each is followed by its mirror, at three scales
+    of floating values, so a threshold at zero, at 0.01 or at 100 is seen from both sides.
+    """
+    return [random_stand_in_maker(seed, scale, mirrored, mixed=seed > 0)
+            for seed, scale in enumerate((1.0, 0.01, 100.0)) for mirrored in (False, True)]
+
+
+def read_on_draws(read: Callable[[StandIn], dict[str, str]]) -> dict[str, str] | None:
+    """What ``read`` (one backward on stand-ins made by the maker it is given: ``{name: kind}``)
+    says on the first of :func:`stand_in_draws`, each ZERO kept only if every later draw gives it
+    too. Later draws run only while a zero is left to confirm; None when one of them raises: the
+    zero cannot be told from an artifact of the first draw. The first draw's own error propagates.
+    """
+    draws = stand_in_draws()
+    kinds = read(draws[0])
+    for draw in draws[1:]:
+        zeros = [name for name, kind in kinds.items() if kind == ZERO]
+        if not zeros:
+            break
+        try:
+            again = read(draw)
+        except Exception:
+            return None
+        for name in zeros:
+            kinds[name] = stronger(ZERO, again.get(name, NONE))
+    return kinds
 
 
 def real_copy(tensor: torch.Tensor, device: torch.device) -> torch.Tensor:

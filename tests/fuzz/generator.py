@@ -189,7 +189,7 @@ def _step(w: _Writer, mark: list) -> None:
     elif choice == "view":
         result = _view_write(w, new, rng.choice(VIEW_WRITES), mark)
     elif choice == "multi":
-        result = _multi_output(w, new, rng.choice(MULTI_OUTPUTS))
+        result = _multi_output(w, new, rng.choice(MULTI_OUTPUTS), mark)
     else:
         result = _plant_cut(w, new, rng.choice(CUT_KINDS), mark)
     w.values.append(result)
@@ -238,7 +238,7 @@ def _zeros_buffer(w: _Writer, new: str, factory: str, mark: list) -> int:
     return line
 
 
-def _multi_output(w: _Writer, new: str, kind: str) -> Value:
+def _multi_output(w: _Writer, new: str, kind: str, mark: list) -> Value:
     """One element of a module's tuple output is used; the other's parameters stay unused."""
     a, b = w.pick(), w.rng.choice(w.values)
     if kind == "mha_weights":  # (output, weights): only the weights, so out_proj and the values are unused
@@ -251,7 +251,11 @@ def _multi_output(w: _Writer, new: str, kind: str) -> Value:
     layer = w.layer("lstm")  # (output, (h_n, c_n)): h_n only
     line = w.emit(f"{new} = {a.name} + self.{layer}({a.name}.unsqueeze(0))[1][0].squeeze(0)")
     w.idioms[line] = kind
-    return _with(combine(new, a), layer)
+    # One step from the zero initial state: weight_hh multiplies h0 = 0, so its derivative is zero
+    # whatever the values (a real backward and any number of optimizer steps give it exact zeros).
+    mark.append((line, kind))
+    recurrent = zero(Value(new, wet={f"{layer}.weight_hh_l0"}), line)
+    return _with(combine(new, a, recurrent), layer)
 
 
 def _with(value: Value, layer: str) -> Value:
@@ -371,11 +375,13 @@ def generate(seed: int, steps: tuple[int, int] = (3, 14)) -> Generated:
 
 
 def predicted_verdict(generated: Generated, layer: str, parameter: str | None = None) -> str:
-    """The static verdict the generator expects for every parameter of ``layer`` (or for ``parameter``)."""
+    """The static verdict the generator expects for every parameter of ``layer`` (or for ``parameter``:
+    one tracked apart from its layer, such as a one-step LSTM's ``weight_hh_l0``, goes by its own paths)."""
     if layer in generated.frozen:
         return "frozen"
     if parameter in generated.unused_params:
         return "unused"
+    layer = _tracked(generated, layer, parameter)
     if layer in generated.output.wet:
         return "reachable"
     if layer in generated.output.zero:
@@ -385,11 +391,18 @@ def predicted_verdict(generated: Generated, layer: str, parameter: str | None = 
     return "unused"
 
 
-def predicted_lines(generated: Generated, layer: str) -> set[int]:
-    """Lines of the cut (or zero) sites fxflow should name for ``layer``."""
-    verdict = predicted_verdict(generated, layer)
+def predicted_lines(generated: Generated, layer: str, parameter: str | None = None) -> set[int]:
+    """Lines of the cut (or zero) sites fxflow should name for ``layer`` (or ``parameter``)."""
+    verdict = predicted_verdict(generated, layer, parameter)
+    layer = _tracked(generated, layer, parameter)
     if verdict == "zero":
         return generated.output.zero[layer]
     if verdict == "cut":
         return generated.output.cut[layer]
     return set()
+
+
+def _tracked(generated: Generated, layer: str, parameter: str | None) -> str:
+    """``parameter`` where the generator tracks its paths apart from its layer's, else ``layer``."""
+    output = generated.output
+    return parameter if parameter in (output.wet | set(output.zero) | set(output.cut)) else layer

@@ -86,7 +86,7 @@ def check_seed(seed: int, directory: str, method: str | None = None) -> Outcome:
         if parameter.static != expected:
             outcome.problems.append(f"{name}: static {parameter.static} but generator predicts {expected}")
             continue
-        predicted = predicted_lines(generated, layer) if expected != "unused" else set()
+        predicted = predicted_lines(generated, layer, name) if expected != "unused" else set()
         lines = set()
         for site in parameter.cut_by:
             where = split_source(site.source)

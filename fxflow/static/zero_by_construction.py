@@ -1,0 +1,191 @@
+"""Zero by construction: a node whose derivative in some input is exactly zero for any values.
+
+Torch's derivative table names the ops whose formula is a zero tensor (``round``, ``sign``), but
+not the ones whose zero follows from the shapes and modes in use: ``grid_sample(mode="nearest")``
+in its grid, a softmax over a dimension of size 1 (its result is 1 whatever the input), ``x ** 0``,
+``weight_hh`` of a one-step RNN from a zero state. Those are found here by running the node's
+backward on stand-ins: after a strategy decided the node's edges (:mod:`fxflow.static.strategies`),
+every input it is differentiable in (``diff``) gets a seeded random gradient back from the node's
+outputs, with the node run on random stand-in values. An input whose gradient is exactly zero on
+every draw of stand-ins (:func:`~fxflow.static.twins.stand_in_draws`: random values at three
+scales, each with its mirror) is a ``zero`` edge, and ``node.meta[ZERO_BY_CONSTRUCTION_KEY]``
+names it for the reason (:func:`fxflow.static.explain.describe_zero`).
+
+Every floating argument and every trainable weight is a random stand-in, never the model's value:
+a designed zero-init (LoRA's ``B = 0``, adaLN-Zero's gate) zeroes the real gradient at step one but
+not by construction, and stays ``reachable``. A node whose backward cannot run on stand-ins keeps
+its edges; so does one with an empty tensor among its arguments or results (an expert no token
+was routed to): the gradient of nothing is vacuously zero and says nothing of the op.
+
+What the code alone fixes stays as it is: a value computed from no input and no parameter (the
+``torch.zeros`` initial state an RNN makes for itself) is part of the construction, so the check
+runs on its real value (computed again on the model's device where the twins are meta), not on a
+random one. Otherwise ``weight_hh`` of a one-step RNN would read zero where the capture keeps
+``nn.LSTM`` whole and non-zero where it inlines the module and its ``zeros`` into the graph.
+
+Only where it can matter: a zero edge changes the verdict of a parameter only when every path
+from it crosses one, and a real backward that gave the parameter a non-zero gradient already
+says none does. ``suspects`` are the parameters the real backward left exactly zero (None when
+there was no real run with values: ``--device meta``, no backward); only the edges a suspect
+reaches through non-``none`` edges are read, so a healthy model runs no backward here at all.
+"""
+from __future__ import annotations
+
+from typing import Any, Collection
+
+import torch
+import torch.fx as fx
+from torch.utils._pytree import tree_map
+
+from ..core.history import DIFF, NONE, ZERO, backward_kinds, entry_key
+from ..core.tensors import tensors_in
+from .flow import METADATA_ATTRIBUTES, NodeFlow
+from .flow_state import NOT_RUN, FlowState, NodeCall
+from .stand_ins import random_state_kept, stand_in_arguments, stand_in_weights
+from .twins import StandIn, read_on_draws
+from ..verdicts import OPAQUE_KEY, PARAM_PREFIX, ZERO_BY_CONSTRUCTION_KEY
+
+# A node whose stand-ins (arguments and weights) hold more values than this is not checked: the
+# check runs its forward and backward once more on real tensors, and a whole block of a large
+# model on meta twins would cost as much as the model's own step.
+CHECKED_VALUES_LIMIT = 2**22
+# Without a real run every node is read: each read then costs a real forward and backward where the
+# analysis itself runs on meta (GPT-2 small on --device meta: 11 s with the limit above, 1 s with
+# this one, which skips its weight matrices and keeps the ops on activations of a short sequence).
+EVERY_NODE_VALUES_LIMIT = 2**16
+
+
+class ZeroByConstruction:
+    """Marks the ``diff`` edges of a node whose backward, on random stand-ins, is exactly zero."""
+
+    def __init__(self, state: FlowState, suspects: Collection[str] | None = None) -> None:
+        self.state = state
+        self.suspects = None if suspects is None else frozenset(suspects)
+        self.reached: set[str] = set()  # nodes whose value a suspect feeds (forward, through non-none edges)
+        self.constants = Constants(state)
+        self.limit = EVERY_NODE_VALUES_LIMIT if suspects is None else CHECKED_VALUES_LIMIT
+
+    def check(self, call: NodeCall, flow: NodeFlow) -> None:
+        """Turn each ``diff`` edge of ``flow`` that every draw reads as zero into a ``zero`` edge."""
+        self.constants.note(call)
+        candidates = self._candidates(call, flow)
+        if not candidates or not flow.evaluated or not self._checkable(call):
+            return
+        try:
+            with torch.enable_grad(), self.state.device, random_state_kept(self.state.device):
+                kinds = read_on_draws(lambda draw: self._read(call, draw))
+        except Exception:  # the op needs values stand-ins do not have: its edges stay as decided
+            return
+        marked = sorted(name for name, kind in (kinds or {}).items() if kind == ZERO and name in candidates)
+        for name in marked:
+            is_param = name.startswith(PARAM_PREFIX)
+            key = name[len(PARAM_PREFIX):] if is_param else name
+            for part in (flow, *flow.outputs.values()):
+                table = part.params if is_param else part.inputs
+                if table.get(key) == DIFF:
+                    table[key] = ZERO
+        if marked:
+            call.node.meta[ZERO_BY_CONSTRUCTION_KEY] = marked
+
+    def _candidates(self, call: NodeCall, flow: NodeFlow) -> set[str]:
+        """The ``diff`` edges whose zero could decide a verdict (input names, ``param:<name>``s);
+        notes the node as reached when a suspect feeds it."""
+        params = {PARAM_PREFIX + name for name, kind in flow.params.items() if kind == DIFF}
+        inputs = {name for name, kind in flow.inputs.items() if kind == DIFF}
+        if self.suspects is None:
+            return params | inputs
+        fed = {name for name, kind in flow.params.items() if kind != NONE and name in self.suspects}
+        fed |= {name for name, kind in flow.inputs.items() if kind != NONE and name in self.reached}
+        if fed:
+            self.reached.add(call.node.name)
+        return {name for name in params if name[len(PARAM_PREFIX):] in self.suspects} | (inputs & self.reached)
+
+    def _checkable(self, call: NodeCall) -> bool:
+        """An op that ran, outside a no-grad region, on non-empty tensors, small enough to run again.
+        A custom Function's own backward is read by :class:`~fxflow.static.stand_ins.CustomBackward`."""
+        node = call.node
+        if node.op not in ("call_function", "call_method", "call_module") or call.region is not None:
+            return False
+        if OPAQUE_KEY in node.meta or call.value is NOT_RUN:
+            return False
+        tensors = tensors_in(self.state.runner.arguments(node))
+        if any(t.numel() == 0 for t in tensors + tensors_in(call.value) if t.is_floating_point() or t.is_complex()):
+            return False
+        values = sum(t.numel() for t in tensors)
+        if node.op == "call_module":
+            module = self.state.model.get_submodule(node.target)
+            values += sum(t.numel() for t in (*module.parameters(), *module.buffers()))
+        return values <= self.limit
+
+    def _read(self, call: NodeCall, draw: StandIn) -> dict[str, str]:
+        """``{input name or "param:<name>": kind}`` from one backward of the node on ``draw``'s stand-ins."""
+        state = self.state
+        kept = {id(state.env[i]): value for i in call.inputs if (value := self.constants.value(i)) is not None}
+
+        def make(twin: torch.Tensor, device: torch.device) -> torch.Tensor:
+            return kept[id(twin)] if id(twin) in kept else draw(twin, device)
+
+        with stand_in_weights(state, draw) as weights:
+            args, kwargs, entries, _ = stand_in_arguments(state, call.node, call.inputs, make, fresh=True)
+            result = state.runner.execute(call.node, args, kwargs)
+            trainable = {name: copy for name, copy in weights.items() if copy.requires_grad}
+            entries.update({entry_key(copy): [PARAM_PREFIX + name] for name, copy in trainable.items()})
+            return backward_kinds(result, tensors_in((args, kwargs)) + list(trainable.values()), entries)
+
+
+class Constants:
+    """The nodes whose value the code alone fixes (a factory's result, and ops on such results only:
+    no input, parameter, buffer or gradient reaches them), and their real values."""
+
+    def __init__(self, state: FlowState) -> None:
+        self.state = state
+        self.names: set[str] = set()
+        self.values: dict[str, Any] = {}
+
+    def note(self, call: NodeCall) -> None:
+        """Note ``call``'s node as constant when it is one: sizes, dtypes and devices read off any
+        tensor are (a zero state shaped like the batch), and so is an op on constants alone."""
+        node, state = call.node, self.state
+        if node.op not in ("call_function", "call_method") or call.region is not None or call.value is NOT_RUN:
+            return
+        if _reads_metadata(node) and not tensors_in(call.value) or \
+                not any(t.requires_grad for t in tensors_in(call.value)) \
+                and all(state.read(i).name in self.names for i in call.inputs):
+            self.names.add(node.name)
+
+    def value(self, node: fx.Node) -> Any | None:
+        """The real value of a constant ``node`` (None for any other, or where it cannot be had)."""
+        if self.state.read(node).name not in self.names:
+            return None
+        if node.name not in self.values:
+            self.values[node.name] = self._compute(node)
+        return self.values[node.name]
+
+    def _compute(self, node: fx.Node) -> Any | None:
+        value = self.state.env[node]
+        if not any(t.is_meta for t in tensors_in(value)):  # real twins: the value itself
+            return value
+        inputs = {id(self.state.env[i]): self.value(i) for i in node.all_input_nodes}
+        if any(v is None for v in inputs.values()):
+            return None
+        device = self.state.device
+
+        def real(argument: Any) -> Any:  # the meta twins' device, read off a tensor, is the model's here
+            if isinstance(argument, torch.device) and argument.type == "meta":
+                return device
+            return inputs.get(id(argument), argument)
+
+        args, kwargs = tree_map(real, self.state.runner.arguments(node))
+        try:
+            with torch.no_grad(), device:
+                result = self.state.runner.execute(node, args, kwargs)
+        except Exception:  # a value stand-ins stand for all the same: drawn at random
+            return None
+        return None if any(t.is_meta for t in tensors_in(result)) else result
+
+
+def _reads_metadata(node: fx.Node) -> bool:
+    """``x.size(0)``, ``x.shape``, ``x.dtype``: a read of a tensor's metadata alone."""
+    if node.op == "call_method":
+        return node.target in METADATA_ATTRIBUTES
+    return node.target is getattr and len(node.args) > 1 and node.args[1] in METADATA_ATTRIBUTES
