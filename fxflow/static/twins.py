@@ -57,7 +57,8 @@ def random_stand_in_maker(seed: int = 0, scale: float = 1.0, mirrored: bool = Fa
     generators: dict[torch.device, torch.Generator] = {}
 
     def make(twin: torch.Tensor, device: torch.device) -> torch.Tensor:
-        if is_integer_scalar(twin):  # a size or a count: its real value
+        if is_integer_scalar(twin) and twin.dtype != torch.bool:  # a size or a count: its real value
+            # (a bool is a predicate, a learned gate's ``gate > 0``: drawn both ways like a mask)
             return twin.to(device)
         generator = generators.setdefault(device, torch.Generator(device).manual_seed(seed))
         shape = tuple(twin.shape)

@@ -108,6 +108,11 @@ class ZeroByConstruction:
             return False
         if OPAQUE_KEY in node.meta or call.value is NOT_RUN:
             return False
+        # a boolean the data or a weight decides (a learned gate's branch, a mask) picks where the
+        # gradient goes: a zero it gives belongs to this batch, not to the op's construction
+        if any(t.dtype == torch.bool for i in call.inputs if self.constants.value(i) is None
+               for t in tensors_in(self.state.env[i])):
+            return False
         tensors = tensors_in(self.state.runner.arguments(node))
         if any(t.numel() == 0 for t in tensors + tensors_in(call.value) if t.is_floating_point() or t.is_complex()):
             return False
@@ -148,8 +153,10 @@ class Constants:
         node, state = call.node, self.state
         if node.op not in ("call_function", "call_method") or call.region is not None or call.value is NOT_RUN:
             return
+        # a value computed from a trainable weight is the weight's (a learned gate's ``gate > 0``), never
+        # the code's, even when the result itself carries no gradient
         if _reads_metadata(node) and not tensors_in(call.value) or \
-                not any(t.requires_grad for t in tensors_in(call.value)) \
+                not any(t.requires_grad for t in tensors_in((call.value, state.runner.arguments(node)))) \
                 and all(state.read(i).name in self.names for i in call.inputs):
             self.names.add(node.name)
 
