@@ -14,7 +14,7 @@ from typing import Any, Iterable
 from ..version import __version__
 from ..report import Report
 from ..verdicts import DynamicVerdict as Dynamic, StaticVerdict as Static
-from .fixes import CUT_CAUSES, fix_text, fix_when
+from .fixes import CUT_CAUSES, ZERO_CAUSES, fix_text, fix_when
 from .findings import BACKWARD_RAISES, NONFINITE_ORIGIN, RULES, ZERO_GRADIENT, Finding, findings
 
 SCHEMA = "https://json.schemastore.org/sarif-2.1.0.json"
@@ -29,7 +29,7 @@ RULE_NAMES: dict[str, str] = {
 }
 # rule id -> the causes whose fixes its help lists (fxflow.present.fixes: the text report's fix lines)
 RULE_CAUSES: dict[str, tuple[str, ...]] = {
-    Static.CUT: CUT_CAUSES, Static.ZERO: ("zero-derivative",), Static.UNUSED: (Static.UNUSED,),
+    Static.CUT: CUT_CAUSES, Static.ZERO: ZERO_CAUSES, Static.UNUSED: (Static.UNUSED,),
     Dynamic.MISSING: (Dynamic.MISSING,), ZERO_GRADIENT: (Dynamic.ZERO,), Dynamic.NONFINITE: (Dynamic.NONFINITE,),
     Dynamic.VANISHING: (Dynamic.VANISHING,), BACKWARD_RAISES: ("backward-raises",),
     Static.UNREGISTERED: ("unregistered-list", Static.UNREGISTERED), NONFINITE_ORIGIN: (Dynamic.NONFINITE,),
