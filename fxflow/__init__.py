@@ -16,7 +16,7 @@ The pipeline (:mod:`fxflow.pipeline` wires it; each stage is one subpackage, ent
       pipeline.analyze_capture   the static stage, shared with watch:
         static.annotate.annotate   node.meta["fxflow"]: how gradient crosses each node (twin tensors)
         static.analyze.analyze     one backward walk: static verdicts, cut sites, node states
-      diagnose.diagnose          where a zero, vanishing or NaN gradient died, faded or was born (a replay)
+      diagnose.diagnose          where a zero, vanishing or NaN gradient died, faded or was born
       pipeline.look_ahead_of     exact zeros: small steps and the run again, while parameters come alive
       reconcile.assemble.assemble_report  static next to dynamic, agreement, diagnosis, steps, health
       -> report.Report           the one data model

@@ -105,7 +105,7 @@ def check(
             step("running forward and backward", phase="backward")
             mode = ("meta" if on_meta(runner, example) else "fake") if fake else "real"
             run = run_model(runner, example, mode=mode, loss_fn=loss_fn, seed=seed, labels_given=labels_in(inputs),
-                            record=record)
+                            record=record, trace=True)
             result, failure, recorded = run.result, run.failure, run.recorded
             real_run = run if run.mode == "real" else None
         verdicts = dynamic_verdicts(result, vanishing) if result is not None else {}

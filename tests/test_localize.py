@@ -96,7 +96,7 @@ def checked(model: nn.Module, width: int, methods: tuple[str, ...] | None = None
     before = {name: value.clone() for name, value in model.state_dict().items()}
     report = fxflow.check(model, inputs, capture_methods=methods)
     assert {p.name: p.dynamic for p in report.parameters} == truth
-    # the replay that localizes leaves the model as found
+    # the check leaves the model as found
     assert all(torch.equal(before[name], value) for name, value in model.state_dict().items())
     assert all(p.grad is None for p in model.parameters())
     return report
@@ -168,22 +168,30 @@ def test_round_inside_a_parametrization_is_named_not_the_linear() -> None:
     assert "its parametrization `RoundWeights` of `weight`" in site.reason
 
 
-def test_healthy_models_are_not_replayed() -> None:
-    """The localizing replay runs only when some gradient is zero or vanishing."""
-    calls = []
+@pytest.mark.parametrize("fade", [1.0, 1e-12], ids=["healthy", "vanishing"])
+def test_explaining_a_gradient_runs_no_second_forward(fade: float) -> None:
+    """Healthy or not, the check runs the model's forward once for its gradients (and once more for
+    the symbolic trace): the explanation of a vanishing gradient is read from that same run's trace."""
+    calls = []  # a closure, not an attribute: what the check runs sees it whatever it copies
 
     class Counting(nn.Module):
         def __init__(self) -> None:
             super().__init__()
-            self.lin = nn.Linear(4, 2)
+            self.a = nn.Linear(4, 4)
+            self.b = nn.Linear(4, 2)
 
         def forward(self, x: torch.Tensor) -> torch.Tensor:
             calls.append(1)
-            return self.lin(x)
+            return self.b(self.a(x) * fade)  # marker: fade
 
     torch.manual_seed(0)
     report = fxflow.check(Counting(), torch.randn(3, 4), capture_methods=("symbolic_trace",))
-    assert report.ok and len(calls) == 2  # the trace and the real run, no replay
+    assert len(calls) == 2  # the trace and the real run; no replay
+    if fade == 1.0:
+        assert report.ok
+    else:
+        faded = report.parameter("a.weight")
+        assert faded.dynamic == "vanishing" and here("fade") in faded.diagnosis, faded.diagnosis
 
 
 class FloorDivided(nn.Module):

@@ -263,6 +263,41 @@ def test_an_integer_mask_is_not_a_zero_by_construction(twins: str) -> None:
     assert {method: found for method, found in not_reachable_on_every_path(IntegerMask(), inputs).items() if found} == {}
 
 
+class DropPath(nn.Module):
+    """Stochastic depth as timm and transformers write it: the block's output times a 0-or-1 mask drawn
+    in forward; ``c`` feeds a dead relu, so the real backward leaves it exactly zero (a suspect)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.c = nn.Linear(4, 4), nn.Linear(4, 4), nn.Linear(4, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = self.b(self.a(x)) + torch.relu(self.c(x) - 100.0)
+        keep = torch.floor(torch.rand((x.shape[0], 1), dtype=x.dtype) + 0.5)
+        return x + hidden / 0.5 * keep
+
+
+def test_a_drop_path_mask_is_the_models_randomness_not_a_zero_by_construction(twins: str) -> None:
+    """The mask's ``rand`` has no input, like a code-fixed ``torch.zeros`` state, but computing it again
+    draws another mask: where that one dropped the block and the real run's kept it, its weights read
+    static ``zero`` while they learned (maskformer's Swin blocks on torch.export). On every seed and
+    path, a static zero must be a gradient the check's own real run left zero."""
+    kept = 0
+    for seed in range(8):
+        for method in METHODS:
+            torch.manual_seed(seed)
+            model, x = DropPath().train(), torch.randn(1, 4)
+            report = fxflow.check(model, x, capture_methods=[method])
+            if report.trace.method == "none":
+                continue
+            assert report.parameter("c.weight").dynamic == "zero"
+            for parameter in report.parameters:
+                assert parameter.static != "zero" or parameter.dynamic in ("zero", "intermittent"), \
+                    (seed, method, parameter.name, parameter.dynamic)
+            kept += report.parameter("a.weight").dynamic == "ok"
+    assert kept  # some seeds kept the block: the case that read a false zero
+
+
 # -- item 8: reformer's reversible layers ---------------------------------------------------------
 def tiny_reformer(use_cache: bool) -> nn.Module:
     transformers = pytest.importorskip("transformers")

@@ -31,6 +31,15 @@ def draws_random_numbers(op: str) -> bool:
     return False
 
 
+def target_draws_random_numbers(target: Any) -> bool:
+    """Whether an fx node's target draws random numbers: a torch function (``torch.rand``), a method's name
+    (``"bernoulli_"``) or an aten overload (``aten.rand.default``, whose own tags say)."""
+    if isinstance(target, torch._ops.OpOverload):
+        return torch.Tag.nondeterministic_seeded in target.tags
+    name = target if isinstance(target, str) else getattr(target, "__name__", None)
+    return isinstance(name, str) and draws_random_numbers(name)
+
+
 class RandomDraws(ForwardPart):
     """Notes ``op @ file:line`` of each call in the forward that drew random numbers, in order."""
 

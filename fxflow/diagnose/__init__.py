@@ -1,11 +1,11 @@
-"""Diagnose: where a live gradient died, faded or turned non-finite, from one replayed run.
+"""Diagnose: where a live gradient died, faded or turned non-finite.
 
 A stage after the dynamic verdicts (:func:`fxflow.dynamic.gradients.dynamic_verdicts`): it needs to know
-which gradients are exactly zero, vanishing or not finite, and it asks the probe that made the
-real run (:class:`fxflow.dynamic.probe.ModelRun`) to run forward once more, with the same random
-draws. :mod:`fxflow.diagnose.localize` names where a zero or vanishing gradient died or shrank;
-:mod:`fxflow.diagnose.nonfinite`, where a NaN or inf was born. Both are extras: a replay that fails leaves a
-note, never a failed check.
+which gradients are exactly zero, vanishing or not finite. :mod:`fxflow.diagnose.localize` names where a
+zero or vanishing gradient died or shrank, from the trace the real run (:class:`fxflow.dynamic.probe.ModelRun`)
+kept of its own forward and backward; :mod:`fxflow.diagnose.nonfinite`, where a NaN or inf was born, from
+the forward run once more with the same random draws (looking at every value costs too much to do on every
+run). Both are extras: one that fails leaves a note, never a failed check.
 """
 from __future__ import annotations
 
@@ -20,16 +20,18 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def diagnose(run: "ModelRun", result: "ProbeResult", verdicts: dict[str, DynamicVerdict]) -> None:
     """Fill ``result.explanations`` (zero and vanishing parameters) and ``result.nonfinite``."""
+    trace, run.trace = run.trace, None  # the autograd graph it holds is not needed after this
     if not result.measurable:
         return
     named = dict(run.model.named_parameters())
     zero = {name: named[name] for name, verdict in verdicts.items() if verdict == DynamicVerdict.ZERO}
     vanishing = {name: named[name] for name, verdict in verdicts.items() if verdict == DynamicVerdict.VANISHING}
-    if zero or vanishing:
+    if (zero or vanishing) and trace is not None:
         from .localize import localize
 
+        norms = {name: info.norm or 0.0 for name, info in result.grads.items()}
         try:
-            result.explanations = localize(run.model, run.replay, run.loss_of, zero, vanishing, result.held_by)
+            result.explanations = localize(run.model, trace, norms, zero, vanishing, result.held_by)
         except Exception as error:
             result.notes.append(f"could not localize the zero or vanishing gradients: {type(error).__name__}: "
                                 f"{first_line(error)}")

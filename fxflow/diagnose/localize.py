@@ -1,39 +1,23 @@
 """Where a gradient died or faded: the autograd node, the user's line, and why.
 
-For parameters the real backward left exactly zero or vanishing, forward and backward (a plain
-``loss.backward()``, the call the real run made) are replayed once (same inputs, same random
-state) with two recorders:
-
-* forward, with a part of the one forward observer (:mod:`fxflow.core.observer`): which torch call, user line and
-  module created each autograd node, and where ``register_hook`` was called;
-* backward, with post-hooks on the autograd nodes between the loss and those parameters: the
-  norm of the gradient arriving at each node and of the one it passes to each input.
-
-An exact zero is then traced from the parameter towards the loss to the node that received a
-nonzero gradient and passed back 0 (an op) or where a gradient hook turned it into 0. A vanishing
-gradient is followed up its largest contributions to the loss, and the stretch where its norm
-fell most is named. Nothing here runs for healthy models: the replay costs a forward and a
-backward with hooks, so only a zero or vanishing verdict pays for it.
+Read from the real run's :class:`~fxflow.dynamic.backward_trace.BackwardTrace`: which torch call, user line
+and module created each autograd node in the forward, and the norms of the gradients that crossed each
+node in the backward that gave the verdicts. An exact zero is traced from the parameter towards the
+loss to the node that received a nonzero gradient and passed back 0 (an op) or where a gradient hook
+turned it into 0. A vanishing gradient is followed up its largest contributions to the loss, and the
+stretch where its norm fell most is named. No second forward or backward runs.
 """
 from __future__ import annotations
 
 import math
-from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable
 
 import torch
-from torch.utils._pytree import tree_flatten
 
-from ..core.observer import ForwardPart
 from ..core import derivatives
-from .holders import ZeroHolders
-from ..core.source import ModuleStack, current_user_source
-from ..core.tensors import gradient_norm
-from ..core.history import autograd_nodes
+from ..dynamic.backward_trace import AutogradGraph, BackwardTrace, GradientNorms, Node, NodeOrigin, OriginRecorder
 from ..verdicts import CutSite
-
-Node = Any  # torch.autograd.graph.Node (C++ nodes have no common Python base class to annotate with)
+from .holders import ZeroHolders
 
 # Ops whose zero gradient depends on the batch: the words say what state the data is in.
 _GATES = {"relu": "every unit is inactive on this batch", "relu_": "every unit is inactive on this batch",
@@ -54,104 +38,6 @@ _PRODUCTS = frozenset({"linear", "matmul", "mm", "bmm", "mul", "mul_", "__mul__"
 _ROUTING = frozenset({"stack", "cat", "unbind", "split", "splitwithsizes", "chunk", "view", "reshape", "unsafeview",
                       "select", "slice", "transpose", "t", "permute", "expand", "squeeze", "unsqueeze", "clone",
                       "narrow", "index", "gather", "flatten", "unflatten", "alias", "tobackward", "copyslices"})
-
-
-@dataclass(frozen=True)
-class NodeOrigin:
-    """What created an autograd node during forward."""
-
-    op: str  # the torch call: relu, clamp, round, linear
-    source: str | None  # file:line of the user's line
-    module: str | None  # qualified name of the innermost module being called
-
-
-class OriginRecorder(ForwardPart):
-    """Forward: the torch call, user line and module behind each autograd node; user gradient hooks
-    (a part of the one forward observer; nothing while dynamo traces: no side effects there)."""
-
-    def __init__(self, model: torch.nn.Module) -> None:
-        self.model = model
-        self.origins: dict[Node, NodeOrigin] = {}
-        self.hooks: dict[Any, str | None] = {}  # grad_fn (or id of a leaf) -> line that registered a hook
-        self.modules = ModuleStack(model)  # entered around the forward with this mode
-
-    def observe(self, func: Callable, args: tuple, kwargs: dict, result: Any) -> None:
-        name = _call_name(func)
-        if name == "register_hook" and args and isinstance(args[0], torch.Tensor):
-            tensor = args[0]
-            self.hooks[tensor.grad_fn if tensor.grad_fn is not None else id(tensor)] = current_user_source()
-            return
-        for tensor in tree_flatten(result)[0]:
-            node = tensor.grad_fn if isinstance(tensor, torch.Tensor) else None
-            if node is not None and node not in self.origins:
-                self.origins[node] = NodeOrigin(name, current_user_source(), self.modules.innermost)
-
-
-def _call_name(func: Callable) -> str:
-    owner = getattr(func, "__self__", None)
-    name = getattr(func, "__name__", "")
-    if name == "__get__" and owner is not None:  # an attribute read such as ``x.T``
-        return getattr(owner, "__name__", name)
-    return name
-
-
-class GradientNorms:
-    """Backward: gradient norms at the outputs of autograd nodes and along each of their edges."""
-
-    def __init__(self) -> None:
-        self.arriving: dict[Node, float] = {}  # the gradient w.r.t. the node's forward outputs
-        self.passed: dict[tuple[Node, int], float] = {}  # (node, input position) -> gradient sent there
-        self.handles: list[Any] = []
-
-    def watch(self, nodes: Iterable[Node]) -> None:
-        for node in nodes:
-            self.handles.append(node.register_hook(self._hook(node)))
-
-    def _hook(self, node: Node) -> Callable:
-        def hook(grad_inputs: tuple, grad_outputs: tuple) -> None:
-            self.arriving[node] = _norm(grad_outputs)
-            for position, grad in enumerate(grad_inputs):
-                self.passed[(node, position)] = _norm((grad,))
-
-        return hook
-
-    def remove(self) -> None:
-        for handle in self.handles:
-            handle.remove()
-
-
-def _norm(grads: Iterable[torch.Tensor | None]) -> float:
-    """The L2 norm of several gradients together; a complex one (an FFT, complex rotary
-    embeddings) counts by the magnitude of its values, which has the same norm."""
-    return math.sqrt(sum(gradient_norm(g.abs() if g.is_complex() else g) ** 2 for g in grads if g is not None))
-
-
-class AutogradGraph:
-    """The autograd graph behind a loss, with each node's consumers (its neighbours towards the loss)."""
-
-    def __init__(self, root: Node) -> None:
-        self.root = root
-        self.nodes = autograd_nodes([root])
-        self.consumers: dict[Node, list[tuple[Node, int]]] = defaultdict(list)
-        self.leaves: dict[int, Node] = {}  # id(parameter) -> its AccumulateGrad node
-        for node in self.nodes:
-            for position, (child, _) in enumerate(node.next_functions):
-                if child is not None:
-                    self.consumers[child].append((node, position))
-            variable = getattr(node, "variable", None)
-            if isinstance(variable, torch.Tensor):
-                self.leaves[id(variable)] = node
-
-    def towards_loss(self, starts: Iterable[Node]) -> set[Node]:
-        """The nodes on some path from the loss to ``starts`` (starts included)."""
-        found: set[Node] = set()
-        stack = list(starts)
-        while stack:
-            node = stack.pop()
-            if node not in found:
-                found.add(node)
-                stack.extend(consumer for consumer, _ in self.consumers.get(node, ()))
-        return found
 
 
 class Localizer:
@@ -369,58 +255,31 @@ def _span(modules: list[str]) -> str | None:
     return f"`{first}`" if first == last else f"`{first}`–`{last}`"
 
 
-def localize(model: torch.nn.Module, forward: Callable[[], Any], loss_of: Callable[[Any], torch.Tensor | None],
+def localize(model: torch.nn.Module, trace: BackwardTrace, gradient_norms: dict[str, float],
              zero: dict[str, torch.nn.Parameter], vanishing: dict[str, torch.nn.Parameter],
              held_by: dict[str, list[str]] | None = None) -> dict[str, CutSite]:
-    """Replay ``forward`` and the loss's backward once; explain each listed parameter's gradient.
+    """Explain each listed parameter's gradient from the traced real run.
 
     ``zero`` and ``vanishing`` map names to the parameters the real backward left exactly zero or
-    vanishing. A parameter the replay does not reproduce (forward is not deterministic) gets no
-    explanation. The parameters' ``.grad`` are not touched. ``held_by``, when given, receives for each
-    zero parameter the all-zero trainable weights that zeroed it (:mod:`fxflow.diagnose.holders`).
+    vanishing; ``gradient_norms``, every parameter's gradient norm from that backward. ``held_by``, when
+    given, receives for each zero parameter the all-zero trainable weights that zeroed it
+    (:mod:`fxflow.diagnose.holders`).
     """
-    origins = OriginRecorder(model)
-    with origins.modules, torch.enable_grad(), origins:
-        outputs = forward()
-    loss = loss_of(outputs)
-    if not isinstance(loss, torch.Tensor) or loss.grad_fn is None:
+    graph = trace.graph
+    if graph is None:
         return {}
-    graph = AutogradGraph(loss.grad_fn)
     targets = {name: p for name, p in {**zero, **vanishing}.items() if id(p) in graph.leaves}
     if not targets:
         return {}
-    norms = GradientNorms()
-    norms.watch(graph.towards_loss(graph.leaves[id(p)] for p in targets.values()))
-    final = _plain_backward(loss, graph, list(targets.values()), norms)
     names = {id(p): name for name, p in model.named_parameters()}
-    localizer = Localizer(graph, norms, origins, final, ZeroHolders(names))
+    final = {id(p): gradient_norms.get(name, 0.0) for name, p in targets.items()}
+    localizer = Localizer(graph, trace.norms, trace.origins, final, ZeroHolders(names))
     found: dict[str, CutSite] = {}
     for name, parameter in targets.items():
         leaf = graph.leaves[id(parameter)]
-        if name in zero:
-            site = localizer.explain_zero(leaf) if final[id(parameter)] == 0.0 else None
-        else:
-            site = localizer.explain_vanishing(leaf) if final[id(parameter)] > 0.0 else None
+        site = localizer.explain_zero(leaf) if name in zero else localizer.explain_vanishing(leaf)
         if site is not None:
             found[name] = site
         if held_by is not None and leaf in localizer.held_by:
             held_by[name] = localizer.held_by[leaf]
     return found
-
-
-def _plain_backward(loss: torch.Tensor, graph: AutogradGraph, targets: list[torch.nn.Parameter],
-                    norms: GradientNorms) -> dict[int, float]:
-    """{id(target): its gradient's norm} from ``loss.backward()``, the call the check's own backward made
-    (every leaf's ``.grad`` put back): never a pruned ``autograd.grad(loss, some_parameters)``, which the
-    check does not need and which segfaults on timm's poolformerv2 with torch 2.13."""
-    leaves = [node.variable for node in graph.leaves.values()]
-    kept = [leaf.grad for leaf in leaves]
-    for leaf in leaves:
-        leaf.grad = None
-    try:
-        loss.backward()
-        return {id(p): (0.0 if p.grad is None else _norm((p.grad,))) for p in targets}
-    finally:
-        norms.remove()
-        for leaf, grad in zip(leaves, kept):
-            leaf.grad = grad

@@ -25,7 +25,7 @@ import torch
 
 from ..core.records import NonfiniteSite
 from ..core.source import current_user_source
-from .localize import OriginRecorder
+from ..dynamic.backward_trace import OriginRecorder
 from ..core.tensors import call_tensors
 
 _MAX_SITES = 3  # births reported per phase: the first few explain the rest

@@ -20,6 +20,7 @@ from ..errors import FxflowError, describe, first_line
 from .gradients import GradInfo, read_gradients
 from .lookahead import LookAhead
 from .redraw import drew_random_numbers
+from .backward_trace import BackwardTrace
 from .module_norms import ModuleGradRecorder
 from ..prepare.fake import FakeWeights, fake_inputs, fake_weights, new_fake_mode
 from .no_derivative import StopAtMissingDerivatives, StopsOnMeta, stop_at_missing_derivatives
@@ -92,17 +93,19 @@ def gradient_result(grads: dict[str, GradInfo], unregistered: "GradStash", recor
 
 def run_model(model: torch.nn.Module, inputs: Sequence[Any], *, mode: Mode = "real",
               loss_fn: Callable[[Any], torch.Tensor] | None = None, seed: int = 0, labels_given: bool = False,
-              record: bool = False, kwargs: dict[str, Any] | None = None) -> "ModelRun":
+              record: bool = False, trace: bool = False, kwargs: dict[str, Any] | None = None) -> "ModelRun":
     """The one forward and backward of the user's model, in every mode; returns the run, read out.
 
     ``mode="real"``: the model's own tensors. ``"meta"``: a model whose weights live on the meta device
     runs as it is, recorded like a real run; where such a run cannot answer (forward makes a tensor that
     is not on meta, or raises), the ``"fake"`` run answers: fake twins of the weights, passed in per
     call. Meta and fake runs tell which parameters a gradient reaches, not how large it is. With
-    ``record=True`` the forward is also recorded as an fx graph (:attr:`ModelRun.recorded`).
+    ``record=True`` the forward is also recorded as an fx graph (:attr:`ModelRun.recorded`); with ``trace=True``
+    a real run also keeps what localization reads (:attr:`ModelRun.trace`).
     Call it inside :func:`fxflow.core.state.untouched`: the run leaves its gradients in ``.grad``.
     """
-    run = ModelRun(model, mode=mode, loss_fn=loss_fn, seed=seed, labels_given=labels_given, record=record)
+    run = ModelRun(model, mode=mode, loss_fn=loss_fn, seed=seed, labels_given=labels_given, record=record,
+                   trace=trace)
     try:
         run.run(inputs, kwargs)
     except FxflowError:
@@ -121,12 +124,13 @@ class ModelRun:
 
     :meth:`run` does both (:func:`run_model` is the way in); :meth:`forward` and :meth:`backward` are
     its halves for a caller that runs forward itself. :meth:`replay` runs the same forward again with
-    the same random draws (fxflow.diagnose), :meth:`again` the whole run (the look-ahead).
+    the same random draws (where a NaN was born: fxflow.diagnose.nonfinite), :meth:`again` the whole run
+    (the look-ahead).
     """
 
     def __init__(self, model: torch.nn.Module, *, mode: Mode = "real",
                  loss_fn: Callable[[Any], torch.Tensor] | None = None, seed: int = 0, labels_given: bool = False,
-                 record: bool = False, watchers: Sequence[ForwardPart] = ()) -> None:
+                 record: bool = False, trace: bool = False, watchers: Sequence[ForwardPart] = ()) -> None:
         self.model = model
         self.mode = mode
         self.watchers = tuple(watchers)  # more parts of the forward observer, entered around forward only
@@ -135,6 +139,8 @@ class ModelRun:
         self.labels_given = labels_given  # a tuple output's first element is then the model's loss
         self.record = record and mode != "fake"
         self.recorded: Recorded | None = None  # with record=True: the graph of the forward, or why none
+        self._tracing = trace and mode == "real"  # only real gradients have norms to localize by
+        self.trace: BackwardTrace | None = None  # with trace=True, after the backward: origins and norms
         self.result: ProbeResult | None = None
         self.failure: CutSite | None = None  # the backward raised: no result, and why
         # The gradients themselves, kept only when some is exactly zero (fxflow.dynamic.lookahead steps with them).
@@ -145,16 +151,19 @@ class ModelRun:
 
     def forward(self, call: Callable[[], Any]) -> Any:
         """Run ``call`` (the model's forward) with the per-module gradient hooks in place."""
-        self._call = call  # replayed only to explain a zero, vanishing or non-finite gradient
+        self._call = call  # replayed only to find where a non-finite value was born
         self._random_state = RandomState.save()
         # the fake run's tensors have no values to take a norm of
         self._recorder = ModuleGradRecorder(self.model) if self.mode == "real" else None
         self._stops = StopsOnMeta() if self.mode == "meta" else StopAtMissingDerivatives()
         self._unregistered = GradStash(unregistered_tensors(self.model) if self.mode == "real" else {})
+        self.trace = BackwardTrace(self.model) if self._tracing else None
         try:
             with torch.enable_grad(), contextlib.ExitStack() as watching:
                 for watcher in self.watchers:
                     watching.enter_context(watcher)
+                if self.trace is not None:
+                    watching.enter_context(self.trace.forward())
                 outputs = _forward(call, self._stops)
             if self.mode == "real":  # only a real run is drawn again (and fake mode cannot compare states)
                 self.drew_random_numbers = drew_random_numbers(self._random_state, RandomState.save())
@@ -177,7 +186,7 @@ class ModelRun:
         try:
             note = self._recorder.uninstrumented_note(outputs) if self._recorder is not None else None
             with torch.enable_grad():
-                loss = _backward(outputs, self._training_loss)
+                loss = _backward(outputs, self._training_loss, self.trace)
             self.result = gradient_result(self._read_gradients(), self._unregistered, self._recorder,
                                           notes=[note] if note else [],
                                           measurable=self.mode == "real" and not any(p.is_meta for p in self.model.parameters()),
@@ -185,6 +194,7 @@ class ModelRun:
                                           loss_output=loss.output_index, loss_finite=_finite_loss(loss))
         except BackwardFailed as error:
             self.failure = CutSite(node="backward", op="backward", source=None, reason=str(error))
+            self.trace = None
             return None
         finally:
             self._release()
@@ -201,7 +211,7 @@ class ModelRun:
 
     def replay(self) -> Any:
         """The forward again, as the real run made it: the same dropout draws, the same stops at ops
-        with no derivative; the random state is put back afterwards (for :mod:`fxflow.diagnose`)."""
+        with no derivative; the random state is put back afterwards (for :mod:`fxflow.diagnose.nonfinite`)."""
         after = RandomState.save()
         self._random_state.restore()
         try:
@@ -343,14 +353,20 @@ def _forward(call: Callable[[], Any], stops: StopAtMissingDerivatives | None = N
     return outputs
 
 
-def _backward(outputs: Any, choose: Callable[[Any], TrainingLoss]) -> TrainingLoss:
-    """Differentiate the training loss of ``outputs`` (a loss that needs no gradient: nothing to do)."""
+def _backward(outputs: Any, choose: Callable[[Any], TrainingLoss], trace: BackwardTrace | None = None) -> TrainingLoss:
+    """Differentiate the training loss of ``outputs`` (a loss that needs no gradient: nothing to do),
+    ``trace`` hooked on its autograd graph."""
     loss = choose(outputs)
     if isinstance(loss.tensor, torch.Tensor) and loss.tensor.requires_grad:
         try:
+            if trace is not None:
+                trace.watch(loss.tensor)
             loss.tensor.backward()
         except Exception as error:  # autograd's own failure, not the model's forward: report, don't crash
             raise BackwardFailed(f"{type(error).__name__}: {first_line(error)}") from error
+        finally:
+            if trace is not None:
+                trace.finish()
     return loss
 
 

@@ -21,7 +21,9 @@ What the code alone fixes stays as it is: a value computed from no input and no 
 ``torch.zeros`` initial state an RNN makes for itself) is part of the construction, so the check
 runs on its real value (computed again on the model's device where the twins are meta), not on a
 random one. Otherwise ``weight_hh`` of a one-step RNN would read zero where the capture keeps
-``nn.LSTM`` whole and non-zero where it inlines the module and its ``zeros`` into the graph.
+``nn.LSTM`` whole and non-zero where it inlines the module and its ``zeros`` into the graph. An op
+that draws random numbers (a drop-path mask's ``rand``) also takes no input, but what it makes is the
+model's randomness: computed again it is another draw, so it is a stand-in like any other value.
 
 Only where it can matter: a zero edge changes the verdict of a parameter only when every path
 from it crosses one, and a real backward that gave the parameter a non-zero gradient already
@@ -38,6 +40,7 @@ import torch.fx as fx
 from torch.utils._pytree import tree_map
 
 from ..core.history import DIFF, NONE, ZERO, backward_kinds, entry_key
+from ..core.random_ops import target_draws_random_numbers
 from ..core.tensors import tensors_in
 from .flow import METADATA_ATTRIBUTES, NodeFlow
 from .flow_state import NOT_RUN, FlowState, NodeCall
@@ -153,6 +156,8 @@ class Constants:
         node, state = call.node, self.state
         if node.op not in ("call_function", "call_method") or call.region is not None or call.value is NOT_RUN:
             return
+        if target_draws_random_numbers(node.target):  # the model's randomness (a drop-path mask), not its
+            return  # construction: computed again it is another draw, which may drop what the real run kept
         # a value computed from a trainable weight is the weight's (a learned gate's ``gate > 0``), never
         # the code's, even when the result itself carries no gradient
         if _reads_metadata(node) and not tensors_in(call.value) or \

@@ -24,7 +24,28 @@ WRITES_IN_FORWARD: frozenset[str] = frozenset({
     'qwen4_exp', 'xmod', 'mistral4', 'hunyuan_v1_moe', 'axk1', 'dots1', 'kimi_linear', 'xlstm',
     'longcat_flash', 'mimo_v2_flash', 'bros', 'lilt', 'granitemoehybrid', 'layoutlmv3', 'udop', 'timesfm',
     'musicgen', 'swinv2', 'resnet', 'regnet', 'mobilenet_v1', 'mobilenet_v2', 'mobilevit', 'wav2vec2',
-    'hubert', 'wavlm', 'data2vec_audio', 'unispeech', 'sew', 'blip', 'groupvit', 'vilt',
+    'hubert', 'wavlm', 'data2vec_audio', 'unispeech', 'sew', 'blip', 'groupvit', 'vilt', 'timm_byoanet',
+    'timm_byobnet', 'timm_convit', 'timm_csatv2', 'timm_cspnet', 'timm_cspnext', 'timm_densenet', 'timm_dla',
+    'timm_dpn', 'timm_efficientnet', 'timm_efficientvim', 'timm_efficientvit_mit', 'timm_efficientvit_msra',
+    'timm_fastvit', 'timm_focalnet', 'timm_ghostnet', 'timm_hardcorenas', 'timm_hrnet', 'timm_inception_v3',
+    'timm_lcnetv2', 'timm_maxxvit', 'timm_mobilenetv3', 'timm_mobilevit', 'timm_mvitv2', 'timm_naflexvit',
+    'timm_nest', 'timm_nextvit', 'timm_nfnet', 'timm_regnet', 'timm_repghost', 'timm_repvit', 'timm_res2net',
+    'timm_resnest', 'timm_resnet', 'timm_resnetv2', 'timm_rexnet', 'timm_selecsls', 'timm_senet',
+    'timm_shvit', 'timm_sknet', 'timm_swin_transformer', 'timm_swin_transformer_v2', 'timm_tiny_vit',
+    'timm_tresnet', 'timm_twins', 'timm_visformer', 'timm_vision_transformer_hybrid', 'timm_volo',
+    'timm_vovnet', 'timm_xception', 'timm_xception_aligned', 'tv_alexnet', 'tv_convnext_tiny',
+    'tv_densenet121', 'tv_efficientnet_b0', 'tv_efficientnet_v2_s', 'tv_googlenet', 'tv_inception_v3',
+    'tv_maxvit_t', 'tv_mnasnet0_5', 'tv_mobilenet_v2', 'tv_mobilenet_v3_small', 'tv_regnet_x_400mf',
+    'tv_regnet_y_400mf', 'tv_resnet18', 'tv_resnext50_32x4d', 'tv_shufflenet_v2_x0_5', 'tv_squeezenet1_1',
+    'tv_swin_t', 'tv_swin_v2_t', 'tv_vgg11_bn', 'tv_wide_resnet50_2', 'tv_deeplabv3_mobilenet_v3_large',
+    'tv_fcn_resnet50', 'tv_lraspp_mobilenet_v3_large', 'tv_r3d_18', 'tv_mc3_18', 'tv_r2plus1d_18',
+    'tv_swin3d_t', 'tv_raft_small', 'diffusers_autoencoder_tiny', 'peft_multitask_prompt_tuning',
+    'peft_adalora', 'peft_oft', 'peft_poly', 'peft_frod', 'peft_fourierft', 'peft_cpt', 'peft_shira',
+    'peft_c3a', 'peft_waveft', 'peft_delora', 'peft_gralora', 'pyg_gcn_conv', 'pyg_sage_conv', 'pyg_gat_conv',
+    'pyg_gatv2_conv', 'pyg_gin_conv', 'pyg_gine_conv', 'pyg_graph_conv', 'pyg_cheb_conv',
+    'pyg_transformer_conv', 'pyg_edge_conv', 'pyg_nn_conv', 'pyg_gated_graph_conv', 'pyg_tag_conv',
+    'pyg_sg_conv', 'pyg_arma_conv', 'pyg_gen_conv', 'pyg_general_conv', 'pyg_res_gated_graph_conv', 'pyg_gcn',
+    'pyg_graphsage', 'pyg_gin', 'pyg_gat', 'pyg_edgecnn', 'pyg_pna', 'pyg_graph_classifier',
 })
 
 
@@ -35,6 +56,9 @@ def _find() -> list[str]:
 
     sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     warnings.filterwarnings("ignore")
+    from zoo.vision_ops import define_nms_if_missing
+
+    define_nms_if_missing()  # before transformers, timm or torchvision import torchvision (tests/conftest.py)
     from fxflow.core.state import untouched
     from recorded_flows import recorded_run
     from zoo.run import SPECIMENS

@@ -1,0 +1,170 @@
+"""The one run's backward, traced for localization: what made each autograd node, and the gradient that crossed it.
+
+A :class:`BackwardTrace` rides on the real run of ``fxflow.check`` (:class:`fxflow.dynamic.probe.ModelRun`):
+
+* forward, a part of the one forward observer (:class:`OriginRecorder`): which torch call, user line and module
+  created each autograd node, and where ``register_hook`` was called;
+* backward, post-hooks on every autograd node behind the loss (:class:`GradientNorms`): the norm of the gradient
+  arriving at each node and of the one it passes to each input.
+
+:mod:`fxflow.diagnose.localize` reads it when the backward left some parameter exactly zero or vanishing: the
+explanation comes from the very backward that gave the verdict, never from a second run (which costs a whole
+forward and backward, may not reproduce a non-deterministic forward, and once asked autograd for a pruned
+gradient that segfaults on timm's poolformerv2 with torch 2.13).
+"""
+from __future__ import annotations
+
+import contextlib
+import math
+from collections import defaultdict
+from dataclasses import dataclass
+from typing import Any, Callable, Iterable, Iterator
+
+import torch
+from torch.utils._pytree import tree_flatten
+
+from ..core.history import autograd_nodes
+from ..core.observer import ForwardPart
+from ..core.source import ModuleStack, current_user_source
+from ..core.tensors import gradient_norm
+
+Node = Any  # torch.autograd.graph.Node (C++ nodes have no common Python base class to annotate with)
+
+
+@dataclass(frozen=True)
+class NodeOrigin:
+    """What created an autograd node during forward."""
+
+    op: str  # the torch call: relu, clamp, round, linear
+    source: str | None  # file:line of the user's line
+    module: str | None  # qualified name of the innermost module being called
+
+
+class OriginRecorder(ForwardPart):
+    """Forward: the torch call, user line and module behind each autograd node; user gradient hooks
+    (a part of the one forward observer; nothing while dynamo traces: no side effects there)."""
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.model = model
+        self.origins: dict[Node, NodeOrigin] = {}
+        self.hooks: dict[Any, str | None] = {}  # grad_fn (or id of a leaf) -> line that registered a hook
+        self.modules = ModuleStack(model)  # entered around the forward with this mode
+
+    def observe(self, func: Callable, args: tuple, kwargs: dict, result: Any) -> None:
+        try:
+            self._record(_call_name(func), args, result)
+        except Exception:  # an origin left unknown; the forward it watches must never fail for it
+            pass
+
+    def _record(self, name: str, args: tuple, result: Any) -> None:
+        if name == "register_hook" and args and isinstance(args[0], torch.Tensor):
+            tensor = args[0]
+            self.hooks[tensor.grad_fn if tensor.grad_fn is not None else id(tensor)] = current_user_source()
+            return
+        for tensor in tree_flatten(result)[0]:
+            node = tensor.grad_fn if isinstance(tensor, torch.Tensor) else None
+            if node is not None and node not in self.origins:
+                self.origins[node] = NodeOrigin(name, current_user_source(), self.modules.innermost)
+
+
+def _call_name(func: Callable) -> str:
+    owner = getattr(func, "__self__", None)
+    name = getattr(func, "__name__", "")
+    if name == "__get__" and owner is not None:  # an attribute read such as ``x.T``
+        return getattr(owner, "__name__", name)
+    return name
+
+
+class GradientNorms:
+    """Backward: gradient norms at the outputs of autograd nodes and along each of their edges."""
+
+    def __init__(self) -> None:
+        self.arriving: dict[Node, float] = {}  # the gradient w.r.t. the node's forward outputs
+        self.passed: dict[tuple[Node, int], float] = {}  # (node, input position) -> gradient sent there
+        self.handles: list[Any] = []
+
+    def watch(self, nodes: Iterable[Node]) -> None:
+        for node in nodes:
+            self.handles.append(node.register_hook(self._hook(node)))
+
+    def _hook(self, node: Node) -> Callable:
+        def hook(grad_inputs: tuple, grad_outputs: tuple) -> None:
+            try:
+                self.arriving[node] = _norm(grad_outputs)
+                for position, grad in enumerate(grad_inputs):
+                    self.passed[(node, position)] = _norm((grad,))
+            except Exception:  # a gradient with no norm to take (a nested tensor): that node goes unmeasured,
+                pass  # and the real backward, which this hook rides on, must never fail for it
+
+        return hook
+
+    def remove(self) -> None:
+        for handle in self.handles:
+            handle.remove()
+
+
+def _norm(grads: Iterable[torch.Tensor | None]) -> float:
+    """The L2 norm of several gradients together; a complex one (an FFT, complex rotary
+    embeddings) counts by the magnitude of its values, which has the same norm."""
+    return math.sqrt(sum(gradient_norm(g.abs() if g.is_complex() else g) ** 2 for g in grads if g is not None))
+
+
+class AutogradGraph:
+    """The autograd graph behind a loss, with each node's consumers (its neighbours towards the loss)."""
+
+    def __init__(self, root: Node) -> None:
+        self.root = root
+        self.nodes = autograd_nodes([root])
+        self.consumers: dict[Node, list[tuple[Node, int]]] = defaultdict(list)
+        self.leaves: dict[int, Node] = {}  # id(parameter) -> its AccumulateGrad node
+        for node in self.nodes:
+            for position, (child, _) in enumerate(node.next_functions):
+                if child is not None:
+                    self.consumers[child].append((node, position))
+            variable = getattr(node, "variable", None)
+            if isinstance(variable, torch.Tensor):
+                self.leaves[id(variable)] = node
+
+    def towards_loss(self, starts: Iterable[Node]) -> set[Node]:
+        """The nodes on some path from the loss to ``starts`` (starts included)."""
+        found: set[Node] = set()
+        stack = list(starts)
+        while stack:
+            node = stack.pop()
+            if node not in found:
+                found.add(node)
+                stack.extend(consumer for consumer, _ in self.consumers.get(node, ()))
+        return found
+
+
+class BackwardTrace:
+    """One forward's node origins and one backward's gradient norms (see the module docstring).
+
+    Enter :meth:`forward` around the forward, call :meth:`watch` with the loss just before its backward and
+    :meth:`finish` after it; then :attr:`graph`, :attr:`norms` and :attr:`origins` hold what localization reads.
+    """
+
+    def __init__(self, model: torch.nn.Module) -> None:
+        self.origins = OriginRecorder(model)
+        self.norms = GradientNorms()
+        self.graph: AutogradGraph | None = None  # set by watch()
+
+    @contextlib.contextmanager
+    def forward(self) -> Iterator[None]:
+        """Record the origins of the autograd nodes the forward inside creates."""
+        with self.origins.modules, self.origins:
+            yield
+
+    def watch(self, loss: torch.Tensor) -> None:
+        """Hook every autograd node behind ``loss`` before its backward runs."""
+        if loss.grad_fn is None:
+            return
+        self.graph = AutogradGraph(loss.grad_fn)
+        self.norms.watch(self.graph.nodes)
+
+    def finish(self) -> None:
+        """After the backward: remove the hooks; forget the origins of nodes the loss does not depend on,
+        which would keep their saved tensors alive."""
+        self.norms.remove()
+        nodes = set(self.graph.nodes) if self.graph is not None else set()
+        self.origins.origins = {node: origin for node, origin in self.origins.origins.items() if node in nodes}
