@@ -46,7 +46,7 @@ class Localizer:
     def __init__(self, graph: AutogradGraph, norms: GradientNorms, origins: OriginRecorder,
                  final: dict[int, float], holders: ZeroHolders | None = None) -> None:
         self.graph, self.norms, self.origins = graph, norms, origins
-        self.final = final  # id(parameter) -> norm of the gradient the replay gave it
+        self.final = final  # id(parameter) -> norm of the gradient the real backward gave it
         self._main: dict[Node, Node | None] = {}
         self._falls: dict[Node, tuple[Node, tuple[Node, Node, float]]] = {}
         self._stretches: dict[tuple[Node, Node], _Stretch] = {}
@@ -62,7 +62,14 @@ class Localizer:
         return self.norms.arriving.get(node, 0.0)  # a node that never ran received nothing
 
     def incoming(self, node: Node) -> list[float]:
-        return [self.norms.passed.get(edge, 0.0) for edge in self.graph.consumers.get(node, ())]
+        return [self.passed(edge) for edge in self.graph.consumers.get(node, ())]
+
+    def passed(self, edge: tuple[Node, int]) -> float:
+        """The norm of the gradient sent along ``edge``; one into a parameter used once is its gradient's."""
+        if edge in self.norms.passed:
+            return self.norms.passed[edge]
+        target = edge[0].next_functions[edge[1]][0]
+        return self.final.get(id(target.variable), 0.0) if hasattr(target, "variable") else 0.0
 
     # -- exact zero -----------------------------------------------------------------------
     def explain_zero(self, leaf: Node) -> CutSite | None:
@@ -149,7 +156,7 @@ class Localizer:
         """The consumer that sent ``node`` the most gradient: the next step of its main path to the loss."""
         if node not in self._main:
             edges = self.graph.consumers.get(node)
-            self._main[node] = max(edges, key=lambda e: self.norms.passed.get(e, 0.0))[0] if edges else None
+            self._main[node] = max(edges, key=self.passed)[0] if edges else None
         return self._main[node]
 
     def _fall(self, node: Node) -> tuple[Node, tuple[Node, Node, float]]:
@@ -272,7 +279,7 @@ def localize(model: torch.nn.Module, trace: BackwardTrace, gradient_norms: dict[
     if not targets:
         return {}
     names = {id(p): name for name, p in model.named_parameters()}
-    final = {id(p): gradient_norms.get(name, 0.0) for name, p in targets.items()}
+    final = {id(p): gradient_norms.get(name, 0.0) for name, p in model.named_parameters()}
     localizer = Localizer(graph, trace.norms, trace.origins, final, ZeroHolders(names))
     found: dict[str, CutSite] = {}
     for name, parameter in targets.items():

@@ -18,7 +18,7 @@ import contextlib
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Collection, Iterable, Iterator
 
 import torch
 from torch.utils._pytree import tree_flatten
@@ -83,16 +83,18 @@ class GradientNorms:
         self.passed: dict[tuple[Node, int], float] = {}  # (node, input position) -> gradient sent there
         self.handles: list[Any] = []
 
-    def watch(self, nodes: Iterable[Node]) -> None:
+    def watch(self, nodes: Iterable[Node], unread: Collection[tuple[Node, int]] = ()) -> None:
+        """Hook ``nodes``; the edges in ``unread`` are not measured (the caller knows their norm otherwise)."""
         for node in nodes:
-            self.handles.append(node.register_hook(self._hook(node)))
+            self.handles.append(node.register_hook(self._hook(node, unread)))
 
-    def _hook(self, node: Node) -> Callable:
+    def _hook(self, node: Node, unread: Collection[tuple[Node, int]]) -> Callable:
         def hook(grad_inputs: tuple, grad_outputs: tuple) -> None:
             try:
                 self.arriving[node] = _norm(grad_outputs)
                 for position, grad in enumerate(grad_inputs):
-                    self.passed[(node, position)] = _norm((grad,))
+                    if (node, position) not in unread:
+                        self.passed[(node, position)] = _norm((grad,))
             except Exception:  # a gradient with no norm to take (a nested tensor): that node goes unmeasured,
                 pass  # and the real backward, which this hook rides on, must never fail for it
 
@@ -160,7 +162,10 @@ class BackwardTrace:
         if loss.grad_fn is None:
             return
         self.graph = AutogradGraph(loss.grad_fn)
-        self.norms.watch(self.graph.nodes)
+        # A parameter's own node (AccumulateGrad) is not hooked, nor the one edge into a parameter used once:
+        # what arrives there is its .grad, whose norm the run reads anyway (most of the values a backward makes).
+        sole_uses = [uses[0] for leaf in self.graph.leaves.values() if len(uses := self.graph.consumers[leaf]) == 1]
+        self.norms.watch((node for node in self.graph.nodes if not hasattr(node, "variable")), frozenset(sole_uses))
 
     def finish(self) -> None:
         """After the backward: remove the hooks; forget the origins of nodes the loss does not depend on,
