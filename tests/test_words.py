@@ -96,7 +96,8 @@ def test_an_op_with_no_recorded_name_is_named_from_its_backward_never_empty():
     """A zero made by a call the recorder could not name (no ``__name__``) once read "exactly 0
     after ``": it is named from its backward node. (The model that showed it was not kept; this
     records such a call by hand on a real backward, and one the recorder never saw.)"""
-    from fxflow.diagnose.localize import AutogradGraph, GradientNorms, Localizer, NodeOrigin, OriginRecorder
+    from fxflow.diagnose.localize import Localizer
+    from fxflow.dynamic.backward_trace import AutogradGraph, GradientNorms, NodeOrigin, OriginRecorder
 
     torch.manual_seed(0)
     layer = torch.nn.Linear(4, 4)

@@ -29,9 +29,9 @@ def diagnose(run: "ModelRun", result: "ProbeResult", verdicts: dict[str, Dynamic
     if (zero or vanishing) and trace is not None:
         from .localize import localize
 
-        norms = {name: info.norm or 0.0 for name, info in result.grads.items()}
+        gradient_norms = {name: info.norm or 0.0 for name, info in result.grads.items()}
         try:
-            result.explanations = localize(run.model, trace, norms, zero, vanishing, result.held_by)
+            result.explanations = localize(run.model, trace, gradient_norms, zero, vanishing, result.held_by)
         except Exception as error:
             result.notes.append(f"could not localize the zero or vanishing gradients: {type(error).__name__}: "
                                 f"{first_line(error)}")

@@ -41,7 +41,7 @@ _ROUTING = frozenset({"stack", "cat", "unbind", "split", "splitwithsizes", "chun
 
 
 class Localizer:
-    """Reads a recorded replay and explains one parameter's zero or vanishing gradient."""
+    """Reads a traced run and explains one parameter's zero or vanishing gradient."""
 
     def __init__(self, graph: AutogradGraph, norms: GradientNorms, origins: OriginRecorder,
                  final: dict[int, float], holders: ZeroHolders | None = None) -> None:
@@ -65,11 +65,10 @@ class Localizer:
         return [self.passed(edge) for edge in self.graph.consumers.get(node, ())]
 
     def passed(self, edge: tuple[Node, int]) -> float:
-        """The norm of the gradient sent along ``edge``; one into a parameter used once is its gradient's."""
-        if edge in self.norms.passed:
-            return self.norms.passed[edge]
-        target = edge[0].next_functions[edge[1]][0]
-        return self.final.get(id(target.variable), 0.0) if hasattr(target, "variable") else 0.0
+        """The norm of the gradient sent along ``edge``; the one use of a parameter sends it its whole gradient."""
+        if edge in self.norms.unread:
+            return self.final.get(id(self.norms.unread[edge].variable), 0.0)
+        return self.norms.passed.get(edge, 0.0)
 
     # -- exact zero -----------------------------------------------------------------------
     def explain_zero(self, leaf: Node) -> CutSite | None:
@@ -279,7 +278,7 @@ def localize(model: torch.nn.Module, trace: BackwardTrace, gradient_norms: dict[
     if not targets:
         return {}
     names = {id(p): name for name, p in model.named_parameters()}
-    final = {id(p): gradient_norms.get(name, 0.0) for name, p in model.named_parameters()}
+    final = {key: gradient_norms.get(name, 0.0) for key, name in names.items()}
     localizer = Localizer(graph, trace.norms, trace.origins, final, ZeroHolders(names))
     found: dict[str, CutSite] = {}
     for name, parameter in targets.items():

@@ -18,7 +18,7 @@ import contextlib
 import math
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import Any, Callable, Collection, Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 from torch.utils._pytree import tree_flatten
@@ -81,19 +81,23 @@ class GradientNorms:
     def __init__(self) -> None:
         self.arriving: dict[Node, float] = {}  # the gradient w.r.t. the node's forward outputs
         self.passed: dict[tuple[Node, int], float] = {}  # (node, input position) -> gradient sent there
+        # edges not measured: (node, input position) -> the parameter's node the edge is the one use of,
+        # whose gradient's norm is that parameter's .grad norm
+        self.unread: dict[tuple[Node, int], Node] = {}
         self.handles: list[Any] = []
 
-    def watch(self, nodes: Iterable[Node], unread: Collection[tuple[Node, int]] = ()) -> None:
-        """Hook ``nodes``; the edges in ``unread`` are not measured (the caller knows their norm otherwise)."""
+    def watch(self, nodes: Iterable[Node], unread: dict[tuple[Node, int], Node] | None = None) -> None:
+        """Hook ``nodes``; the edges in ``unread`` are not measured (see :attr:`unread`)."""
+        self.unread.update(unread or {})
         for node in nodes:
-            self.handles.append(node.register_hook(self._hook(node, unread)))
+            self.handles.append(node.register_hook(self._hook(node)))
 
-    def _hook(self, node: Node, unread: Collection[tuple[Node, int]]) -> Callable:
+    def _hook(self, node: Node) -> Callable:
         def hook(grad_inputs: tuple, grad_outputs: tuple) -> None:
             try:
                 self.arriving[node] = _norm(grad_outputs)
                 for position, grad in enumerate(grad_inputs):
-                    if (node, position) not in unread:
+                    if (node, position) not in self.unread:
                         self.passed[(node, position)] = _norm((grad,))
             except Exception:  # a gradient with no norm to take (a nested tensor): that node goes unmeasured,
                 pass  # and the real backward, which this hook rides on, must never fail for it
@@ -127,16 +131,6 @@ class AutogradGraph:
             if isinstance(variable, torch.Tensor):
                 self.leaves[id(variable)] = node
 
-    def towards_loss(self, starts: Iterable[Node]) -> set[Node]:
-        """The nodes on some path from the loss to ``starts`` (starts included)."""
-        found: set[Node] = set()
-        stack = list(starts)
-        while stack:
-            node = stack.pop()
-            if node not in found:
-                found.add(node)
-                stack.extend(consumer for consumer, _ in self.consumers.get(node, ()))
-        return found
 
 
 class BackwardTrace:
@@ -164,8 +158,8 @@ class BackwardTrace:
         self.graph = AutogradGraph(loss.grad_fn)
         # A parameter's own node (AccumulateGrad) is not hooked, nor the one edge into a parameter used once:
         # what arrives there is its .grad, whose norm the run reads anyway (most of the values a backward makes).
-        sole_uses = [uses[0] for leaf in self.graph.leaves.values() if len(uses := self.graph.consumers[leaf]) == 1]
-        self.norms.watch((node for node in self.graph.nodes if not hasattr(node, "variable")), frozenset(sole_uses))
+        sole_uses = {uses[0]: leaf for leaf in self.graph.leaves.values() if len(uses := self.graph.consumers[leaf]) == 1}
+        self.norms.watch((node for node in self.graph.nodes if not hasattr(node, "variable")), sole_uses)
 
     def finish(self) -> None:
         """After the backward: remove the hooks; forget the origins of nodes the loss does not depend on,
