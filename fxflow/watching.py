@@ -7,11 +7,17 @@
         loss.backward()
     w.show()                # rank 0 prints the table; w.report is the Report
 
-It gets the seed tutorial's "common mistakes" right by construction:
+Each backward call in the block is judged from the gradients autograd produced in it
+(:mod:`fxflow.dynamic.backward_calls`), never from what ``.grad`` holds when the block ends, so the
+verdicts are the same whatever the loop does with ``.grad``: stepping and clearing it
+(``zero_grad`` before or after, ``set_to_none=False``, ``p.grad = None``), accumulating
+micro-batches, clipping, unscaling a ``GradScaler``'s loss or freeing it in an optimizer fused
+into backward. fxflow never touches ``.grad``: the block ends with the gradients the loop left.
 
-* existing ``.grad`` values are stashed on entry, so history accumulated by earlier steps is
-  never mistaken for this step's flow; on exit the grads are what they would have been without
-  fxflow (old + this step's), so the training loop carries on unchanged;
+* Without ``steps=`` the first backward call is judged; with ``steps=N`` the first N (a
+  ``GradScaler``'s skipped steps not counted). Exact zeros are followed through the loop's next
+  optimizer steps: lifted, they are ``held``; seen zero after updates, ``zero``; with no update
+  seen, ``unconfirmed``.
 * asking for the report when no backward ran inside the block is an error, not a page of "missing";
 * the static verdicts come from the same capture/annotate/analyze pieces as ``fxflow.check``,
   fed with the inputs the first forward in the block received (a forward pre-hook records them).
@@ -23,7 +29,6 @@ prints on rank 0 only. For DDP the report says whether ``find_unused_parameters=
 """
 from __future__ import annotations
 
-import math
 import sys
 from typing import Any, Iterable, TextIO
 
@@ -34,10 +39,10 @@ from torch.utils._pytree import tree_map
 from .core import distributed
 from .prepare.unwrap import unwrap
 from .errors import FxflowError
-from .dynamic.gradients import read_gradients
-from .dynamic.probe import GradStash
+from .dynamic.backward_calls import BackwardCall, BackwardCalls
+from .dynamic.gradients import LocalGrad, gather_gradients
 from .dynamic.health import HealthRecorder, layer_of
-from .dynamic.steps import StepTally
+from .dynamic.steps import StepTally, call_codes, watched_tally
 from .dynamic.unregistered import unregistered_tensors
 from .prepare.optimizers import optimizers_in, schedulers_in
 from .dynamic.optimizer_steps import StepLog
@@ -63,28 +68,22 @@ class Watch:
         self.group = group
         self.target = target or distributed.class_name(self.module)
         self.forwards = 0
-        self.backward_seen = False
         if steps is not None and steps < 1:
             raise FxflowError(f"fxflow.watch(steps=...) must be at least 1, not {steps}")
-        self.steps = steps  # watch this many backward calls (a training loop), counting gradients per step
+        self.steps = steps  # judge this many backward calls (a training loop), counting gradients per step
         self.optimizers = optimizers_in(optimizer)  # whether their groups update each parameter (reconcile.optimizer)
         self.schedulers = schedulers_in(scheduler)
         # A trainer callback ends watching before the last backward's optimizer.step(): not judged as skipped.
         self.last_step_pending = False
         self._step_log: StepLog | None = None
-        self._nonfinite_steps: set[int] = set()  # backward calls whose gradients held inf or NaN
-        self._tasks: list[int] = []  # the backward calls seen, by autograd's graph task id
-        self._received: dict[str, list[int]] = {}  # parameter -> the steps it got a non-zero gradient in
-        self._present: dict[str, list[int]] = {}  # parameter -> the steps it got any gradient (zero too) in
+        self._calls: BackwardCalls | None = None
         self._health = HealthRecorder()  # per layer and step: |grad| and the optimizer's update
         self.ddp_guidance: distributed.DDPGuidance | None = None
         self._inputs: tuple[Any, ...] | None = None
         self._kwargs: dict[str, Any] = {}
-        self._stash: dict[nn.Parameter, torch.Tensor | None] = {}
         self._handles: list[Any] = []
         self._recorder: Any = None
         self._uninstrumented: str | None = None  # the recorder's note on compiled / higher-order regions
-        self._unregistered = GradStash({})  # tensors outside model.parameters(): their grads, put back on exit
         self._report: Report | None = None
         self._active = False
 
@@ -96,22 +95,17 @@ class Watch:
             raise FxflowError("this fxflow.watch is already active; use a new one per step")
         self._active = True
         self._report = None
-        self._stash = {p: p.grad for p in dict.fromkeys(self.module.parameters())}
-        for parameter in self._stash:
-            parameter.grad = None
         self._handles = [
             self.model.register_forward_pre_hook(self._pre_forward, with_kwargs=True),
             self.model.register_forward_hook(self._post_forward),
         ]
         self._recorder = ModuleGradRecorder(self.module)
-        self._unregistered = GradStash(unregistered_tensors(self.module))
-        self._tasks, self._received, self._present = [], {}, {}
         self._step_log = StepLog(self.optimizers, self.module) if self.optimizers else None
-        self._nonfinite_steps = set()
         self._health = HealthRecorder(order=list(dict.fromkeys(layer_of(name) for name, _ in self.module.named_parameters())))
-        if self.steps is not None:
-            self._handles += [p.register_hook(self._step_hook(name, p))
-                              for name, p in self.module.named_parameters() if p.requires_grad]
+        self._calls = BackwardCalls(self.model, self.module, judged=self.steps or 1,
+                                    health=self._health if self.steps is not None else None,
+                                    extra=unregistered_tensors(self.module), on_start=self._call_started)
+        self._calls.install()
         return self
 
     def __exit__(self, exc_type: Any, exc: Any, traceback: Any) -> None:
@@ -123,12 +117,10 @@ class Watch:
             self._recorder.remove()
         if self._step_log is not None:
             self._step_log.remove()  # the optimizers' step hooks; what they saw stays
-        try:
-            if exc_type is None:
-                self._collect()
-        finally:
-            self._restore_grads()
-            self._unregistered.restore()
+        if self._calls is not None:
+            self._calls.remove(last_pending=self.last_step_pending)
+        if exc_type is None:
+            self._collect()
         if exc_type is None and self.auto_show and self._report is not None:
             self.show()
 
@@ -140,7 +132,7 @@ class Watch:
     def stop(self, *, discard: bool = False) -> None:
         """End watching, as leaving the ``with`` block does.
 
-        ``discard=True`` (the step failed) removes the hooks and restores the grads, and builds no report.
+        ``discard=True`` (the step failed) removes the hooks and builds no report.
         """
         self.__exit__(FxflowError if discard else None, None, None)
 
@@ -153,62 +145,29 @@ class Watch:
             self._kwargs = {k: _detached(v, memo) for k, v in kwargs.items()}
 
     def _post_forward(self, module: nn.Module, args: tuple, output: Any) -> None:
+        from .core.tensors import hookable
         from .dynamic.loss import floating_outputs
 
         for tensor in floating_outputs(output):
-            if tensor.requires_grad:
+            if tensor.requires_grad and hookable(tensor):
                 tensor.register_hook(self._saw_backward)
         if self.forwards == 1 and self._recorder is not None:
             self._uninstrumented = self._recorder.uninstrumented_note(output)
             self._recorder.remove()  # the first step's calls are the ones matched to the graph: leave the rest alone
 
     def _saw_backward(self, grad: torch.Tensor) -> None:
-        self.backward_seen = True
-        if self._current_step() is not None or self.steps is None:
-            if self._step_log is not None:
-                self._step_log.backward(torch._C._current_graph_task_id())
+        if self._calls is not None:
+            self._calls.started()
 
-    def _current_step(self) -> int | None:
-        """The 1-based step of the backward running now (each backward call is one step); None past ``steps``."""
-        if self.steps is None:
-            return None
-        task = torch._C._current_graph_task_id()
-        if task not in self._tasks:
-            if len(self._tasks) >= self.steps:
-                return None
-            self._tasks.append(task)
-        return self._tasks.index(task) + 1
-
-    def _step_hook(self, name: str, parameter: nn.Parameter) -> Any:
-        def hook(grad: torch.Tensor) -> None:
-            step = self._current_step()
-            if step is None:
-                return
-            total = self._health.record(step, name, parameter, grad)
-            present = self._present.setdefault(name, [])
-            if step not in present:
-                present.append(step)
-            if not math.isfinite(total):
-                self._nonfinite_steps.add(step)
-            if total > 0 and math.isfinite(total):  # a non-zero, finite gradient in this step
-                steps = self._received.setdefault(name, [])
-                if step not in steps:
-                    steps.append(step)
-
-        return hook
-
-    def _tally(self) -> StepTally | None:
-        if self.steps is None:
-            return None
-        tally = StepTally(steps=len(self._tasks))
-        tally.received = {name: list(self._received.get(name, [])) for name, _ in self.module.named_parameters()}
-        tally.present = {name: list(self._present.get(name, [])) for name, _ in self.module.named_parameters()}
-        return tally
+    def _call_started(self, call: BackwardCall) -> None:
+        if self._step_log is not None:
+            self._step_log.backward(call.index)
 
     @property
     def steps_seen(self) -> int:
-        """Backward calls counted so far (with ``steps=N``; 0 otherwise)."""
-        return len(self._tasks)
+        """Backward calls judged so far (skipped steps not counted)."""
+        calls = self._calls.calls if self._calls is not None else []
+        return sum(1 for call in calls if call.full and not call.skipped)
 
     # -- the report ----------------------------------------------------------------------------
     @property
@@ -235,44 +194,48 @@ class Watch:
 
     # -- internals -----------------------------------------------------------------------------
     def _collect(self) -> None:
-        """Read this step's grads (gathered over ranks) and build the Report as fxflow.check does."""
+        """Judge the calls watched (gathered over ranks) and build the Report as fxflow.check does."""
         from .reconcile.assemble import assemble_report
         from .dynamic.probe import gradient_result
         from .reconcile.optimizer import judge_optimizer
 
-        named = {name: p.grad for name, p in self.module.named_parameters()}
-        any_grad = any(g is not None for g in named.values())
-        seen = distributed.all_gather(self.backward_seen or any_grad, self.group)
-        if not any(seen):
+        calls = self._calls.calls if self._calls is not None else []
+        if not any(distributed.all_gather(bool(calls), self.group)):
             return  # no backward on any rank: .report explains
-        infos, notes = read_gradients(named, self.group)
+        names = [name for name, _ in self.module.named_parameters()]
+        tally = watched_tally(calls, distributed.all_gather(call_codes(calls, names), self.group), self.steps or 1)
+        first = calls[tally.calls[0] - 1] if tally.calls else None
+        paths = list(self._calls.extra) if self._calls is not None else []
+        local = {name: (first.grads.get(name) if first is not None else None) or LocalGrad(False)
+                 for name in [*names, *paths]}
+        gathered, notes = gather_gradients(local, self.group)  # the parameters and the unregistered, in one collective
+        infos = {name: gathered[name] for name in names}
+        reached = {path: (tuple(self._calls.extra[path].shape), gathered[path]) for path in paths if gathered[path].present}
         measurable = not any(info.present and info.norm is None and info.finite for info in infos.values())
-        result = gradient_result(infos, self._unregistered, self._recorder, group=self.group, measurable=measurable,
-                                 notes=notes, loss=WATCHED_LOSS)
+        result = gradient_result(infos, reached, self._recorder, measurable=measurable, notes=notes,
+                                 loss=WATCHED_LOSS)
         captured, static, static_notes = self._static_analysis()
         if self._uninstrumented:
             static_notes.append(self._uninstrumented)
-        if self.forwards > 1:
+        if self.forwards > 1 and self.steps is None:
             static_notes.append(f"the model ran forward {self.forwards} times in the block; "
                                 "static verdicts use the inputs of the first")
-        tally = self._tally()
-        if tally is not None and tally.steps < (self.steps or 0):
-            static_notes.append(f"watched {tally.steps} backward call{'s' if tally.steps != 1 else ''} of the "
-                                f"{self.steps} asked for")
+        judged = _judged_note(calls, max(self._calls.total, len(calls)), tally, self.steps)
+        if judged:
+            static_notes.append(judged)
         for name, parameter in self.module.named_parameters():  # the optimizer step after the last backward
             self._health.settle(name, parameter)
         ddp = distributed.find_ddp(self.model)
         report = assemble_report(self.module, target=self.target, captured=captured, static=static, result=result,
                                  static_notes=static_notes, vanishing=self.vanishing, allow=self.allow, steps=tally,
-                                 history=self._health.history() if tally is not None else None, ddp=ddp,
+                                 history=self._health.history() if self.steps is not None else None, ddp=ddp,
                                  watched=True)
         if self.optimizers:
-            nonfinite = self._nonfinite_steps or {1 for info in infos.values() if info.present and not info.finite}
+            nonfinite = {call.index for call in calls if call.nonfinite}
             judge_optimizer(report, self.module, self.optimizers, self.schedulers, log=self._step_log,
                             nonfinite_steps=nonfinite, last_pending=self.last_step_pending)
         if ddp is not None:  # the same advice as the report's DDP note, as an object
-            self.ddp_guidance = distributed.guidance(report.parameters, ddp, report.steps,
-                                                     tally.without_gradient if tally is not None else None)
+            self.ddp_guidance = distributed.guidance(report.parameters, ddp, report.steps, tally.without_gradient)
         self._report = report
 
     def _static_analysis(self) -> tuple[Any, Any, list[str]]:
@@ -301,19 +264,6 @@ class Watch:
                 static, static_notes = analyze_capture(captured, prepared.runner, prepared.example)
         return captured, static, static_notes + notes
 
-    def _restore_grads(self) -> None:
-        """Grads become what they would have been without fxflow: old + this step's."""
-        for parameter, old in self._stash.items():
-            new = parameter.grad
-            if old is None:
-                continue
-            if new is None:
-                parameter.grad = old
-            else:
-                with torch.no_grad():
-                    new.add_(old)
-        self._stash = {}
-
 
 def watch(model: nn.Module, *, allow: Iterable[str] = (), vanishing: float = 1e-3, static: bool = True,
           show: bool = False, group: Any = None, steps: int | None = None, optimizer: Any = None,
@@ -335,6 +285,38 @@ def watch(model: nn.Module, *, allow: Iterable[str] = (), vanishing: float = 1e-
     """
     return Watch(model, allow=allow, vanishing=vanishing, static=static, show=show, group=group, steps=steps,
                  optimizer=optimizer, scheduler=scheduler)
+
+
+def _judged_note(calls: list[BackwardCall], total: int, tally: StepTally, steps: int | None) -> str | None:
+    """Which backward calls the verdicts come from, which were skipped, and which settled the zeros
+    (None for the one backward call of a one-step block: nothing to tell)."""
+    judged = tally.calls
+    if total == 1 and judged == [1] and (steps or 1) == 1:
+        return None
+    shown = (f"backward call {judged[0]}" if len(judged) == 1 else
+             f"backward calls {_spans(judged)}") if judged else "no backward call"
+    note = f"verdicts judged on {shown} of the {total} in the block"
+    if steps is not None and len(judged) < steps:
+        note += f" ({len(judged)} of the {steps} steps asked for)"
+    skipped = [call.index for call in calls if call.skipped]
+    if skipped:
+        note += (f"; backward call{'s' if len(skipped) != 1 else ''} {_spans(skipped)} skipped: inf or NaN in the "
+                 "gradients and no optimizer step after (a GradScaler lowering its scale)")
+    if tally.learned or tally.updates_seen:
+        note += (f"; exact zeros followed over {tally.updates_seen} optimizer "
+                 f"step{'s' if tally.updates_seen != 1 else ''} after the first")
+    return note
+
+
+def _spans(numbers: list[int]) -> str:
+    """1, 2, 3, 5 -> '1-3, 5'."""
+    spans: list[list[int]] = []
+    for number in numbers:
+        if spans and number == spans[-1][-1] + 1:
+            spans[-1].append(number)
+        else:
+            spans.append([number])
+    return ", ".join(f"{span[0]}-{span[-1]}" if len(span) > 2 else ", ".join(map(str, span)) for span in spans)
 
 
 def _detached(value: Any, memo: dict[int, torch.Tensor]) -> Any:

@@ -150,13 +150,15 @@ def test_training_step_without_self_call_gets_the_real_backward_only(loader, tmp
 def test_accumulated_batches_make_one_checked_step(loader, tmp_path):
     module = make()
     twin = copy.deepcopy(module)
-    for index, batch in enumerate(loader):  # Lightning scales each micro-batch's loss by 1/2
-        (twin.training_step(batch, index) / 2).backward()
+    # Lightning scales each micro-batch's loss by 1/2; the report judges the first backward call
+    # (the first micro-batch), with the gradients it produced, not the sum .grad holds afterwards
+    (twin.training_step(next(iter(loader)), 0) / 2).backward()
     callback = GradientFlowCheck(show=False)
     fit(module, loader, tmp_path, callback, max_steps=1, accumulate_grad_batches=2)
     report = callback.report
     assert {p.name: p.grad_norm for p in report.parameters} == \
         pytest.approx({name: p.grad.norm().item() for name, p in twin.named_parameters()}, rel=1e-5)
+    assert "verdicts judged on backward call 1 of the 2 in the block" in report.notes
     assert "the model ran forward 2 times in the block; static verdicts use the inputs of the first" in report.notes
 
 

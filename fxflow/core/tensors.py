@@ -110,3 +110,18 @@ def stored_values(grad: torch.Tensor) -> torch.Tensor:
     if grad.layout != torch.strided:  # CSR, CSC, BSR, BSC: values() holds the stored entries
         return grad.values()
     return grad
+
+
+def hookable(tensor: torch.Tensor) -> bool:
+    """Whether a gradient hook can be put on ``tensor``: torch crashes on one registered on a view
+    that was written in place (``x[:, :1].clamp_()``) once its base is gone."""
+    return not (tensor._is_view() and tensor._version > 0)
+
+
+def magnitude_sum(magnitude: torch.Tensor) -> float:
+    """The sum of a tensor of ``|values|``: in its own dtype, and again in float64 when that overflowed
+    (a GradScaler's scaled gradients sit near float32's largest value); NaN stays NaN."""
+    total = float(magnitude.sum())
+    if total == math.inf and magnitude.dtype != torch.float64:
+        total = float(magnitude.sum(dtype=torch.float64))
+    return total

@@ -94,12 +94,17 @@ def combine(per_rank: list[LocalGrad]) -> GradInfo:
 def read_gradients(named: dict[str, torch.Tensor | None], group: Any = None) -> tuple[dict[str, GradInfo], list[str]]:
     """Every gradient as all ranks together saw it (in one process: as it is), plus notes on rank
     disagreements. The one way fxflow reads gradients: the probe, watch and the trainers."""
-    local = {name: local_grad(grad) for name, grad in named.items()}
+    return gather_gradients({name: local_grad(grad) for name, grad in named.items()}, group)
+
+
+def gather_gradients(local: dict[str, LocalGrad], group: Any = None) -> tuple[dict[str, GradInfo], list[str]]:
+    """Each rank's summaries of its gradients (:func:`local_grad`), combined over ranks, plus notes on
+    rank disagreements (one collective; none in one process)."""
     gathered = all_gather(local, group)
-    infos = {name: combine([view[name] for view in gathered]) for name in named}
+    infos = {name: combine([view[name] for view in gathered]) for name in local}
     notes = []
     if len(gathered) > 1:
-        uneven = sorted(name for name in named if len({view[name].present for view in gathered}) > 1)
+        uneven = sorted(name for name in local if len({view[name].present for view in gathered}) > 1)
         if uneven:
             notes.append(f"gradient present on some ranks only (data-dependent forward?): {', '.join(uneven)}")
     return infos, notes

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import torch
 
 from ..core.records import HealthFlag, LayerStep
+from ..core.tensors import magnitude_sum
 from ..verdicts import DynamicVerdict
 
 ROOT = "(root)"  # the layer name of parameters the model holds itself
@@ -55,7 +56,7 @@ class HealthRecorder:
         # |g| goes through the same buffer the parameter's value is then copied into: a model-sized
         # allocation per step would cost more than the reductions themselves
         magnitude = torch.abs(values, out=buffer) if _fits(values, buffer) else values.abs()
-        total, largest = (float(magnitude.sum()), float(magnitude.max())) if values.numel() else (0.0, 0.0)
+        total, largest = (magnitude_sum(magnitude), float(magnitude.max())) if values.numel() else (0.0, 0.0)
         entry = self.sums.setdefault((step, layer_of(name)), [0.0, 0, 0.0])
         entry[0] += total  # the sum of |g|: exact about zero (no squares to underflow), NaN and inf kept
         entry[1] += values.numel()
@@ -76,15 +77,29 @@ class HealthRecorder:
         entry[0] += change
         entry[1] += size ** 2
 
+    def rescale(self, step: int, scale: float) -> None:
+        """``step``'s gradients carried a loss scale (a GradScaler's): divide it out."""
+        for (recorded, _), entry in self.sums.items():
+            if recorded == step:
+                entry[0] /= scale
+                entry[2] /= scale
+
+    def drop(self, step: int) -> None:
+        """Forget ``step`` (a skipped step: its gradients were never used)."""
+        for table in (self.sums, self.updates):
+            for key in [key for key in table if key[0] == step]:
+                del table[key]
+
     def history(self) -> dict[str, list[LayerStep]]:
-        """Per layer, its steps in order."""
+        """Per layer, its steps in order, numbered 1, 2, ... over the steps kept."""
         rank = {layer: index for index, layer in enumerate(self.order)}
+        number = {step: index for index, step in enumerate(sorted({step for step, _ in self.sums}), start=1)}
         layers: dict[str, list[LayerStep]] = {}
         for (step, layer), (total, count, largest) in sorted(
                 self.sums.items(), key=lambda item: (rank.get(item[0][1], len(rank)), item[0][1], item[0][0])):
             update = self.updates.get((step, layer))
             ratio = math.sqrt(update[0] / update[1]) if update and update[1] > 0 else None
-            layers.setdefault(layer, []).append(LayerStep(step, total / max(count, 1), largest, ratio))
+            layers.setdefault(layer, []).append(LayerStep(number[step], total / max(count, 1), largest, ratio))
         return layers
 
 

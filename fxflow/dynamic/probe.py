@@ -79,16 +79,20 @@ def on_meta(model: torch.nn.Module, example: tuple[Any, ...] | None) -> bool:
 Mode = Literal["real", "fake", "meta"]
 
 
-def gradient_result(grads: dict[str, GradInfo], unregistered: "GradStash", recorder: ModuleGradRecorder | None, *,
-                    group: Any = None, **fields: Any) -> ProbeResult:
+def gradient_result(grads: dict[str, GradInfo], unregistered: "dict[str, tuple[tuple[int, ...], GradInfo]]",
+                    recorder: ModuleGradRecorder | None, **fields: Any) -> ProbeResult:
     """The one place a :class:`ProbeResult` is built, from a backward fxflow ran (:class:`ModelRun`) or the
     user's own (``fxflow.watch``): the parameters' gradients, what reached tensors outside
-    ``model.parameters()``, the per-module norms; ``fields`` fill the rest."""
-    reached = {path: tensor for path, tensor in unregistered.tensors.items() if tensor.grad is not None}
-    infos, _ = read_gradients({path: tensor.grad for path, tensor in reached.items()}, group)
-    return ProbeResult(grads, dict(recorder.norms) if recorder is not None else {},
-                       unregistered={path: (tuple(tensor.shape), infos[path]) for path, tensor in reached.items()},
+    ``model.parameters()`` (by path: shape and gradient), the per-module norms; ``fields`` fill the rest."""
+    return ProbeResult(grads, dict(recorder.norms) if recorder is not None else {}, unregistered=unregistered,
                        **fields)
+
+
+def reached_unregistered(stash: "GradStash", group: Any = None) -> "dict[str, tuple[tuple[int, ...], GradInfo]]":
+    """The stashed tensors outside ``model.parameters()`` that the backward gave a ``.grad``."""
+    reached = {path: tensor for path, tensor in stash.tensors.items() if tensor.grad is not None}
+    infos, _ = read_gradients({path: tensor.grad for path, tensor in reached.items()}, group)
+    return {path: (tuple(tensor.shape), infos[path]) for path, tensor in reached.items()}
 
 
 def run_model(model: torch.nn.Module, inputs: Sequence[Any], *, mode: Mode = "real",
@@ -187,7 +191,7 @@ class ModelRun:
             note = self._recorder.uninstrumented_note(outputs) if self._recorder is not None else None
             with torch.enable_grad():
                 loss = _backward(outputs, self._training_loss, self.trace)
-            self.result = gradient_result(self._read_gradients(), self._unregistered, self._recorder,
+            self.result = gradient_result(self._read_gradients(), reached_unregistered(self._unregistered), self._recorder,
                                           notes=[note] if note else [],
                                           measurable=self.mode == "real" and not any(p.is_meta for p in self.model.parameters()),
                                           backward_raises=self._stops.reached(), loss=loss.description,

@@ -13,12 +13,15 @@ turns the counts into verdicts:
 """
 from __future__ import annotations
 
+import math
+
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Iterable, Sequence
 
 from ..verdicts import CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static
 
 if TYPE_CHECKING:  # pragma: no cover
+    from .backward_calls import BackwardCall
     from .gradients import GradInfo
     from ..report import ParameterReport
 
@@ -33,6 +36,13 @@ class StepTally:
     present: dict[str, list[int]] = field(default_factory=dict)
     # Why a parameter that the first step reached got nothing on a later one: the cut sites of that step.
     later_cuts: dict[str, list[CutSite]] = field(default_factory=dict)
+    # A watched loop's exact zeros (watch and the trainer callbacks; check's look-ahead has its own):
+    # the optimizer step (1: the first judged call's) from which each came alive, the ones no
+    # update was seen to settle, and the optimizer steps seen after the first judged call.
+    learned: dict[str, int] = field(default_factory=dict)
+    unconfirmed: set[str] = field(default_factory=set)
+    updates_seen: int = 0
+    calls: list[int] = field(default_factory=list)  # the backward call each judged step is (1-based)
 
     def add(self, grads: "dict[str, GradInfo]") -> None:
         """One more step's gradients."""
@@ -45,14 +55,6 @@ class StepTally:
             if info.present and info.finite and not info.all_zero:
                 self.received[name].append(self.steps)
 
-    def learns_from(self, name: str) -> int | None:
-        """The step from which a parameter present on every step got a non-zero gradient on every step,
-        when that is not the first: a zero-initialized weight held it until the optimizer moved it."""
-        received, present = self.received.get(name, []), self.present.get(name, [])
-        if len(present) < self.steps or not received or received[0] == 1:
-            return None
-        return received[0] if received == list(range(received[0], self.steps + 1)) else None
-
     def without_gradient(self, name: str) -> list[int]:
         """The steps in which a parameter got no gradient at all (None): DDP's unused parameters."""
         got = set(self.present.get(name, []))
@@ -64,6 +66,59 @@ class StepTally:
     def missed(self, name: str) -> list[int]:
         got = set(self.received.get(name, []))
         return [step for step in range(1, self.steps + 1) if step not in got]
+
+
+# What a backward call gave one parameter, ordered so that the most telling rank wins when combined.
+UNSEEN, ABSENT, ZERO, NONZERO, NONFINITE = -1, 0, 1, 2, 3
+
+
+def call_codes(calls: "Sequence[BackwardCall]", names: Iterable[str]) -> dict[str, list[int]]:
+    """Per parameter, what each call gave it (``UNSEEN`` where a confirming call did not look)."""
+    codes: dict[str, list[int]] = {}
+    for name in names:
+        row = codes[name] = []
+        for call in calls:
+            total = call.totals.get(name)
+            if total is None:
+                row.append(ABSENT if call.full or name in call.pending else UNSEEN)
+            else:
+                row.append(ZERO if total == 0.0 else NONZERO if math.isfinite(total) else NONFINITE)
+    return codes
+
+
+def watched_tally(calls: "Sequence[BackwardCall]", per_rank: Sequence[dict[str, list[int]]], steps: int) -> StepTally:
+    """The tally of a watched loop: ``calls`` (every rank ran the same ones), ``per_rank`` their
+    :func:`call_codes` on each rank, ``steps`` the calls to judge (skipped ones not counted).
+
+    A gradient is received on a call when some rank got a non-zero one (DDP averages them), and
+    present when every rank got one (DDP needs every rank's). An exact zero on the first judged
+    call is ``learned`` from the optimizer step of the first later call that gave it a non-zero
+    gradient; it stays ``unconfirmed`` when no update and later call were seen, or when the last
+    optimizer step seen still brought parameters alive (more steps might bring it too)."""
+    kept = [index for index, call in enumerate(calls) if not call.skipped] or list(range(len(calls)))
+    judged = [index for index in kept if calls[index].full][:steps]
+    tally = StepTally(steps=len(judged), calls=[calls[index].index for index in judged])
+    if not judged:
+        return tally
+    first = calls[judged[0]]
+    followed = [index for index in kept if index > judged[0]]
+    tally.updates_seen = max((calls[index].update - first.update for index in followed), default=0)
+    for name in per_rank[0]:
+        best = [max(rank[name][index] for rank in per_rank) for index in range(len(calls))]
+        everywhere = [min(rank[name][index] for rank in per_rank) for index in range(len(calls))]
+        tally.received[name] = [step for step, index in enumerate(judged, 1) if best[index] == NONZERO]
+        tally.present[name] = [step for step, index in enumerate(judged, 1) if everywhere[index] >= ZERO]
+        if best[judged[0]] != ZERO:
+            continue
+        alive = next((index for index in followed if best[index] == NONZERO), None)
+        if alive is not None:
+            tally.learned[name] = calls[alive].update - first.update + 1
+    still = {name for name in per_rank[0]
+             if max(rank[name][judged[0]] for rank in per_rank) == ZERO and name not in tally.learned}
+    reviving = bool(tally.learned) and max(tally.learned.values()) == tally.updates_seen + 1
+    if tally.updates_seen == 0 or reviving:
+        tally.unconfirmed = still
+    return tally
 
 
 def apply_steps(parameters: "Iterable[ParameterReport]", tally: StepTally) -> None:

@@ -80,17 +80,21 @@ def assemble_report(model: torch.nn.Module, *, target: str, captured: "Capture |
         classify_zeros(parameters, look.learns_from, result.held_by, look.steps, result.explanations)
         if look.note:
             notes.append(look.note)
-    elif steps is not None and counted > 1 and watched:  # real steps: the ones from which a zero learned
-        learned = {name: step for name in steps.received if (step := steps.learns_from(name)) is not None}
-        classify_zeros(parameters, learned, result.held_by if result is not None else {}, counted)
-    elif result is not None and result.measurable and counted == 1 and watched:
-        classify_zeros(parameters, None, result.held_by, 1)  # one watched step: an exact zero is unconfirmed
+    elif steps is not None and watched and (result is None or result.measurable):
+        # the loop's own optimizer steps tell designed zero-inits from dead units, where some were seen
+        held_by = result.held_by if result is not None else {}
+        open_ = [p for p in parameters if p.name in steps.unconfirmed]
+        classify_zeros([p for p in parameters if p.name not in steps.unconfirmed], steps.learned, held_by,
+                       steps.updates_seen + 1)
+        classify_zeros(open_, None, held_by, 1)
     if result is not None:
         mark_redrawn(parameters, result.redrawn, result.random_draws)
     if counted > 1:
         apply_steps(parameters, steps)
     guidance = ddp_guidance(parameters, ddp, counted, steps.without_gradient if steps is not None else None)
-    if ddp is not None or counted > 1:  # the one DDP note: from the many steps' counts when there are some
+    # The one DDP note, from the many steps' counts when there are some: in a watched loop only under
+    # DDP; check(steps=N) gives it always (a model is checked before it is wrapped, often for DDP's error).
+    if ddp is not None or (counted > 1 and not watched):
         notes.append(guidance.message())
     trace = TraceInfo("none", 0, [])
     if captured is not None:

@@ -1,0 +1,244 @@
+"""``fxflow.watch`` around every training loop people write, judged against the same loop in plain torch.
+
+Each loop style runs twice on identical copies of a model: once plainly, where tensor hooks on the
+parameters (plain torch, no fxflow) note which parameters each backward call gave a non-zero
+gradient, and once inside ``fxflow.watch``. A healthy model must read ``ok``; the same model with a
+planted ``.detach()`` must fail exactly the parameters the plain loop never gave a gradient; and the
+verdicts must be those ``fxflow.check(..., loss_fn=<the loop's loss>, optimizer=...)`` gives.
+Leaving the block leaves ``.grad`` exactly as the loop left it.
+"""
+from __future__ import annotations
+
+import copy
+from typing import Callable
+
+import pytest
+import torch
+import torch.nn as nn
+import torch.nn.functional as F
+
+import fxflow
+
+BATCHES = 4
+
+
+class Net(nn.Module):
+    def __init__(self, cut: bool = False) -> None:
+        super().__init__()
+        self.cut = cut
+        self.first = nn.Linear(6, 16)
+        self.middle = nn.Linear(16, 16)
+        self.last = nn.Linear(16, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.relu(self.middle(torch.relu(self.first(x))))
+        if self.cut:
+            h = h.detach()  # the planted cut: first and middle never learn
+        return self.last(h)
+
+
+def data(step: int) -> tuple[torch.Tensor, torch.Tensor]:
+    generator = torch.Generator().manual_seed(step)
+    return torch.randn(8, 6, generator=generator), torch.randint(0, 3, (8,), generator=generator)
+
+
+def loss_of(model: nn.Module, step: int) -> torch.Tensor:
+    x, y = data(step)
+    return F.cross_entropy(model(x), y)
+
+
+# -- the loop styles: each takes (model, optimizer) and trains BATCHES batches ---------------------------
+
+def tutorial(model, optimizer):
+    for step in range(BATCHES):
+        loss_of(model, step).backward()
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def zero_grad_first(model, optimizer):
+    for step in range(BATCHES):
+        optimizer.zero_grad()
+        loss_of(model, step).backward()
+        optimizer.step()
+
+
+def keep_zeros(model, optimizer):
+    for step in range(BATCHES):
+        loss_of(model, step).backward()
+        optimizer.step()
+        optimizer.zero_grad(set_to_none=False)
+
+
+def model_zero_grad(model, optimizer):
+    for step in range(BATCHES):
+        loss_of(model, step).backward()
+        optimizer.step()
+        model.zero_grad()
+
+
+def grads_none_by_hand(model, optimizer):
+    for step in range(BATCHES):
+        loss_of(model, step).backward()
+        optimizer.step()
+        for parameter in model.parameters():
+            parameter.grad = None
+
+
+def accumulation(model, optimizer):
+    for step in range(BATCHES):
+        (loss_of(model, step) / 2).backward()  # two micro-batches feed each optimizer step
+        if step % 2 == 1:
+            optimizer.step()
+            optimizer.zero_grad()
+
+
+def clipped(model, optimizer):
+    for step in range(BATCHES):
+        loss_of(model, step).backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 0.01)
+        optimizer.step()
+        optimizer.zero_grad()
+
+
+def grad_scaler(model, optimizer):
+    # an initial scale that overflows float32 gradients: the first steps are skipped, as a GradScaler's
+    # calibration steps are, until the scale has come down
+    scaler = torch.amp.GradScaler("cpu", init_scale=2.0 ** 127, growth_interval=1000)
+    for step in range(BATCHES + 10):
+        scaler.scale(loss_of(model, step) * 100).backward()
+        scaler.unscale_(optimizer)
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        scaler.step(optimizer)
+        scaler.update()
+        optimizer.zero_grad()
+
+
+def lbfgs_closure(model, optimizer):
+    for step in range(BATCHES):
+        def closure():
+            optimizer.zero_grad()
+            loss = loss_of(model, step)
+            loss.backward()
+            return loss
+
+        optimizer.step(closure)
+
+
+def manual_sgd(model, optimizer):
+    for step in range(BATCHES):
+        loss_of(model, step).backward()
+        with torch.no_grad():
+            for parameter in model.parameters():
+                if parameter.grad is not None:
+                    parameter -= 0.1 * parameter.grad
+                    parameter.grad = None
+
+
+LOOPS: dict[str, Callable] = {loop.__name__: loop for loop in (
+    tutorial, zero_grad_first, keep_zeros, model_zero_grad, grads_none_by_hand, accumulation, clipped,
+    grad_scaler, lbfgs_closure, manual_sgd)}
+
+
+def optimizer_for(loop: str, model: nn.Module) -> torch.optim.Optimizer:
+    if loop == "lbfgs_closure":
+        return torch.optim.LBFGS(model.parameters(), lr=0.1, max_iter=2)
+    return torch.optim.SGD(model.parameters(), lr=0.1)
+
+
+def plain_truth(model: nn.Module, loop: str) -> list[set[str]]:
+    """Per backward call of the plain loop, the parameters it gave a non-zero finite gradient."""
+    calls: list[set[str]] = []
+    task: list[int] = []
+
+    def hook(name):
+        def noted(grad):
+            current = torch._C._current_graph_task_id()
+            if not task or task[-1] != current:
+                task.append(current)
+                calls.append(set())
+            if bool(grad.ne(0).any()) and bool(torch.isfinite(grad).all()):
+                calls[-1].add(name)
+        return noted
+
+    handles = [p.register_hook(hook(name)) for name, p in model.named_parameters()]
+    LOOPS[loop](model, optimizer_for(loop, model))
+    for handle in handles:
+        handle.remove()
+    return calls
+
+
+def watched(model: nn.Module, loop: str, **options):
+    optimizer = optimizer_for(loop, model)
+    if options.pop("give_optimizer", False):
+        options["optimizer"] = optimizer
+    with fxflow.watch(model, static=False, **options) as w:
+        LOOPS[loop](model, optimizer)
+    return w
+
+
+@pytest.mark.parametrize("options", [{}, {"steps": 3}, {"give_optimizer": True},
+                                     {"steps": 3, "give_optimizer": True}],
+                         ids=["plain", "steps", "optimizer", "steps+optimizer"])
+@pytest.mark.parametrize("loop", sorted(LOOPS))
+@pytest.mark.parametrize("cut", [False, True], ids=["healthy", "cut"])
+def test_every_loop_style_is_judged_as_the_plain_loop_saw_it(loop, cut, options):
+    torch.manual_seed(0)
+    model = Net(cut=cut)
+    twin = copy.deepcopy(model)
+    truth = plain_truth(twin, loop)
+    never = {name for name, _ in model.named_parameters()} - set().union(*truth)
+    assert never == ({"first.weight", "first.bias", "middle.weight", "middle.bias"} if cut else set())
+
+    w = watched(model, loop, **options)
+    report = w.report
+    failing = {p.name for p in report.problems}
+    assert failing == never, report.notes
+    assert report.ok == (not cut)
+    for parameter in report.parameters:
+        assert parameter.dynamic == ("missing" if parameter.name in never else "ok"), (parameter.name, report.notes)
+    # the watched model trained exactly as the plain one did
+    for (name, trained), (_, plain) in zip(model.named_parameters(), twin.named_parameters()):
+        assert torch.equal(trained, plain), name
+
+
+@pytest.mark.parametrize("loop", ["tutorial", "keep_zeros", "accumulation"])
+def test_leaving_the_block_leaves_grad_as_the_loop_left_it(loop):
+    torch.manual_seed(0)
+    model = Net()
+    twin = copy.deepcopy(model)
+    for parameter, other in zip(model.parameters(), twin.parameters()):  # gradients from before the block
+        parameter.grad = torch.ones_like(parameter)
+        other.grad = torch.ones_like(other)
+    LOOPS[loop](twin, optimizer_for(loop, twin))
+    watched(model, loop)
+    for parameter, other in zip(model.parameters(), twin.parameters()):
+        assert (parameter.grad is None) == (other.grad is None)
+        if parameter.grad is not None:
+            assert torch.equal(parameter.grad, other.grad)
+
+
+@pytest.mark.parametrize("loop", ["tutorial", "accumulation", "grad_scaler"])
+def test_the_report_has_the_norms_of_the_first_backward_and_names_it(loop):
+    torch.manual_seed(0)
+    model = Net()
+    twin = copy.deepcopy(model)
+    norms: dict[str, float] = {}
+    handles = [p.register_hook(lambda g, n=n: norms.setdefault(n, float(g.norm())) and None)
+               for n, p in twin.named_parameters()]
+    loss = loss_of(twin, 0) / (2 if loop == "accumulation" else 1)
+    loss.backward()
+    for handle in handles:
+        handle.remove()
+    report = watched(model, loop).report
+    first_judged = 1
+    if loop == "grad_scaler":  # the calibration steps are skipped steps, then the first real one is judged
+        skipped = [note for note in report.notes if "skipped" in note]
+        assert skipped, report.notes
+        first_judged = None
+    for parameter in report.parameters:
+        if first_judged == 1:
+            assert parameter.grad_norm == pytest.approx(norms[parameter.name], rel=1e-5)
+        else:  # unscaled: a gradient's size, not 2**140 times it
+            assert 1e-4 < parameter.grad_norm < 1e5
+    assert any("backward call" in note and "judged" in note for note in report.notes), report.notes
