@@ -242,3 +242,133 @@ def test_the_report_has_the_norms_of_the_first_backward_and_names_it(loop):
         else:  # unscaled: a gradient's size, not 2**140 times it
             assert 1e-4 < parameter.grad_norm < 1e5
     assert any("backward call" in note and "judged" in note for note in report.notes), report.notes
+
+
+class Adapter(nn.Module):
+    """A LoRA-style adapter: ``B`` starts at zero, so ``A`` gets exactly zero until a step moves ``B``;
+    ``gated`` multiplies the adapter by a zero buffer, so neither ever learns."""
+
+    def __init__(self, gated: bool = False) -> None:
+        super().__init__()
+        self.base = nn.Linear(6, 3)
+        self.A = nn.Linear(6, 4, bias=False)
+        self.B = nn.Linear(4, 3, bias=False)
+        nn.init.zeros_(self.B.weight)
+        self.register_buffer("gate", torch.tensor(0.0 if gated else 1.0))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.base(x) + self.gate * self.B(self.A(x))
+
+
+def first_nonzero_step(model: nn.Module, loop: str) -> dict[str, int | None]:
+    """Plain torch: per parameter, the optimizer step (1-based) of the first backward call that gave it a
+    non-zero finite gradient, counting the real steps that changed the parameters; None: never."""
+    first: dict[str, int | None] = {name: None for name, _ in model.named_parameters()}
+    values = [p.detach().clone() for p in model.parameters()]
+    state = {"step": 1, "values": values}
+
+    def hook(name):
+        def noted(grad):
+            now = [p.detach() for p in model.parameters()]
+            if any(not torch.equal(a, b) for a, b in zip(state["values"], now)):  # an update since the last call
+                state["step"] += 1
+                state["values"] = [p.clone() for p in now]
+            if first[name] is None and bool(grad.ne(0).any()) and bool(torch.isfinite(grad).all()):
+                first[name] = state["step"]
+        return noted
+
+    handles = [p.register_hook(hook(name)) for name, p in model.named_parameters()]
+    LOOPS[loop](model, optimizer_for(loop, model))
+    for handle in handles:
+        handle.remove()
+    return first
+
+
+@pytest.mark.parametrize("loop", ["tutorial", "zero_grad_first", "accumulation", "grad_scaler", "manual_sgd"])
+@pytest.mark.parametrize("gated", [False, True], ids=["zero-init", "dead"])
+def test_a_zero_init_is_held_and_a_dead_adapter_is_zero_as_real_steps_show(loop, gated):
+    torch.manual_seed(0)
+    model = Adapter(gated)
+    truth = first_nonzero_step(copy.deepcopy(model), loop)
+    report = watched(model, loop).report
+    for parameter in report.parameters:
+        learns = truth[parameter.name]
+        if learns is None:
+            assert parameter.dynamic == "zero" and parameter.problem, (parameter.name, report.notes)
+        elif learns > 1 or parameter.name == "A.weight" and not gated:
+            assert parameter.dynamic == "held" and parameter.learns_from_step == learns, (parameter.name, report.notes)
+            assert not parameter.problem
+        else:
+            assert parameter.dynamic == "ok"
+    assert {p.name for p in report.problems} == {name for name, step in truth.items() if step is None}
+
+
+def test_held_agrees_with_fxflow_check_on_the_same_model_and_loss():
+    torch.manual_seed(0)
+    model = Adapter()
+    twin = copy.deepcopy(model)
+    x, y = data(0)
+    checked = fxflow.check(twin, x, loss_fn=lambda out: F.cross_entropy(out, y),
+                           optimizer=torch.optim.SGD(twin.parameters(), lr=0.1))
+    watched_report = watched(model, "tutorial").report
+    for parameter in watched_report.parameters:
+        assert parameter.dynamic == checked.parameter(parameter.name).dynamic, parameter.name
+    assert watched_report.parameter("A.weight").dynamic == "held"
+
+
+def test_one_step_in_the_block_leaves_an_exact_zero_unconfirmed():
+    torch.manual_seed(0)
+    model = Adapter()
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    with fxflow.watch(model, static=False) as w:  # one backward, no optimizer step after it in the block
+        loss_of(model, 0).backward()
+    optimizer.step()
+    assert w.report.parameter("A.weight").dynamic == "unconfirmed"
+    assert w.report.status == "not verified"
+
+
+def fuse_optimizer_into_backward(model: nn.Module) -> dict[nn.Parameter, torch.optim.Optimizer]:
+    """The PyTorch tutorial's "optimizer step in backward" (torchtune's optimizer_in_bwd): each
+    parameter is stepped, and its .grad freed, as soon as its gradient is accumulated."""
+    optimizers = {p: torch.optim.Adam([p], lr=0.01) for p in model.parameters()}
+
+    def step(parameter: torch.Tensor) -> None:
+        optimizers[parameter].step()
+        optimizers[parameter].zero_grad()
+
+    for parameter in model.parameters():
+        parameter.register_post_accumulate_grad_hook(step)
+    return optimizers
+
+
+@pytest.mark.parametrize("cut", [False, True], ids=["healthy", "cut"])
+def test_an_optimizer_fused_into_backward_is_watched_as_it_trains(cut):
+    torch.manual_seed(0)
+    model = Net(cut=cut)
+    twin = copy.deepcopy(model)
+    fuse_optimizer_into_backward(twin)
+    for step in range(3):
+        loss_of(twin, step).backward()
+    fuse_optimizer_into_backward(model)
+    with fxflow.watch(model, static=False, steps=3) as w:
+        for step in range(3):
+            loss_of(model, step).backward()
+    dry = {"first.weight", "first.bias", "middle.weight", "middle.bias"} if cut else set()
+    assert {p.name for p in w.report.problems} == dry
+    assert all(p.steps_with_gradient == (0 if p.name in dry else 3) for p in w.report.parameters)
+    for (name, trained), (_, plain) in zip(model.named_parameters(), twin.named_parameters()):
+        assert torch.equal(trained, plain), name  # trained exactly as without fxflow
+
+
+def test_check_neither_steps_nor_misreads_an_optimizer_fused_into_backward():
+    torch.manual_seed(0)
+    model = Net()
+    optimizers = fuse_optimizer_into_backward(model)
+    before = copy.deepcopy(model.state_dict())
+    report = fxflow.check(model, data(0)[0])
+    assert report.ok and all(p.dynamic == "ok" for p in report.parameters)
+    assert all(not optimizer.state for optimizer in optimizers.values())  # no optimizer state advanced
+    for name, value in model.state_dict().items():
+        assert torch.equal(value, before[name]), name
+    loss_of(model, 0).backward()  # the user's hooks still step after the check
+    assert all(optimizer.state for optimizer in optimizers.values())

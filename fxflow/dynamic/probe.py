@@ -24,6 +24,7 @@ from .backward_trace import BackwardTrace
 from .module_norms import ModuleGradRecorder
 from ..prepare.fake import FakeWeights, fake_inputs, fake_weights, new_fake_mode
 from .no_derivative import StopAtMissingDerivatives, StopsOnMeta, stop_at_missing_derivatives
+from ..core.user_hooks import post_accumulate_hooks_paused
 from ..core.observer import ForwardPart
 from ..core.records import NonfiniteSite
 from ..core.state import RandomState
@@ -189,7 +190,7 @@ class ModelRun:
             return None  # forward made a tensor that is not on meta: the fake run answers
         try:
             note = self._recorder.uninstrumented_note(outputs) if self._recorder is not None else None
-            with torch.enable_grad():
+            with torch.enable_grad(), post_accumulate_hooks_paused(self.model.parameters()):
                 loss = _backward(outputs, self._training_loss, self.trace)
             self.result = gradient_result(self._read_gradients(), reached_unregistered(self._unregistered), self._recorder,
                                           notes=[note] if note else [],
