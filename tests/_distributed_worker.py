@@ -170,6 +170,28 @@ def run(rank, outdir, port):
     result["ddp_steps"]["intermittent"] = w.ddp_guidance.intermittent
     result["ddp_steps"]["steps_with_gradient"] = {p.name: p.steps_with_gradient for p in w.report.parameters}
 
+    # 6. The tutorial's loop (backward, step, zero_grad) over three watched steps, under DDP on a healthy
+    #    model and under FSDP2 on the broken one: judged from each step's gradients, not from the
+    #    cleared .grad at the block's end.
+    for case, wrap, factory in (("ddp_tutorial", "ddp", FixedNoExtra), ("fsdp_tutorial", "fsdp", Broken)):
+        torch.manual_seed(0)
+        model = factory()
+        if wrap == "ddp":
+            model = DDP(model, process_group=dist.new_group())
+        else:
+            for layer in (model.first, model.middle, model.last):
+                fully_shard(layer)
+            fully_shard(model)
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+        with fxflow.watch(model, steps=3, optimizer=optimizer) as w:
+            for step in range(3):
+                loss_of(model(torch.randn(8, 10, generator=torch.Generator().manual_seed(step))), rank).backward()
+                optimizer.step()
+                optimizer.zero_grad()
+        result[case] = summary(w)
+        result[case]["steps_with_gradient"] = {p.name: p.steps_with_gradient for p in w.report.parameters}
+        result[case]["grads_after"] = [p.grad is None for p in model.parameters()]
+
     with open(os.path.join(outdir, f"rank{rank}.json"), "w") as handle:
         json.dump(result, handle)
     dist.barrier()

@@ -160,3 +160,18 @@ def test_a_plain_model_check_does_not_import_dtensor():
                           cwd=os.path.dirname(HERE))
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.strip().splitlines()[-1] == "[]"
+
+
+def test_the_tutorial_loop_is_judged_step_by_step_under_ddp_and_fsdp2(ranks):
+    """backward, step, zero_grad over three watched steps: the block ends with .grad cleared, and the
+    verdicts come from each step's own gradients (every rank: a healthy DDP model is ok; FSDP2's broken
+    one fails exactly what plain autograd never reaches)."""
+    for rank in ranks:
+        healthy = rank["ddp_tutorial"]
+        assert healthy["ok"], healthy["notes"]
+        assert set(healthy["steps_with_gradient"].values()) == {3}
+        assert all(healthy["grads_after"])  # the loop's zero_grad() left None, and fxflow left it so
+        broken = rank["fsdp_tutorial"]
+        assert _verdicts(broken) == EXPECTED_BROKEN
+        assert {name for name, count in broken["steps_with_gradient"].items() if count == 3} == {"last.weight", "last.bias"}
+        assert not any(note.startswith("DDP:") for note in broken["notes"])  # no DDP in use: no DDP note

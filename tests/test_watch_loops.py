@@ -372,3 +372,21 @@ def test_check_neither_steps_nor_misreads_an_optimizer_fused_into_backward():
         assert torch.equal(value, before[name]), name
     loss_of(model, 0).backward()  # the user's hooks still step after the check
     assert all(optimizer.state for optimizer in optimizers.values())
+
+
+@pytest.mark.parametrize("cut", [False, True], ids=["healthy", "cut"])
+def test_accelerates_prepare_and_backward(cut):
+    accelerate = pytest.importorskip("accelerate")
+    torch.manual_seed(0)
+    accelerator = accelerate.Accelerator(cpu=True)
+    model = Net(cut=cut)
+    model, optimizer = accelerator.prepare(model, torch.optim.SGD(model.parameters(), lr=0.1))
+    with fxflow.watch(model, static=False, steps=3, optimizer=optimizer) as w:
+        for step in range(3):
+            accelerator.backward(loss_of(model, step))
+            optimizer.step()
+            optimizer.zero_grad()
+    dry = {"first.weight", "first.bias", "middle.weight", "middle.bias"} if cut else set()
+    assert {p.name for p in w.report.problems} == dry
+    assert all(p.dynamic == ("missing" if p.name in dry else "ok") for p in w.report.parameters)
+    assert all(p.optimizer == "updated" for p in w.report.parameters if p.name not in dry)
