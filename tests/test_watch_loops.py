@@ -390,3 +390,33 @@ def test_accelerates_prepare_and_backward(cut):
     assert {p.name for p in w.report.problems} == dry
     assert all(p.dynamic == ("missing" if p.name in dry else "ok") for p in w.report.parameters)
     assert all(p.optimizer == "updated" for p in w.report.parameters if p.name not in dry)
+
+
+class FadedAttention(nn.Module):
+    """Self-attention whose output is scaled down 1e6 times: its in-projection (owned by the attention
+    module) and its out-projection (a child module) both vanish next to the head."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embed = nn.Linear(6, 8)
+        self.attn = nn.MultiheadAttention(8, 2, batch_first=True)
+        self.head = nn.Linear(8, 3)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.embed(x).unsqueeze(1)
+        h = h + 1e-6 * self.attn(h, h, h, need_weights=False)[0]
+        return self.head(h.squeeze(1))
+
+
+def test_one_flag_per_fading_module_and_none_on_what_a_zero_init_explains():
+    torch.manual_seed(0)
+    model = FadedAttention()
+    report = watched(model, "tutorial", steps=3).report
+    flagged = [(flag.layer, flag.kind) for flag in report.gradient_flags]
+    assert flagged == [("attn", "vanishing")]  # the healthy layers are not "exploding" next to the faded ones
+
+    torch.manual_seed(0)
+    adapter = Adapter()
+    report = watched(adapter, "tutorial", steps=3).report
+    assert report.parameter("A.weight").dynamic == "held"
+    assert not [flag for flag in report.gradient_flags if flag.layer == "A" and flag.since == 1], report.gradient_flags

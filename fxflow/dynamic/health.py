@@ -103,21 +103,48 @@ class HealthRecorder:
         return layers
 
 
-def flags(history: dict[str, list[LayerStep]], factor: float = 1e-3) -> list[HealthFlag]:
+def flags(history: dict[str, list[LayerStep]], factor: float = 1e-3,
+          explained: dict[str, int] | None = None) -> list[HealthFlag]:
     """Layers whose gradient stays far from the rest of the model's up to the last step, and the
     step where that began: vanishing when its mean |grad| is below ``factor`` times the largest
     other layer's (the rule of the ``vanishing`` verdict), exploding when it is above ``1/factor``
-    times the median of the others (with at least three others: two small ones are no "rest")."""
+    times the median of the others (with at least three others: two small ones are no "rest").
+
+    ``explained``: per layer, the step up to which its gradient is already explained (a zero-init
+    weight holds its parameters until then: their verdict says so); a flag that began by then is
+    not raised. A layer flagged like one of its parents is covered by the parent's flag."""
+    return _outermost([flag for flag in _flags(history, factor)
+                       if flag.since > (explained or {}).get(flag.layer, 0)])
+
+
+def _outermost(found: list[HealthFlag]) -> list[HealthFlag]:
+    """Each flag once: a submodule's flag of the same kind as an ancestor's is that flag again."""
+    kinds = {(flag.layer, flag.kind) for flag in found}
+
+    def covered(flag: HealthFlag) -> bool:
+        parts = flag.layer.split(".")
+        return any((".".join(parts[:end]), flag.kind) in kinds for end in range(1, len(parts)))
+
+    return [flag for flag in found if flag.layer == ROOT or not covered(flag)]
+
+
+def _flags(history: dict[str, list[LayerStep]], factor: float) -> list[HealthFlag]:
     steps = sorted({record.step for records in history.values() for record in records})
     means = {step: {layer: r.mean for layer, records in history.items() for r in records if r.step == step}
              for step in steps}
+    faded = {step: {name for name, m in layer_means.items()
+                    if m < factor * max((o for other, o in layer_means.items() if other != name), default=0.0)}
+             for step, layer_means in means.items()}
     found = []
     for layer in history:
         for kind in (VANISHING, EXPLODING):
             since, ratio = None, 0.0
             for step in steps:
                 mine = means[step].get(layer)
-                others = [m for name, m in means[step].items() if name != layer and m > 0]
+                # exploding is measured against the layers that are not vanishing themselves: a few
+                # faded layers must not make the median, and the healthy rest "exploding"
+                others = [m for name, m in means[step].items() if name != layer and m > 0
+                          and (kind == VANISHING or name not in faded[step])]
                 reference = (max(others, default=0.0) if kind == VANISHING
                              else statistics.median(others) if len(others) >= _MEDIAN_OF else 0.0)
                 off = mine is not None and reference > 0 and (

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING, Iterable, Sequence
 import torch
 
 from ..core.records import LayerStep
-from ..dynamic.health import flags as health_flags
+from ..dynamic.health import flags as health_flags, layer_of
 from .norms import call_norms
 from . import backward_raises, parameter_reports, uncertainty, uncertainty_notes, unregistered_reports
-from ..report import Report, TraceInfo
+from ..report import ParameterReport, Report, TraceInfo
 from ..dynamic.steps import StepTally, apply_steps
 from .redrawn import mark_redrawn
 from .zeros import classify_zeros
@@ -120,5 +120,15 @@ def assemble_report(model: torch.nn.Module, *, target: str, captured: "Capture |
         static_only=static_only,
         steps=steps.steps if steps is not None and steps.steps else 1,
         gradient_history=history or {},
-        gradient_flags=health_flags(history, vanishing) if history else [],
+        gradient_flags=health_flags(history, vanishing, _held_until(parameters)) if history else [],
     )
+
+
+def _held_until(parameters: Iterable[ParameterReport]) -> dict[str, int]:
+    """Per layer, the last step on which a zero-init weight still held one of its parameters."""
+    until: dict[str, int] = {}
+    for parameter in parameters:
+        if parameter.dynamic == Dynamic.HELD and parameter.learns_from_step:
+            layer = layer_of(parameter.name)
+            until[layer] = max(until.get(layer, 0), parameter.learns_from_step - 1)
+    return until
