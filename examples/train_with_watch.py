@@ -4,8 +4,8 @@
     python examples/train_with_watch.py --fixed    # no detach: trains 20 steps, exits 0
     torchrun --nproc_per_node 2 examples/train_with_watch.py --fixed   # same under DDP (gloo, CPU)
 
-The watched step is a normal step: its gradients are kept (added to whatever was there), and
-optimizer.step() uses them. Under torchrun only rank 0 prints.
+The watched step is a normal step: fxflow reads each gradient as autograd makes it and never touches
+.grad, so optimizer.step() and zero_grad() work as usual. Under torchrun only rank 0 prints.
 """
 import argparse
 import os
@@ -51,23 +51,26 @@ def main() -> int:
     rank = torch.distributed.get_rank() if distributed else 0
     generator = torch.Generator().manual_seed(rank)
 
+    def train_step(x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        loss = criterion(model(x), y)  # the PyTorch tutorial's order: backward, step, zero_grad
+        loss.backward()
+        optimizer.step()
+        optimizer.zero_grad()
+        return loss
+
     status = 0
     for step in range(options.steps):
         x = torch.randn(16, 10, generator=generator)
         y = (x[:, 0] > 0).long()
-        optimizer.zero_grad()
         if step == 0:
-            with fxflow.watch(model) as w:  # the real step, with the real loss
-                loss = criterion(model(x), y)
-                loss.backward()
+            with fxflow.watch(model, optimizer=optimizer) as w:  # the real step, with the real loss
+                loss = train_step(x, y)
             w.show()  # rank 0 only
             if not w.report.ok:
                 status = 1
                 break
         else:
-            loss = criterion(model(x), y)
-            loss.backward()
-        optimizer.step()
+            loss = train_step(x, y)
     if rank == 0 and status == 0:
         print(f"trained {options.steps} steps, final loss {loss.item():.4f}")
     if distributed:

@@ -302,9 +302,9 @@ def _judged_note(calls: list[BackwardCall], total: int, tally: StepTally, steps:
     if skipped:
         note += (f"; backward call{'s' if len(skipped) != 1 else ''} {_spans(skipped)} skipped: inf or NaN in the "
                  "gradients and no optimizer step after (a GradScaler lowering its scale)")
-    if tally.learned or tally.updates_seen:
-        note += (f"; exact zeros followed over {tally.updates_seen} optimizer "
-                 f"step{'s' if tally.updates_seen != 1 else ''} after the first")
+    if tally.zeros:
+        note += (f"; {len(tally.zeros)} exactly zero gradient{'s' if len(tally.zeros) != 1 else ''} followed over "
+                 f"{tally.updates_seen} optimizer step{'s' if tally.updates_seen != 1 else ''} after the first")
     return note
 
 

@@ -52,9 +52,10 @@ class BackwardCall:
     update: int  # optimizer updates seen before it began: its optimizer step is update + 1
     versions: tuple[int, ...]  # the parameters' versions when it began
     full: bool  # recorded in full (a judged call); otherwise only ``pending``
+    summarized: bool  # the first judged call (unless skipped): its gradients' norms are read too
     task: int  # autograd's graph task: the output hooks of one call share it
     pending: frozenset[str] = frozenset()  # a confirming call: the parameters exactly zero so far
-    grads: dict[str, LocalGrad] = field(default_factory=dict)  # the parameters it reached
+    grads: dict[str, LocalGrad] = field(default_factory=dict)  # summarized: the parameters it reached
     totals: dict[str, float] = field(default_factory=dict)  # sum of |g| (0: exactly zero; inf/NaN kept)
     updated_after: bool = False  # an optimizer step (or an in-place change of a parameter) followed it
     scale: float = 1.0  # the loss scale its gradients carry (a GradScaler's), divided out when read
@@ -149,13 +150,13 @@ class BackwardCalls:
         self._running = True
         judged = sum(1 for call in self.calls if call.full and not call.skipped)
         full = judged < self.judged
-        call = BackwardCall(len(self.calls) + 1, self.updates, self._versions(), full, task,
+        call = BackwardCall(len(self.calls) + 1, self.updates, self._versions(), full, judged == 0, task,
                             frozenset() if full else frozenset(self.still_zero()))
         self.calls.append(call)
         self._stepped = False
         if self.on_start is not None:
             self.on_start(call)
-        if call.full and (self._ddp or self._sharded()):  # the reduced gradient is read as a change of .grad
+        if call.summarized and (self._ddp or self._sharded()):  # the reduced gradient: a change of .grad
             self._before = {name: (p.grad.detach().clone() if p.grad is not None else None) for name, p in self._named}
         engine = torch.autograd.Variable._execution_engine
         engine.queue_callback(lambda: engine.queue_callback(self.ended))  # after DDP's own final callback
@@ -165,12 +166,11 @@ class BackwardCalls:
         """autograd finished the current call: under DDP, the averaged gradients are in ``.grad`` now."""
         self._running = False
         call = self.calls[-1] if self.calls else None
-        if call is None or not call.full or not self._ddp:
-            return
-        for name, parameter in self._named:
-            if name in call.grads and parameter.grad is not None:
-                call.grads[name] = self._summary(self._change(name, parameter.grad), call)
-        self._before = {}
+        if call is not None and call.summarized and self._ddp:
+            for name, parameter in self._named:
+                if name in call.grads and parameter.grad is not None:
+                    call.grads[name] = self._summary(self._change(name, parameter.grad), call)
+        self._before = {}  # later calls' changes of .grad are read from .grad as it is
 
     def following(self) -> bool:
         """Whether later calls still need to be watched: judged calls are missing, or exact zeros
@@ -222,7 +222,7 @@ class BackwardCalls:
         else:
             total = _total(values)
         call.totals[name] = call.totals.get(name, 0.0) + total
-        if call.full:
+        if call.summarized:
             call.grads[name] = self._summary(values, call)
 
     def _summary(self, grad: torch.Tensor, call: BackwardCall) -> LocalGrad:

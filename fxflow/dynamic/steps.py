@@ -39,6 +39,7 @@ class StepTally:
     # A watched loop's exact zeros (watch and the trainer callbacks; check's look-ahead has its own):
     # the optimizer step (1: the first judged call's) from which each came alive, the ones no
     # update was seen to settle, and the optimizer steps seen after the first judged call.
+    zeros: set[str] = field(default_factory=set)  # exactly zero on the first judged call
     learned: dict[str, int] = field(default_factory=dict)
     unconfirmed: set[str] = field(default_factory=set)
     updates_seen: int = 0
@@ -110,6 +111,7 @@ def watched_tally(calls: "Sequence[BackwardCall]", per_rank: Sequence[dict[str, 
         tally.present[name] = [step for step, index in enumerate(judged, 1) if everywhere[index] >= ZERO]
         if best[judged[0]] != ZERO:
             continue
+        tally.zeros.add(name)
         alive = next((index for index in followed if best[index] == NONZERO), None)
         if alive is not None:
             tally.learned[name] = calls[alive].update - first.update + 1
