@@ -42,7 +42,7 @@ from .errors import FxflowError
 from .dynamic.backward_calls import BackwardCall, BackwardCalls
 from .dynamic.gradients import LocalGrad, gather_gradients
 from .dynamic.health import HealthRecorder, layer_of
-from .dynamic.steps import StepTally, call_codes, watched_tally
+from .dynamic.steps import StepTally, apply_reached_later, call_codes, watched_tally
 from .dynamic.unregistered import unregistered_tensors
 from .prepare.optimizers import optimizers_in, schedulers_in
 from .dynamic.optimizer_steps import StepLog
@@ -230,6 +230,7 @@ class Watch:
                                  static_notes=static_notes, vanishing=self.vanishing, allow=self.allow, steps=tally,
                                  history=self._health.history() if self.steps is not None else None, ddp=ddp,
                                  watched=True)
+        apply_reached_later(report.parameters, tally)
         if self.optimizers:
             nonfinite = {call.index for call in calls if call.nonfinite}
             judge_optimizer(report, self.module, self.optimizers, self.schedulers, log=self._step_log,

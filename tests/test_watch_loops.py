@@ -420,3 +420,39 @@ def test_one_flag_per_fading_module_and_none_on_what_a_zero_init_explains():
     report = watched(adapter, "tutorial", steps=3).report
     assert report.parameter("A.weight").dynamic == "held"
     assert not [flag for flag in report.gradient_flags if flag.layer == "A" and flag.since == 1], report.gradient_flags
+
+
+class GAN(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.generator = nn.Sequential(nn.Linear(4, 8), nn.ReLU(), nn.Linear(8, 6))
+        self.discriminator = nn.Sequential(nn.Linear(6, 8), nn.ReLU(), nn.Linear(8, 1))
+
+    def forward(self, z: torch.Tensor) -> torch.Tensor:
+        return self.generator(z)
+
+
+def test_a_gan_with_two_optimizers_learns_on_alternate_backward_calls():
+    """The discriminator's backward (on a detached fake) comes first and reaches no generator weight;
+    the generator's comes second. Plain torch: both learn every iteration. fxflow: nothing fails."""
+    torch.manual_seed(0)
+    gan = GAN()
+    g_opt = torch.optim.Adam(gan.generator.parameters(), lr=1e-3)
+    d_opt = torch.optim.Adam(gan.discriminator.parameters(), lr=1e-3)
+    real = torch.randn(8, 6)
+    with fxflow.watch(gan, static=False, optimizer=[g_opt, d_opt]) as w:
+        for _ in range(2):
+            fake = gan(torch.randn(8, 4))
+            d_loss = F.softplus(-gan.discriminator(real)).mean() + F.softplus(gan.discriminator(fake.detach())).mean()
+            d_loss.backward()
+            d_opt.step()
+            d_opt.zero_grad()
+            g_loss = F.softplus(-gan.discriminator(fake)).mean()
+            g_loss.backward()
+            g_opt.step()
+            g_opt.zero_grad()
+            d_opt.zero_grad()
+    report = w.report
+    assert report.ok, [(p.name, p.dynamic) for p in report.parameters]
+    assert {p.name for p in report.parameters if p.dynamic == "intermittent"} == \
+        {name for name, _ in gan.generator.named_parameters(prefix="generator")}

@@ -22,9 +22,9 @@ accumulation share one. A call whose gradients hold inf or NaN and that no updat
 scaled by a ``GradScaler`` are divided by the scale the scaler stepped them with.
 
 Only ``judged`` calls (not skipped) are recorded in full (norms, per-layer statistics); after
-them, calls are followed only to see whether the parameters exactly zero so far come alive
-(a zero-initialized weight holding them) and for at most :data:`CONFIRMING_STEPS` more optimizer
-steps.
+them, calls are followed only to see whether the parameters with no non-zero gradient so far
+get one (a zero-initialized weight that held them has moved; a later batch took a branch the
+first did not), for at most :data:`CONFIRMING_STEPS` more optimizer steps; then the hooks come off.
 """
 from __future__ import annotations
 
@@ -181,14 +181,15 @@ class BackwardCalls:
         return self.updates - full[-1].update <= CONFIRMING_STEPS and bool(self.still_zero())
 
     def still_zero(self) -> set[str]:
-        """The parameters present and exactly zero on every call seen so far (skipped ones aside)."""
+        """The parameters that no call seen so far (skipped ones aside) gave a non-zero gradient:
+        exactly zero (a zero-init may hold them) or none at all (a later batch may reach them)."""
         seen = [call for call in self.calls if not call.skipped]
         if not seen:
             return set()
-        zero = {name for name, total in seen[0].totals.items() if total == 0.0 and name in self._by_name}
+        waiting = {name for name in self._by_name if seen[0].totals.get(name, 0.0) == 0.0}
         for call in seen[1:]:
-            zero &= {name for name in zero if call.totals.get(name, 0.0) == 0.0}
-        return zero
+            waiting = {name for name in waiting if call.totals.get(name, 0.0) == 0.0}
+        return waiting
 
     # -- hooks -------------------------------------------------------------------------------
     def _current(self) -> BackwardCall | None:

@@ -40,6 +40,8 @@ class StepTally:
     # the optimizer step (1: the first judged call's) from which each came alive, the ones no
     # update was seen to settle, and the optimizer steps seen after the first judged call.
     zeros: set[str] = field(default_factory=set)  # exactly zero on the first judged call
+    # No gradient on any judged call, then a non-zero one on a later call of the block: its call.
+    reached_later: dict[str, int] = field(default_factory=dict)
     learned: dict[str, int] = field(default_factory=dict)
     unconfirmed: set[str] = field(default_factory=set)
     updates_seen: int = 0
@@ -109,6 +111,10 @@ def watched_tally(calls: "Sequence[BackwardCall]", per_rank: Sequence[dict[str, 
         everywhere = [min(rank[name][index] for rank in per_rank) for index in range(len(calls))]
         tally.received[name] = [step for step, index in enumerate(judged, 1) if best[index] == NONZERO]
         tally.present[name] = [step for step, index in enumerate(judged, 1) if everywhere[index] >= ZERO]
+        if not tally.received[name] and best[judged[0]] == ABSENT:
+            later = next((index for index in followed if index > judged[-1] and best[index] == NONZERO), None)
+            if later is not None:
+                tally.reached_later[name] = calls[later].index
         if best[judged[0]] != ZERO:
             continue
         tally.zeros.add(name)
@@ -121,6 +127,25 @@ def watched_tally(calls: "Sequence[BackwardCall]", per_rank: Sequence[dict[str, 
     if tally.updates_seen == 0 or reviving:
         tally.unconfirmed = still
     return tally
+
+
+def apply_reached_later(parameters: "Iterable[ParameterReport]", tally: StepTally) -> None:
+    """A parameter no judged call reached, that a later call of the watched block did reach, learns on
+    some steps: ``intermittent`` (a GAN's generator on the discriminator's backward call, an expert
+    the first batch did not route to), naming the calls."""
+    for parameter in parameters:
+        call = tally.reached_later.get(parameter.name)
+        if call is None or parameter.dynamic != Dynamic.MISSING:
+            continue
+        judged = _calls_named(tally.calls)
+        parameter.dynamic = Dynamic.INTERMITTENT
+        parameter.missed_steps = list(range(1, tally.steps + 1))
+        parameter.diagnosis = (f"no gradient on {judged}, the one{'s' if len(tally.calls) != 1 else ''} judged; "
+                               f"a non-zero one on backward call {call}, later in the block")
+
+
+def _calls_named(calls: list[int]) -> str:
+    return f"backward call {calls[0]}" if len(calls) == 1 else "backward calls " + ", ".join(map(str, calls))
 
 
 def apply_steps(parameters: "Iterable[ParameterReport]", tally: StepTally) -> None:
