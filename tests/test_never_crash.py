@@ -2,9 +2,11 @@
 horizon and odd input names end neither the check nor the process (issue 40)."""
 from __future__ import annotations
 
+import copy
 import os
 import subprocess
 import sys
+import warnings
 
 import torch
 from torch import nn
@@ -176,3 +178,66 @@ def test_hookable_refuses_stale_views_and_what_it_allows_survives():
     assert done.stdout.splitlines()[0] == str(sorted([
         ("fresh view", True), ("no grad", False), ("result", True),
         ("two slices written", False), ("view, then base written", False)])), done.stdout
+
+
+# -- every scheduler call is guarded; no warning filter for the look-ahead ----------------------
+
+
+def _two_groups() -> tuple[nn.Module, torch.optim.Optimizer]:
+    torch.manual_seed(0)
+    model = nn.Sequential(nn.Linear(3, 3), nn.Linear(3, 1))
+    optimizer = torch.optim.SGD([{"params": model[0].parameters()}, {"params": model[1].parameters()}], lr=0.1)
+    return model, optimizer
+
+
+def test_scheduler_raising_past_its_horizon_ends_the_look_ahead_not_the_check():
+    model, optimizer = _two_groups()
+    scheduler = torch.optim.lr_scheduler.OneCycleLR(optimizer, max_lr=[0.1, 0.0], total_steps=100)
+    before = copy.deepcopy(scheduler.state_dict()), [group["lr"] for group in optimizer.param_groups]
+    report = fxflow.check(model, torch.randn(2, 3), optimizer=optimizer, scheduler=scheduler)
+    verdicts = {p.name: (str(p.optimizer.value), p.optimizer_reason) for p in report.parameters}
+    assert verdicts["0.weight"][0] == "updated"
+    verdict, reason = verdicts["1.weight"]  # what the 100 steps showed is kept: group 1 never rises
+    assert verdict == "not optimized"
+    assert "for the 100 steps it takes (step 101 raises ValueError" in reason, reason
+    assert (scheduler.state_dict(), [group["lr"] for group in optimizer.param_groups]) == before
+
+
+class WantsEpoch(torch.optim.lr_scheduler.LambdaLR):
+    """Like timm's schedulers: ``step`` needs an argument, so a plain ``step()`` raises TypeError."""
+
+    def step(self, *epoch: int) -> None:  # type: ignore[override]
+        if not epoch and self.last_epoch >= 0:  # the constructor's own first step passes
+            raise TypeError("step() missing 1 required positional argument: 'epoch'")
+        super().step()
+
+
+def test_scheduler_whose_step_raises_leaves_the_lr_unknown_beyond_now():
+    model, optimizer = _two_groups()
+    optimizer.param_groups[1]["lr"] = 0.0
+    scheduler = WantsEpoch(optimizer, lambda step: 1.0)
+    report = fxflow.check(model, torch.randn(2, 3), optimizer=optimizer, scheduler=scheduler)
+    reason = {p.name: p.optimizer_reason for p in report.parameters}["1.weight"]
+    assert "for the 0 steps it takes (step 1 raises TypeError" in reason, reason
+
+
+def test_look_ahead_sets_no_warning_filter_and_warns_nothing():
+    """A warning filter is process-wide: a second thread would lose its own warnings meanwhile."""
+    model, optimizer = _two_groups()
+    optimizer.param_groups[1]["lr"] = 0.0
+    outside = (list(warnings.filters), warnings.showwarning)
+    seen = []
+
+    def warmup(step: int) -> float:  # the scheduler's own code, run inside the look-ahead
+        seen.append((list(warnings.filters), warnings.showwarning))
+        return min(1.0, step / 10)
+
+    scheduler = torch.optim.lr_scheduler.LambdaLR(optimizer, warmup)
+    seen.clear()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        outside = (list(warnings.filters), warnings.showwarning)
+        fxflow.check(model, torch.randn(2, 3), optimizer=optimizer, scheduler=scheduler)
+    assert seen and all(state == outside for state in seen)
+    assert not [w for w in caught if "lr_scheduler" in str(w.message)], [str(w.message) for w in caught]
+    assert scheduler._step_count == 1 and scheduler.last_epoch == 0  # put back, the first-step warning kept
