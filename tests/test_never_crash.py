@@ -241,3 +241,52 @@ def test_look_ahead_sets_no_warning_filter_and_warns_nothing():
     assert seen and all(state == outside for state in seen)
     assert not [w for w in caught if "lr_scheduler" in str(w.message)], [str(w.message) for w in caught]
     assert scheduler._step_count == 1 and scheduler.last_epoch == 0  # put back, the first-step warning kept
+
+
+# -- dict inputs keyed by what no Python parameter can be named ---------------------------------
+
+
+class TakesAnyKeys(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a, self.b, self.c = nn.Linear(3, 3), nn.Linear(3, 3), nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor, **keywords: torch.Tensor) -> torch.Tensor:
+        return self.a(keywords["from"]) + self.b(keywords["input-ids"]) + self.c(x)
+
+
+def test_dict_keyed_by_a_keyword_or_a_non_identifier_is_checked_on_every_capture():
+    torch.manual_seed(0)
+    inputs = {"from": torch.randn(2, 3), "input-ids": torch.randn(2, 3), "x": torch.randn(2, 3)}
+    for method in ("symbolic_trace", "torch.export", "runtime"):
+        report = fxflow.check(TakesAnyKeys(), inputs, capture_methods=[method])
+        assert report.trace.method == method
+        assert {(p.name, str(p.static.value), str(p.dynamic.value)) for p in report.parameters} == {
+            (f"{layer}.{kind}", "reachable", "ok") for layer in "abc" for kind in ("weight", "bias")}, method
+
+
+def test_dict_keyed_by_self_fails_as_the_users_own_call_does():
+    """``model(**{"self": x})`` raises TypeError in the user's hands too: fxflow says so, no SyntaxError."""
+    inputs = {"from": torch.randn(2, 3), "input-ids": torch.randn(2, 3), "self": torch.randn(2, 3)}
+    model = TakesAnyKeys()
+    try:
+        model(**inputs)
+    except TypeError as error:
+        own = str(error)
+    try:
+        fxflow.check(model, inputs)
+    except fxflow.FxflowError as error:
+        assert own in str(error) and "SyntaxError" not in str(error)
+    else:
+        raise AssertionError("a call the user cannot make was checked")
+
+
+def test_argument_names_are_valid_distinct_and_keep_usable_keys():
+    from fxflow.prepare import argument_names
+
+    keys = ["from", "from_", "self", "input-ids", "1st", "x", "class"]
+    names = argument_names(keys)
+    assert names[1] == "from_" and names[5] == "x"  # usable keys are kept as they are
+    assert len(set(names)) == len(names)
+    source = f"def forward(self, {', '.join(names)}):\n    pass\n"
+    compile(source, "<forward>", "exec")  # a SyntaxError here is what the check raised before
