@@ -5,6 +5,8 @@ thread would see (queued CUDA seeds, warning filters, the garbage collector).
 """
 from __future__ import annotations
 
+from types import SimpleNamespace
+
 import torch
 from torch import nn
 
@@ -38,3 +40,55 @@ def test_redraw_keeps_a_queued_cuda_seed():
     assert {p.name: str(p.dynamic.value) for p in report.parameters}["b.weight"] == "intermittent"  # it redrew
     assert tracker.manual_seed_all_cb is queued
     assert torch.equal(torch.get_rng_state(), cpu)  # and the global generator is back where it was
+
+
+class WritesEverything(nn.Module):
+    """A forward that writes what it can in place: a running average and a call counter kept as plain
+    tensors, a buffer, and its own input; its output layer starts at zero, so the check looks ahead."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.hidden, self.out = nn.Linear(3, 4), nn.Linear(4, 2)
+        nn.init.zeros_(self.out.weight)  # the hidden layer's first gradient is exactly zero: a look-ahead
+        self.ema = torch.zeros(4)  # plain tensor attributes, not buffers
+        self.calls = torch.zeros((), dtype=torch.long)
+        self.cache = {"last": torch.zeros(4)}
+        self.register_buffer("seen", torch.zeros(()))
+        self.log = SimpleNamespace(inputs=[])  # not a plain list attribute: the check puts those back
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if isinstance(x, torch.Tensor):  # not the symbolic trace's Proxy
+            self.log.inputs.append(x.detach().clone())
+        with torch.no_grad():
+            x.mul_(0.5)  # the caller's input, written before use
+        h = torch.tanh(self.hidden(x))
+        with torch.no_grad():
+            self.ema.mul_(0.9).add_(h.mean(0), alpha=0.1)
+            self.calls += 1
+            self.cache["last"].copy_(h[0])
+            self.seen += 1
+        return self.out(h)
+
+
+def _bytes(tensors: dict[str, torch.Tensor]) -> dict[str, bytes]:
+    return {name: t.detach().reshape(-1).contiguous().view(torch.uint8).numpy().tobytes() for name, t in tensors.items()}
+
+
+def test_model_and_inputs_are_byte_identical_after_a_check():
+    torch.manual_seed(0)
+    model, x = WritesEverything(), torch.randn(5, 3)
+    before = _bytes({**model.state_dict(), "ema": model.ema, "calls": model.calls, "cache": model.cache["last"], "x": x})
+    report = fxflow.check(model, x)
+    assert len(model.log.inputs) >= 2  # the real run and the look-ahead's rerun ran forward
+    after = _bytes({**model.state_dict(), "ema": model.ema, "calls": model.calls, "cache": model.cache["last"], "x": x})
+    assert after == before
+    assert not [note for note in report.notes if "in place" in note], report.notes
+
+
+def test_every_run_of_the_check_sees_the_input_as_given():
+    torch.manual_seed(0)
+    model, x = WritesEverything(), torch.randn(5, 3)
+    given = x.clone()
+    fxflow.check(model, x)
+    seen = model.log.inputs
+    assert len(seen) >= 2 and all(torch.equal(s, given) for s in seen), [float((s - given).abs().max()) for s in seen]

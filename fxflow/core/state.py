@@ -128,24 +128,117 @@ def materialize_lazy(model: torch.nn.Module, call: Callable[[], Any]) -> list[st
             "as the first training step would"]
 
 
-@contextlib.contextmanager
-def untouched(model: torch.nn.Module) -> Iterator[list[str]]:
-    """Whatever runs inside leaves ``model`` and the global random generators exactly as found.
+@dataclass
+class Guard:
+    """What :func:`guarded` yields: notes about anything that could not be restored, and the inputs' values."""
 
-    Parameter and buffer values (symbolic tracing runs forward's Python, so ``self.steps += 1``
-    on a buffer really happens), flags, attributes and RNG state are put back on exit. Every
-    ``.grad`` is None inside, and the user's own grad tensors come back untouched.
-    Yields a list that receives notes about anything that could not be restored.
+    notes: list[str]
+    inputs: "TensorValues"
+
+    def inputs_as_found(self) -> None:
+        """Write the caller's input tensors back now, where a forward wrote them in place: each run
+        of the check (the look-ahead's and the redraw's included) starts from the input as given."""
+        self.notes.extend(note for note in self.inputs.restore() if note not in self.notes)
+
+
+@contextlib.contextmanager
+def guarded(model: torch.nn.Module, inputs: Any = ()) -> Iterator[Guard]:
+    """Whatever runs inside leaves ``model``, the tensors in ``inputs`` and the global random
+    generators exactly as found.
+
+    Parameter, buffer and plain tensor attribute values (symbolic tracing runs forward's Python, so
+    ``self.steps += 1`` on a buffer really happens; a running average kept as a plain tensor is
+    written in place), flags, attributes and RNG state are put back on exit, and so are the values
+    of the caller's input tensors a forward writes in place. Every ``.grad`` is None inside, and the
+    user's own grad tensors come back untouched.
     """
     snapshot = ModelSnapshot.save(model)
-    notes: list[str] = []
+    guard = Guard([], TensorValues.save(inputs_of(inputs), "an input tensor"))
     try:
         with preserved_module_attributes(model):
             for parameter in snapshot.grads:  # a backward inside must not add into the user's grads
                 parameter.grad = None
-            yield notes
+            yield guard
     finally:
-        notes.extend(snapshot.restore())
+        guard.notes.extend(snapshot.restore())
+        guard.inputs_as_found()
+
+
+@contextlib.contextmanager
+def untouched(model: torch.nn.Module, inputs: Any = ()) -> Iterator[list[str]]:
+    """:func:`guarded`, yielding the list that receives its notes."""
+    with guarded(model, inputs) as guard:
+        yield guard.notes
+
+
+def inputs_of(inputs: Any) -> list[torch.Tensor]:
+    """The tensors in a call's inputs (a tensor, or tuples, lists and dicts of them), each once."""
+    from .tensors import tensors_in
+
+    return list({id(t): t for t in tensors_in(inputs)}.values())
+
+
+@dataclass
+class TensorValues:
+    """Copies of some tensors' values, written back into the same tensors where they changed.
+
+    For what the model's state does not cover: plain tensor attributes of its modules and the
+    caller's inputs, which a forward may write in place. Above ``limit`` bytes in all nothing is
+    copied: a change is then only detected (version counter) and noted.
+    """
+
+    what: str  # "an input tensor": the notes' words
+    tensors: list[tuple[torch.Tensor, int, torch.Tensor | None]] = field(default_factory=list)
+
+    @classmethod
+    def save(cls, tensors: list[torch.Tensor], what: str, limit: int = _PARAMETER_COPY_LIMIT_BYTES) -> "TensorValues":
+        values = [t for t in tensors if not t.is_meta and not _is_fake(t)]
+        copy = sum(t.numel() * t.element_size() for t in values) <= limit
+        with torch.no_grad():
+            return cls(what, [(t, t._version, t.detach().clone() if copy else None) for t in values])
+
+    def restore(self) -> list[str]:
+        """Write back what changed; notes about changes that had no copy to come back from."""
+        notes = []
+        with torch.no_grad():
+            for tensor, version, copy in self.tensors:
+                if copy is None:
+                    if tensor._version != version:
+                        notes.append(f"forward changed {self.what} in place; it was too large to keep a copy")
+                elif _changed(tensor, version, copy):
+                    tensor.copy_(copy)
+        return sorted(set(notes))
+
+
+def _is_fake(tensor: torch.Tensor) -> bool:
+    return type(tensor).__name__ == "FakeTensor"
+
+
+def plain_tensor_attributes(model: torch.nn.Module) -> list[torch.Tensor]:
+    """Tensors the model's modules hold outside their parameter and buffer tables: attributes
+    (``self.ema = torch.zeros(3)``) and the items of plain lists, tuples and dicts in them, each once.
+    An attribute whose own code raises on being looked into is skipped."""
+    owned = {id(t) for t in model.parameters()} | {id(t) for t in model.buffers()}
+    found: dict[int, torch.Tensor] = {}
+    for module in model.modules():
+        for key, value in vars(module).items():
+            if key in _TABLES:
+                continue
+            try:
+                if isinstance(value, (list, tuple, dict)) and len(value) > _MAX_ITEMS:
+                    continue  # a cache or a dataset: too long to look through at every save
+                items = list(value.values()) if isinstance(value, dict) else list(value) if isinstance(
+                    value, (list, tuple)) else [value]
+            except Exception:  # noqa: BLE001 - the model's own object refused: skip it
+                continue
+            for item in items:
+                if isinstance(item, torch.Tensor) and id(item) not in owned:
+                    found.setdefault(id(item), item)
+    return list(found.values())
+
+
+_TABLES = frozenset({"_parameters", "_buffers", "_modules"})
+_MAX_ITEMS = 1000
 
 
 @dataclass
@@ -185,6 +278,7 @@ class ModelSnapshot:
     # (module, name) -> (the buffer, its version counter, a copy of its values)
     buffers: dict[tuple[torch.nn.Module, str], tuple[torch.Tensor, int, torch.Tensor]] = field(default_factory=dict)
     training: dict[torch.nn.Module, bool] = field(default_factory=dict)
+    attributes: TensorValues | None = None  # plain tensor attributes, by value
     random_state: RandomState | None = None
     copied: bool = True  # parameter values were meant to be copied (see save)
 
@@ -206,6 +300,7 @@ class ModelSnapshot:
             for name, buffer in module._buffers.items():
                 if buffer is not None:
                     snapshot.buffers[(module, name)] = (buffer, buffer._version, buffer.detach().clone())
+        snapshot.attributes = TensorValues.save(plain_tensor_attributes(model), "a plain tensor attribute")
         return snapshot
 
     def restore(self) -> list[str]:
@@ -226,6 +321,8 @@ class ModelSnapshot:
                 module._buffers[name] = original
         for module, training in self.training.items():
             module.training = training
+        if self.attributes is not None:
+            notes.extend(self.attributes.restore())
         if self.random_state is not None:
             self.random_state.restore()
         return sorted(set(notes))
