@@ -53,6 +53,43 @@ def test_check_of_a_model_holding_an_irrep_like_attribute_runs():
     assert "mixed[1].weight" in verdicts  # the unregistered Linear beside the irrep is still reported
 
 
+class RefusingList(list):
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def __bool__(self) -> bool:
+        raise NotImplementedError
+
+    def __iter__(self):
+        raise NotImplementedError
+
+
+class RefusingDict(dict):
+    def __len__(self) -> int:
+        raise NotImplementedError
+
+    def __iter__(self):
+        raise NotImplementedError
+
+
+class HoldsRefusingContainers(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.shapes = RefusingList([1, 2])
+        self.table = RefusingDict(a=1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x)
+
+
+def test_containers_that_refuse_to_be_looked_into_do_not_end_the_check():
+    model = HoldsRefusingContainers()
+    report = fxflow.check(model, torch.randn(2, 3))
+    assert {p.name: str(p.dynamic.value) for p in report.parameters} == {"lin.weight": "ok", "lin.bias": "ok"}
+    assert type(model.shapes) is RefusingList and type(model.table) is RefusingDict  # put back as found
+
+
 # -- an error line always carries its text ------------------------------------------------------
 
 SILENT_ERRORS = """

@@ -30,10 +30,13 @@ def preserved_module_attributes(model: torch.nn.Module) -> Iterator[None]:
         filled, empty = {}, []
         for key, value in module.__dict__.items():
             if isinstance(value, _CONTAINERS):
-                if value:
-                    filled[key] = _copy_container(value)
-                else:
-                    empty.append(key)
+                try:  # a subclass's own __len__ / __iter__ may refuse: its reference is still put back
+                    if value:
+                        filled[key] = _copy_container(value)
+                    else:
+                        empty.append(key)
+                except Exception:  # noqa: BLE001 - the model's own object: not fxflow's to fail on
+                    pass
         saved.append((module, dict(module.__dict__), filled, empty))
     try:
         yield
@@ -42,10 +45,12 @@ def preserved_module_attributes(model: torch.nn.Module) -> Iterator[None]:
             module.__dict__.clear()
             module.__dict__.update(attributes)
             for key, content in filled.items():
-                _restore_container(attributes[key], content)
+                with contextlib.suppress(Exception):  # read once already; a refusal now leaves it as it is
+                    _restore_container(attributes[key], content)
             for key in empty:
-                if attributes[key]:
-                    attributes[key].clear()
+                with contextlib.suppress(Exception):
+                    if attributes[key]:
+                        attributes[key].clear()
 
 
 
