@@ -5,6 +5,7 @@ thread would see (queued CUDA seeds, warning filters, the garbage collector).
 """
 from __future__ import annotations
 
+import warnings
 from types import SimpleNamespace
 
 import torch
@@ -92,3 +93,46 @@ def test_every_run_of_the_check_sees_the_input_as_given():
     fxflow.check(model, x)
     seen = model.log.inputs
     assert len(seen) >= 2 and all(torch.equal(s, given) for s in seen), [float((s - given).abs().max()) for s in seen]
+
+
+# -- the check's run is the user's run ----------------------------------------------------------
+
+
+class PairBlock(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+
+    def forward(self, pair: tuple[torch.Tensor, torch.Tensor]) -> torch.Tensor:
+        x, y = pair
+        return self.lin(x) + y
+
+
+class CheckpointsAPair(nn.Module):
+    """A reentrant checkpoint whose inputs sit in one tuple: ``Function.apply`` sees no tensor that
+    requires grad, so the block's result has no history and the stem and block get no gradient."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.stem, self.block, self.head = nn.Linear(3, 3), PairBlock(), nn.Linear(3, 1)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        from torch.utils.checkpoint import checkpoint
+
+        h = self.stem(x)
+        return self.head(checkpoint(self.block, (h, h), use_reentrant=True))
+
+
+def test_reentrant_checkpoint_of_a_tuple_gets_what_a_plain_backward_gets():
+    torch.manual_seed(0)
+    model, x = CheckpointsAPair(), torch.randn(2, 3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # "None of the inputs have requires_grad=True": the point of the test
+        model(x).sum().backward()
+    plain = {name: p.grad is not None for name, p in model.named_parameters()}
+    model.zero_grad(set_to_none=True)
+    assert plain == {"stem.weight": False, "stem.bias": False, "block.lin.weight": False, "block.lin.bias": False,
+                     "head.weight": True, "head.bias": True}
+    report = fxflow.check(model, x)
+    assert {p.name: str(p.dynamic.value) == "ok" for p in report.parameters} == plain
+    assert report.exit_code == 1
