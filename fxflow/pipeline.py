@@ -29,7 +29,7 @@ from .dynamic.lookahead import LookAhead, look_ahead
 from .dynamic.gradients import dynamic_verdicts
 from .report import Report
 from .prepare.inputs import infer_inputs
-from .core.state import ModelSnapshot, guarded, materialize_lazy, untouched
+from .core.state import LazyModules, ModelSnapshot, guarded, materialize_lazy, untouched
 from .dynamic.optimizer import will_update
 from .dynamic.redraw import redraw
 from .core.observer import ForwardPart
@@ -87,8 +87,8 @@ def check(
     prepared = prepare(model, inputs, device, infer)
     model, runner, example, fake, notes = (prepared.module, prepared.runner, prepared.example, prepared.fake,
                                            prepared.notes)
-    if example is not None and not fake:
-        notes.extend(materialize_lazy(runner, lambda: runner(*example)))
+    lazy = materialize_lazy(runner, lambda: runner(*example), example) if example is not None and not fake else LazyModules()
+    notes.extend(lazy.notes)
 
     # The run and the tracing run forward's Python, which can change the model; the recording and the
     # passes allocate many small objects that all stay alive, which would set off full collections
@@ -157,6 +157,7 @@ def check(
         if optimizers:
             judge_optimizer(report, user_model, optimizers, schedulers)
     report.timings = clock.finish()
+    lazy.restore()  # the report is made: the user's lazy modules become lazy again
     return report
 
 

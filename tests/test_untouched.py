@@ -136,3 +136,36 @@ def test_reentrant_checkpoint_of_a_tuple_gets_what_a_plain_backward_gets():
     report = fxflow.check(model, x)
     assert {p.name: str(p.dynamic.value) == "ok" for p in report.parameters} == plain
     assert report.exit_code == 1
+
+
+class LazyWithEma(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc, self.norm, self.out = nn.LazyLinear(4), nn.LazyBatchNorm1d(), nn.Linear(4, 2)
+        self.ema = torch.zeros(())  # a plain tensor the initializing forward writes too
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        with torch.no_grad():
+            self.ema.add_(x.mean())
+        return self.out(torch.relu(self.norm(self.fc(x))))
+
+
+def _lazy_state(model: nn.Module) -> list:
+    return [(name, type(module).__name__, sorted((k, type(v).__name__) for k, v in
+             [*module._parameters.items(), *module._buffers.items()]),
+             len(module._forward_pre_hooks), len(module._load_state_dict_pre_hooks))
+            for name, module in model.named_modules()]
+
+
+def test_lazy_modules_come_back_lazy():
+    torch.manual_seed(0)
+    model, x = LazyWithEma(), torch.randn(6, 3)
+    before = _lazy_state(model)
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.1)
+    report = fxflow.check(model, x, optimizer=optimizer)
+    assert {p.name: str(p.dynamic.value) for p in report.parameters}["fc.weight"] == "ok"
+    assert any("lazy again" in note for note in report.notes)
+    assert _lazy_state(model) == before  # LazyLinear, UninitializedParameter, the initializing hooks
+    assert float(model.ema) == 0.0
+    model(x)  # and the user's first step still initializes them, the optimizer's parameters included
+    assert type(model.fc) is nn.Linear and optimizer.param_groups[0]["params"][0] is model.fc.weight

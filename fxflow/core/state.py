@@ -5,7 +5,7 @@ import contextlib
 import random
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
@@ -22,8 +22,16 @@ def preserved_module_attributes(model: torch.nn.Module) -> Iterator[None]:
     of plain containers held in attributes (``self.cache.append(h)``) are restored in place, so a
     trace leaves no Proxy and a fake-tensor run no fake tensor behind.
     """
+    saved = _saved_attributes(model.modules())
+    try:
+        yield
+    finally:
+        _put_back(saved)
+
+
+def _saved_attributes(modules: Iterable[torch.nn.Module]) -> list:
     saved = []
-    for module in model.modules():
+    for module in modules:
         # The tables are plain dicts, except on a torch.jit.script'ed module, whose C++ tables
         # Python cannot change (and cannot copy as dicts) anyway. Most are empty (hook tables): those
         # are only emptied again if something filled them.
@@ -38,20 +46,20 @@ def preserved_module_attributes(model: torch.nn.Module) -> Iterator[None]:
                 except Exception:  # noqa: BLE001 - the model's own object: not fxflow's to fail on
                     pass
         saved.append((module, dict(module.__dict__), filled, empty))
-    try:
-        yield
-    finally:
-        for module, attributes, filled, empty in saved:
-            module.__dict__.clear()
-            module.__dict__.update(attributes)
-            for key, content in filled.items():
-                with contextlib.suppress(Exception):  # read once already; a refusal now leaves it as it is
-                    _restore_container(attributes[key], content)
-            for key in empty:
-                with contextlib.suppress(Exception):
-                    if attributes[key]:
-                        attributes[key].clear()
+    return saved
 
+
+def _put_back(saved: list) -> None:
+    for module, attributes, filled, empty in saved:
+        module.__dict__.clear()
+        module.__dict__.update(attributes)
+        for key, content in filled.items():
+            with contextlib.suppress(Exception):  # read once already; a refusal now leaves it as it is
+                _restore_container(attributes[key], content)
+        for key in empty:
+            with contextlib.suppress(Exception):
+                if attributes[key]:
+                    attributes[key].clear()
 
 
 def weights_of(module: torch.nn.Module, twin_of: Callable[[torch.Tensor], torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -108,29 +116,64 @@ def _restore_container(container: Any, content: Any) -> None:
         container.update(content)
 
 
-def materialize_lazy(model: torch.nn.Module, call: Callable[[], Any]) -> list[str]:
-    """Initialize lazy modules (``nn.LazyLinear``...) by one forward, as the first training step
-    would: their parameters have no shape before it, so nothing can be checked or restored.
+@dataclass
+class LazyModules:
+    """Lazy modules (``nn.LazyLinear``...) initialized for a check, and how to make them lazy again."""
 
-    The forward runs in eval mode without autograd, so no running statistic, dropout draw or
-    random state changes; only the lazy parameters get their shape and initial values.
+    notes: list[str] = field(default_factory=list)
+    modules: list[tuple[torch.nn.Module, type]] = field(default_factory=list)
+    attributes: list = field(default_factory=list)  # the lazy modules' own attributes and hook tables
+    tensors: list[tuple[torch.Tensor, type, torch.Tensor]] = field(default_factory=list)  # class, placeholder
+
+    def restore(self) -> None:
+        """The user's modules lazy again: their class, hooks and uninitialized parameters and buffers
+        (the same objects, so an optimizer built on them still holds them)."""
+        for tensor, kind, placeholder in self.tensors:
+            tensor.data = placeholder
+            tensor.__class__ = kind
+        for module, kind in self.modules:
+            module.__class__ = kind
+        _put_back(self.attributes)
+
+
+def materialize_lazy(model: torch.nn.Module, call: Callable[[], Any], inputs: Any = ()) -> LazyModules:
+    """Initialize lazy modules by one forward, as the first training step would: their parameters
+    have no shape before it, so nothing can be checked. :meth:`LazyModules.restore` makes them lazy
+    again once the check is done.
+
+    The forward runs in eval mode without autograd, so no running statistic or dropout draw
+    changes; the random state, the values of everything else the forward writes (initialized
+    weights, plain tensor attributes, ``inputs``) are put back: only the lazy tensors get their
+    shape and initial values.
     """
-    lazy = [name for name, p in model.named_parameters() if isinstance(p, torch.nn.parameter.UninitializedParameter)]
+    uninitialized = torch.nn.parameter.UninitializedTensorMixin
+    lazy = [name for name, p in model.named_parameters() if isinstance(p, uninitialized)]
     if not lazy:
-        return []
+        return LazyModules()
+    modules = [m for m in model.modules() if isinstance(m, torch.nn.modules.lazy.LazyModuleMixin)]
+    undo = LazyModules(modules=[(m, type(m)) for m in modules], attributes=_saved_attributes(modules), tensors=[
+        (t, type(t), t.data) for m in modules for t in [*m._parameters.values(), *m._buffers.values()]
+        if isinstance(t, uninitialized)])
+    initialized = [t for t in [*model.parameters(), *model.buffers()] if not isinstance(t, uninitialized)]
+    written = TensorValues.save(initialized + plain_tensor_attributes(model) + inputs_of(inputs), "a tensor")
     training = {module: module.training for module in model.modules()}
     random_state = RandomState.save()
     try:
         model.eval()
         with torch.no_grad():
             call()
+    except BaseException:
+        undo.restore()
+        raise
     finally:
         for module, mode in training.items():
             module.training = mode
         random_state.restore()
+        written.restore()
     shown = ", ".join(lazy[:3]) + (" ..." if len(lazy) > 3 else "")
-    return [f"lazy parameters ({shown}) had no shape yet: one forward without autograd initialized them, "
-            "as the first training step would"]
+    undo.notes.append(f"lazy parameters ({shown}) had no shape yet: one forward without autograd initialized them "
+                      "for the check, as the first training step would, and they are lazy again after it")
+    return undo
 
 
 @dataclass
