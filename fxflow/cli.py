@@ -369,12 +369,36 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         if isinstance(error, FxflowError):
             hint = f" ({error.hint})" if error.hint else ""
-            print(f"fxflow: error: {first_line(error.message)}{hint}", file=sys.stderr)
+            print(f"fxflow: error: {_completed(first_line(error.message), error.__cause__)}{hint}", file=sys.stderr)
         else:
-            print(f"fxflow: error: {type(error).__name__}: {first_line(error)} (rerun with --debug for the traceback)",
-                  file=sys.stderr)
+            print(f"fxflow: error: {_error_text(error)} (rerun with --debug for the traceback)", file=sys.stderr)
         return 2
 
+
+def _error_text(error: BaseException) -> str:
+    """``Type: message`` for an error fxflow did not word itself."""
+    return _completed(f"{type(error).__name__}: {first_line(error)}", error)
+
+
+def _completed(line: str, cause: BaseException | None) -> str:
+    """``line``, unless it ends where the cause's empty message should be (``raise NotImplementedError``
+    words to ``"NotImplementedError: "``): then it says where the cause was raised instead."""
+    import traceback
+
+    if not line.rstrip().endswith(":") or cause is None or first_line(cause):
+        return line
+    frames = traceback.extract_tb(cause.__traceback__)
+    where = f", in {frames[-1].name} at {_short_path(frames[-1].filename)}:{frames[-1].lineno}" if frames else ""
+    return f"{line.rstrip().rstrip(':')} with no message{where}"
+
+
+def _short_path(filename: str) -> str:
+    """Relative to the working folder when under it, else as it is."""
+    with contextlib.suppress(ValueError):  # another drive on Windows
+        relative = os.path.relpath(filename)
+        if not relative.startswith(".."):
+            return relative
+    return filename
 
 
 if __name__ == "__main__":  # pragma: no cover

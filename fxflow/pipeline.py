@@ -29,7 +29,7 @@ from .dynamic.lookahead import LookAhead, look_ahead
 from .dynamic.gradients import dynamic_verdicts
 from .report import Report
 from .prepare.inputs import infer_inputs
-from .core.state import ModelSnapshot, materialize_lazy, untouched
+from .core.state import LazyModules, ModelSnapshot, guarded, materialize_lazy, untouched
 from .dynamic.optimizer import will_update
 from .dynamic.redraw import redraw
 from .core.observer import ForwardPart
@@ -87,13 +87,13 @@ def check(
     prepared = prepare(model, inputs, device, infer)
     model, runner, example, fake, notes = (prepared.module, prepared.runner, prepared.example, prepared.fake,
                                            prepared.notes)
-    if example is not None and not fake:
-        notes.extend(materialize_lazy(runner, lambda: runner(*example)))
+    lazy = materialize_lazy(runner, lambda: runner(*example), example) if example is not None and not fake else LazyModules()
+    notes.extend(lazy.notes)
 
     # The run and the tracing run forward's Python, which can change the model; the recording and the
     # passes allocate many small objects that all stay alive, which would set off full collections
     # of the user's whole heap: the collector waits until the report is made.
-    with untouched(model) as restore_notes, gc_paused():
+    with guarded(model, example) as guard, gc_paused():
         # The real forward and backward go first: a forward that raises is the model's own error,
         # and the run-time capture is the recording of this very forward.
         result: ProbeResult | None = None
@@ -107,6 +107,7 @@ def check(
             run = run_model(runner, example, mode=mode, loss_fn=loss_fn, seed=seed, labels_given=labels_in(inputs),
                             record=record, trace=True)
             result, failure, recorded = run.result, run.failure, run.recorded
+            guard.inputs_as_found()  # a forward that wrote its input: every later stage sees it as given
             real_run = run if run.mode == "real" else None
         verdicts = dynamic_verdicts(result, vanishing) if result is not None else {}
         zeros = [name for name, verdict in verdicts.items() if verdict == Dynamic.ZERO]
@@ -114,7 +115,8 @@ def check(
             step("looking ahead past exact zeros", phase="look-ahead")
             moves = will_update(optimizers, schedulers, user_model) if optimizers else {}
             result.look_ahead = look_ahead_of(real_run, example, zeros,
-                                              movable=(lambda name: moves.get(name) is not False) if moves else None)
+                                              movable=(lambda name: moves.get(name) is not False) if moves else None,
+                                              as_found=guard.inputs_as_found)
 
         if real_run is not None and real_run.drew_random_numbers:  # layer drop, dropout, random sampling
             learned = result.look_ahead.learns_from if result.look_ahead is not None else {}
@@ -123,7 +125,7 @@ def check(
                    if name in trainable and verdict in (Dynamic.MISSING, Dynamic.ZERO) and name not in learned]
             if dry:
                 step("drawing the model's random numbers again", phase="redraw")
-                result.redrawn, result.random_draws = redraw_of(real_run, example, dry, seed)
+                result.redrawn, result.random_draws = redraw_of(real_run, example, dry, seed, guard.inputs_as_found)
 
         step("capturing the graph", phase="capture")
         captured = capture(runner, example, methods=capture_methods, recorded=recorded)
@@ -150,46 +152,54 @@ def check(
     with gc_paused():
         report = assemble_report(
             model, target=target or type(model).__name__, captured=captured, static=static, result=result,
-            failure=failure, notes=notes, static_notes=static_notes + restore_notes, vanishing=vanishing,
+            failure=failure, notes=notes, static_notes=static_notes + guard.notes, vanishing=vanishing,
             allow=allow, static_only=not backward, steps=tally)
         if optimizers:
             judge_optimizer(report, user_model, optimizers, schedulers)
     report.timings = clock.finish()
+    lazy.restore()  # the report is made: the user's lazy modules become lazy again
     return report
 
 
 def _alive_after(run: ModelRun, example: tuple[Any, ...], same_draws: bool = True,
-                 watchers: Sequence[ForwardPart] = ()) -> Callable[[], dict[str, bool] | None]:
+                 watchers: Sequence[ForwardPart] = (),
+                 as_found: Callable[[], None] | None = None) -> Callable[[], dict[str, bool] | None]:
     """``run``'s forward and backward again, as a function: which parameters got a non-zero finite
-    gradient (None: it raised)."""
+    gradient (None: it raised). ``as_found`` puts the inputs back after each rerun (a forward that
+    writes its input in place)."""
     def rerun() -> dict[str, bool] | None:
-        _, again = run.again(example, same_draws=same_draws, watchers=watchers)
+        try:
+            _, again = run.again(example, same_draws=same_draws, watchers=watchers)
+        finally:
+            if as_found is not None:
+                as_found()
         if again is None:
             return None
         return {name: info.present and info.finite and not info.all_zero for name, info in again.grads.items()}
     return rerun
 
 
-def redraw_of(run: ModelRun, example: tuple[Any, ...], dry: list[str], seed: int) -> tuple[dict[str, int], list[str]]:
+def redraw_of(run: ModelRun, example: tuple[Any, ...], dry: list[str], seed: int,
+              as_found: Callable[[], None] | None = None) -> tuple[dict[str, int], list[str]]:
     """:func:`fxflow.dynamic.redraw.redraw` on the model of ``run``: ``dry`` parameters that other draws
     of its random numbers reach, and ``op @ file:line`` of the calls that drew; the model's buffers,
     grads and random state are put back afterwards."""
     snapshot = ModelSnapshot.save(run.model, copy_parameters=False)  # nothing moves the weights here
     try:
         draws = RandomDraws()  # where the forward draws: the report names those lines
-        found = redraw(dry, _alive_after(run, example, same_draws=False, watchers=[draws]), seed)
+        found = redraw(dry, _alive_after(run, example, same_draws=False, watchers=[draws], as_found=as_found), seed)
         return found, draws.found
     finally:
         snapshot.restore()
 
 
 def look_ahead_of(run: ModelRun, example: tuple[Any, ...], zeros: list[str],
-                  movable: Callable[[str], bool] | None = None) -> LookAhead:
+                  movable: Callable[[str], bool] | None = None, as_found: Callable[[], None] | None = None) -> LookAhead:
     """:func:`fxflow.dynamic.lookahead.look_ahead` on the model of ``run``, whose first backward left
     ``zeros`` exactly zero: each rerun is ``run``'s forward and backward again, from the same random
     draws; the model's buffers, grads and random state are put back afterwards."""
     parameters = dict(run.model.named_parameters())
-    rerun = _alive_after(run, example)
+    rerun = _alive_after(run, example, as_found=as_found)
     snapshot = ModelSnapshot.save(run.model, copy_parameters=False)  # the look-ahead puts its weights back itself
     try:
         for name, parameter in parameters.items():  # the first step's gradients give the first step's direction
@@ -295,9 +305,11 @@ def analyze_capture(captured: Capture, model: torch.nn.Module, example: tuple[An
 
 @contextlib.contextmanager
 def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector: the passes allocate many small objects that all stay
-    alive, and with a big model in memory each full collection rescans hundreds of thousands of
-    objects for nothing (on a 20,000-node graph it doubled the static walk)."""
+    """Pause the cyclic garbage collector: the recording and the passes allocate many small objects
+    that all stay alive, and each full collection rescans the whole heap for nothing. Process-wide
+    (listed in docs/how-it-works.md), so kept only because it pays: process time on a 20,000-node
+    graph 13.3 s paused vs 19.3 s not (18.6 s with only the passes paused), BERT-base 1.15 vs 1.18 s,
+    the seed 7 ms either way."""
     enabled = gc.isenabled()
     gc.disable()
     try:

@@ -149,7 +149,7 @@ class Watch:
         from .dynamic.loss import floating_outputs
 
         for tensor in floating_outputs(output):
-            if tensor.requires_grad and hookable(tensor):
+            if hookable(tensor):
                 tensor.register_hook(self._saw_backward)
         if self.forwards == 1 and self._recorder is not None:
             self._uninstrumented = self._recorder.uninstrumented_note(output)

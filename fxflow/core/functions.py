@@ -91,16 +91,18 @@ class CheckpointGate:
     """Node target: ``output`` as it leaves a reentrant checkpoint, given the checkpoint's inputs.
 
     Reentrant checkpointing returns a result without autograd history when no tensor input
-    requires grad, so the parameters inside it get no gradient: the gate detaches then.
+    requires grad, so the parameters inside it get no gradient: the gate detaches then. Like
+    ``Function.apply``, it looks at the inputs themselves only: tensors inside a tuple argument
+    (``checkpoint(block, (x, y))``) do not count.
     """
 
     __name__ = __qualname__ = "checkpoint"
     __module__ = "fxflow.core.functions"
 
     def __call__(self, output: Any, *inputs: Any) -> Any:
-        from torch.utils._pytree import tree_flatten, tree_map
+        from torch.utils._pytree import tree_map
 
-        if any(isinstance(t, torch.Tensor) and t.requires_grad for t in tree_flatten(inputs)[0]):
+        if any(isinstance(t, torch.Tensor) and t.requires_grad for t in inputs):
             return output
         return tree_map(lambda v: v.detach() if isinstance(v, torch.Tensor) else v, output)
 

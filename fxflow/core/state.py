@@ -5,7 +5,7 @@ import contextlib
 import random
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 import torch
 
@@ -22,31 +22,44 @@ def preserved_module_attributes(model: torch.nn.Module) -> Iterator[None]:
     of plain containers held in attributes (``self.cache.append(h)``) are restored in place, so a
     trace leaves no Proxy and a fake-tensor run no fake tensor behind.
     """
+    saved = _saved_attributes(model.modules())
+    try:
+        yield
+    finally:
+        _put_back(saved)
+
+
+def _saved_attributes(modules: Iterable[torch.nn.Module]) -> list:
     saved = []
-    for module in model.modules():
+    for module in modules:
         # The tables are plain dicts, except on a torch.jit.script'ed module, whose C++ tables
         # Python cannot change (and cannot copy as dicts) anyway. Most are empty (hook tables): those
         # are only emptied again if something filled them.
         filled, empty = {}, []
         for key, value in module.__dict__.items():
             if isinstance(value, _CONTAINERS):
-                if value:
-                    filled[key] = _copy_container(value)
-                else:
-                    empty.append(key)
+                try:  # a subclass's own __len__ / __iter__ may refuse: its reference is still put back
+                    if value:
+                        filled[key] = _copy_container(value)
+                    else:
+                        empty.append(key)
+                except Exception:  # noqa: BLE001 - the model's own object: not fxflow's to fail on
+                    pass
         saved.append((module, dict(module.__dict__), filled, empty))
-    try:
-        yield
-    finally:
-        for module, attributes, filled, empty in saved:
-            module.__dict__.clear()
-            module.__dict__.update(attributes)
-            for key, content in filled.items():
+    return saved
+
+
+def _put_back(saved: list) -> None:
+    for module, attributes, filled, empty in saved:
+        module.__dict__.clear()
+        module.__dict__.update(attributes)
+        for key, content in filled.items():
+            with contextlib.suppress(Exception):  # read once already; a refusal now leaves it as it is
                 _restore_container(attributes[key], content)
-            for key in empty:
+        for key in empty:
+            with contextlib.suppress(Exception):
                 if attributes[key]:
                     attributes[key].clear()
-
 
 
 def weights_of(module: torch.nn.Module, twin_of: Callable[[torch.Tensor], torch.Tensor]) -> dict[str, torch.Tensor]:
@@ -103,49 +116,177 @@ def _restore_container(container: Any, content: Any) -> None:
         container.update(content)
 
 
-def materialize_lazy(model: torch.nn.Module, call: Callable[[], Any]) -> list[str]:
-    """Initialize lazy modules (``nn.LazyLinear``...) by one forward, as the first training step
-    would: their parameters have no shape before it, so nothing can be checked or restored.
+@dataclass
+class LazyModules:
+    """Lazy modules (``nn.LazyLinear``...) initialized for a check, and how to make them lazy again."""
 
-    The forward runs in eval mode without autograd, so no running statistic, dropout draw or
-    random state changes; only the lazy parameters get their shape and initial values.
+    notes: list[str] = field(default_factory=list)
+    modules: list[tuple[torch.nn.Module, type]] = field(default_factory=list)
+    attributes: list = field(default_factory=list)  # the lazy modules' own attributes and hook tables
+    tensors: list[tuple[torch.Tensor, type, torch.Tensor]] = field(default_factory=list)  # class, placeholder
+
+    def restore(self) -> None:
+        """The user's modules lazy again: their class, hooks and uninitialized parameters and buffers
+        (the same objects, so an optimizer built on them still holds them)."""
+        for tensor, kind, placeholder in self.tensors:
+            tensor.data = placeholder
+            tensor.__class__ = kind
+        for module, kind in self.modules:
+            module.__class__ = kind
+        _put_back(self.attributes)
+
+
+def materialize_lazy(model: torch.nn.Module, call: Callable[[], Any], inputs: Any = ()) -> LazyModules:
+    """Initialize lazy modules by one forward, as the first training step would: their parameters
+    have no shape before it, so nothing can be checked. :meth:`LazyModules.restore` makes them lazy
+    again once the check is done.
+
+    The forward runs in eval mode without autograd, so no running statistic or dropout draw
+    changes; the random state, the values of everything else the forward writes (initialized
+    weights, plain tensor attributes, ``inputs``) are put back: only the lazy tensors get their
+    shape and initial values.
     """
-    lazy = [name for name, p in model.named_parameters() if isinstance(p, torch.nn.parameter.UninitializedParameter)]
+    uninitialized = torch.nn.parameter.UninitializedTensorMixin
+    lazy = [name for name, p in model.named_parameters() if isinstance(p, uninitialized)]
     if not lazy:
-        return []
+        return LazyModules()
+    modules = [m for m in model.modules() if isinstance(m, torch.nn.modules.lazy.LazyModuleMixin)]
+    undo = LazyModules(modules=[(m, type(m)) for m in modules], attributes=_saved_attributes(modules), tensors=[
+        (t, type(t), t.data) for m in modules for t in [*m._parameters.values(), *m._buffers.values()]
+        if isinstance(t, uninitialized)])
+    initialized = [t for t in [*model.parameters(), *model.buffers()] if not isinstance(t, uninitialized)]
+    written = TensorValues.save(initialized + plain_tensor_attributes(model) + inputs_of(inputs), "a tensor")
     training = {module: module.training for module in model.modules()}
     random_state = RandomState.save()
     try:
         model.eval()
         with torch.no_grad():
             call()
+    except BaseException:
+        undo.restore()
+        raise
     finally:
         for module, mode in training.items():
             module.training = mode
         random_state.restore()
+        written.restore()
     shown = ", ".join(lazy[:3]) + (" ..." if len(lazy) > 3 else "")
-    return [f"lazy parameters ({shown}) had no shape yet: one forward without autograd initialized them, "
-            "as the first training step would"]
+    undo.notes.append(f"lazy parameters ({shown}) had no shape yet: one forward without autograd initialized them "
+                      "for the check, as the first training step would, and they are lazy again after it")
+    return undo
+
+
+@dataclass
+class Guard:
+    """What :func:`guarded` yields: notes about anything that could not be restored, and the inputs' values."""
+
+    notes: list[str]
+    inputs: "TensorValues"
+
+    def inputs_as_found(self) -> None:
+        """Write the caller's input tensors back now, where a forward wrote them in place: each run
+        of the check (the look-ahead's and the redraw's included) starts from the input as given."""
+        self.notes.extend(note for note in self.inputs.restore() if note not in self.notes)
 
 
 @contextlib.contextmanager
-def untouched(model: torch.nn.Module) -> Iterator[list[str]]:
-    """Whatever runs inside leaves ``model`` and the global random generators exactly as found.
+def guarded(model: torch.nn.Module, inputs: Any = ()) -> Iterator[Guard]:
+    """Whatever runs inside leaves ``model``, the tensors in ``inputs`` and the global random
+    generators exactly as found.
 
-    Parameter and buffer values (symbolic tracing runs forward's Python, so ``self.steps += 1``
-    on a buffer really happens), flags, attributes and RNG state are put back on exit. Every
-    ``.grad`` is None inside, and the user's own grad tensors come back untouched.
-    Yields a list that receives notes about anything that could not be restored.
+    Parameter, buffer and plain tensor attribute values (symbolic tracing runs forward's Python, so
+    ``self.steps += 1`` on a buffer really happens; a running average kept as a plain tensor is
+    written in place), flags, attributes and RNG state are put back on exit, and so are the values
+    of the caller's input tensors a forward writes in place. Every ``.grad`` is None inside, and the
+    user's own grad tensors come back untouched.
     """
     snapshot = ModelSnapshot.save(model)
-    notes: list[str] = []
+    guard = Guard([], TensorValues.save(inputs_of(inputs), "an input tensor"))
     try:
         with preserved_module_attributes(model):
             for parameter in snapshot.grads:  # a backward inside must not add into the user's grads
                 parameter.grad = None
-            yield notes
+            yield guard
     finally:
-        notes.extend(snapshot.restore())
+        guard.notes.extend(snapshot.restore())
+        guard.inputs_as_found()
+
+
+@contextlib.contextmanager
+def untouched(model: torch.nn.Module, inputs: Any = ()) -> Iterator[list[str]]:
+    """:func:`guarded`, yielding the list that receives its notes."""
+    with guarded(model, inputs) as guard:
+        yield guard.notes
+
+
+def inputs_of(inputs: Any) -> list[torch.Tensor]:
+    """The tensors in a call's inputs (a tensor, or tuples, lists and dicts of them), each once."""
+    from .tensors import tensors_in
+
+    return list({id(t): t for t in tensors_in(inputs)}.values())
+
+
+@dataclass
+class TensorValues:
+    """Copies of some tensors' values, written back into the same tensors where they changed.
+
+    For what the model's state does not cover: plain tensor attributes of its modules and the
+    caller's inputs, which a forward may write in place. Above ``limit`` bytes in all nothing is
+    copied: a change is then only detected (version counter) and noted.
+    """
+
+    what: str  # "an input tensor": the notes' words
+    tensors: list[tuple[torch.Tensor, int, torch.Tensor | None]] = field(default_factory=list)
+
+    @classmethod
+    def save(cls, tensors: list[torch.Tensor], what: str, limit: int = _PARAMETER_COPY_LIMIT_BYTES) -> "TensorValues":
+        values = [t for t in tensors if not t.is_meta and not _is_fake(t)]
+        copy = sum(t.numel() * t.element_size() for t in values) <= limit
+        with torch.no_grad():
+            return cls(what, [(t, t._version, t.detach().clone() if copy else None) for t in values])
+
+    def restore(self) -> list[str]:
+        """Write back what changed; notes about changes that had no copy to come back from."""
+        notes = []
+        with torch.no_grad():
+            for tensor, version, copy in self.tensors:
+                if copy is None:
+                    if tensor._version != version:
+                        notes.append(f"forward changed {self.what} in place; it was too large to keep a copy")
+                elif _changed(tensor, version, copy):
+                    tensor.copy_(copy)
+        return sorted(set(notes))
+
+
+def _is_fake(tensor: torch.Tensor) -> bool:
+    return type(tensor).__name__ == "FakeTensor"
+
+
+def plain_tensor_attributes(model: torch.nn.Module) -> list[torch.Tensor]:
+    """Tensors the model's modules hold outside their parameter and buffer tables: attributes
+    (``self.ema = torch.zeros(3)``) and the items of plain lists, tuples and dicts in them, each once.
+    An attribute whose own code raises on being looked into is skipped."""
+    owned = {id(t) for t in model.parameters()} | {id(t) for t in model.buffers()}
+    found: dict[int, torch.Tensor] = {}
+    for module in model.modules():
+        for key, value in vars(module).items():
+            if key in _TABLES:
+                continue
+            try:
+                if isinstance(value, (list, tuple, dict)) and len(value) > _MAX_ITEMS:
+                    continue  # a cache or a dataset: too long to look through at every save
+                items = list(value.values()) if isinstance(value, dict) else list(value) if isinstance(
+                    value, (list, tuple)) else [value]
+            except Exception:  # noqa: BLE001 - the model's own object refused: skip it
+                continue
+            for item in items:
+                if isinstance(item, torch.Tensor) and id(item) not in owned:
+                    found.setdefault(id(item), item)
+    return list(found.values())
+
+
+_TABLES = frozenset({"_parameters", "_buffers", "_modules"})
+_MAX_ITEMS = 1000
 
 
 @dataclass
@@ -185,6 +326,7 @@ class ModelSnapshot:
     # (module, name) -> (the buffer, its version counter, a copy of its values)
     buffers: dict[tuple[torch.nn.Module, str], tuple[torch.Tensor, int, torch.Tensor]] = field(default_factory=dict)
     training: dict[torch.nn.Module, bool] = field(default_factory=dict)
+    attributes: TensorValues | None = None  # plain tensor attributes, by value
     random_state: RandomState | None = None
     copied: bool = True  # parameter values were meant to be copied (see save)
 
@@ -206,6 +348,7 @@ class ModelSnapshot:
             for name, buffer in module._buffers.items():
                 if buffer is not None:
                     snapshot.buffers[(module, name)] = (buffer, buffer._version, buffer.detach().clone())
+        snapshot.attributes = TensorValues.save(plain_tensor_attributes(model), "a plain tensor attribute")
         return snapshot
 
     def restore(self) -> list[str]:
@@ -226,6 +369,8 @@ class ModelSnapshot:
                 module._buffers[name] = original
         for module, training in self.training.items():
             module.training = training
+        if self.attributes is not None:
+            notes.extend(self.attributes.restore())
         if self.random_state is not None:
             self.random_state.restore()
         return sorted(set(notes))

@@ -113,9 +113,16 @@ def stored_values(grad: torch.Tensor) -> torch.Tensor:
 
 
 def hookable(tensor: torch.Tensor) -> bool:
-    """Whether a gradient hook can be put on ``tensor``: torch crashes on one registered on a view
-    that was written in place (``x[:, :1].clamp_()``) once its base is gone."""
-    return not (tensor._is_view() and tensor._version > 0)
+    """Whether ``tensor.register_hook`` is safe: the tensor requires grad and is not a view whose
+    storage was written in place.
+
+    A view's gradient function is remade lazily once its base (or another view of it) is written
+    in place after the view was made; torch 2.13 segfaults in ``register_hook`` on such a stale
+    view (``a, b = x[:, 0:1].clamp_(), x[:, 1:].relu_()``: ``b``'s write leaves ``a`` stale) and
+    the process is lost. Views share their base's version counter, so a view at version 0 has seen
+    no write; one above 0 may be stale, and Python cannot tell which, so none is hooked.
+    """
+    return tensor.requires_grad and not (tensor._is_view() and tensor._version > 0)
 
 
 def magnitude_sum(magnitude: torch.Tensor) -> float:

@@ -12,7 +12,7 @@ from typing import Any, Callable
 import torch
 from torch._C._functorch import is_functorch_wrapped_tensor
 
-from ..core.tensors import gradient_norm
+from ..core.tensors import gradient_norm, hookable
 from .loss import floating_outputs
 
 
@@ -28,6 +28,7 @@ class ModuleGradRecorder:
     def __init__(self, model: torch.nn.Module) -> None:
         self.model = model
         self.norms: dict[str, list[float | None]] = {}  # None: no gradient flowed out of that call
+        self.unhooked: set[str] = set()  # modules with an output torch cannot take a hook on
         self.handles = [  # a torch.jit.script'ed module takes no Python hook: its calls stay unrecorded
             module.register_forward_hook(self._hook(name))
             for name, module in model.named_modules() if name and not isinstance(module, torch.jit.ScriptModule)
@@ -41,8 +42,12 @@ class ModuleGradRecorder:
             self.norms[name].append(None)
             for tensor in floating_outputs(output):
                 # inside torch.func (grad, vmap, jacrev) the gradient is the transform's own, not the step's
-                if tensor.requires_grad and not tensor.is_meta and not is_functorch_wrapped_tensor(tensor):
+                if not tensor.requires_grad or tensor.is_meta or is_functorch_wrapped_tensor(tensor):
+                    continue
+                if hookable(tensor):
                     tensor.register_hook(self._grad_hook(name, slot))
+                else:  # a view written in place: torch can crash the process on its hook (core/tensors.py)
+                    self.unhooked.add(name)
 
         return hook
 
@@ -55,14 +60,21 @@ class ModuleGradRecorder:
         return hook
 
     def uninstrumented_note(self, outputs: Any) -> str | None:
-        """Which compiled or higher-order regions of this forward ran without the hooks (None: none)."""
+        """Which compiled or higher-order regions of this forward ran without the hooks, and which module
+        outputs could not be hooked (None: none)."""
         regions = [f"torch.compile'd submodule `{name}`" for name in compiled_submodules(self.model)]
         regions += [f"torch.{op}" for op in higher_order_ops(outputs)]
-        if not regions:
+        notes = []
+        if regions:
+            notes.append(f"per-module gradient norms are not recorded inside {', '.join(regions)}: fxflow leaves "
+                         "compiled and higher-order regions uninstrumented so they run as they would without it")
+        if self.unhooked:
+            names = ", ".join(f"`{name}`" for name in sorted(self.unhooked))
+            notes.append(f"the gradient norms out of {names} leave out outputs that are views written in place "
+                         "(torch can crash on a hook there)")
+        if not notes:
             return None
-        return (f"per-module gradient norms are not recorded inside {', '.join(regions)}: fxflow leaves compiled "
-                "and higher-order regions uninstrumented so they run as they would without it; the "
-                "parameters' gradients are still read from the real backward")
+        return "; ".join(notes) + "; the parameters' gradients are still read from the real backward"
 
     def remove(self) -> None:
         for handle in self.handles:

@@ -13,7 +13,6 @@ only what the optimizer will move).
 from __future__ import annotations
 
 import copy
-import warnings
 from dataclasses import dataclass
 from typing import Any, Iterable
 
@@ -21,6 +20,7 @@ import torch
 from torch import nn
 
 from ..core.records import GroupSummary, HeldTensor
+from ..errors import describe
 from ..prepare.optimizers import optimizers_in, schedulers_in
 
 # Scheduler steps looked ahead for an lr of 0 to rise (a warmup); past it, an lr of 0 "stays 0".
@@ -35,13 +35,14 @@ class OptimizerView:
     holders: dict[str, list[int]]  # model parameter name -> indices into groups
     foreign: list[HeldTensor]
     scheduler: bool
+    looked_ahead: str = f"the next {LOOKAHEAD_STEPS} steps"  # the scheduler steps its lrs were read over, in words
 
 
 def read_optimizers(model: nn.Module, optimizers: Iterable[torch.optim.Optimizer],
                     schedulers: Iterable[Any] = ()) -> OptimizerView:
     """What ``optimizers`` will do to ``model``'s parameters (read only; see the module docstring)."""
     optimizers, schedulers = list(optimizers), list(schedulers)
-    peaks = lr_lookahead(optimizers, schedulers) if schedulers else {}
+    peaks, looked_ahead = lr_lookahead(optimizers, schedulers) if schedulers else ({}, "")
     several = len(optimizers) > 1
     groups: list[GroupSummary] = []
     members: list[list[torch.Tensor]] = []
@@ -66,7 +67,7 @@ def read_optimizers(model: nn.Module, optimizers: Iterable[torch.optim.Optimizer
             else:
                 foreign.append(HeldTensor(tuple(int(s) for s in tensor.shape), groups[index].label, position))
     _name_ghosts(foreign, members, groups, named, name_of, holders)
-    return OptimizerView(groups, holders, foreign, bool(schedulers))
+    return OptimizerView(groups, holders, foreign, bool(schedulers), looked_ahead)
 
 
 def _name_ghosts(foreign: list[HeldTensor], members: list[list[torch.Tensor]], groups: list[GroupSummary],
@@ -91,30 +92,50 @@ def _name_ghosts(foreign: list[HeldTensor], members: list[list[torch.Tensor]], g
 
 
 def lr_lookahead(optimizers: list[torch.optim.Optimizer], schedulers: list[Any],
-                 horizon: int = LOOKAHEAD_STEPS) -> dict[tuple[int, int], tuple[float, int | None]]:
+                 horizon: int = LOOKAHEAD_STEPS) -> tuple[dict[tuple[int, int], tuple[float, int | None]], str]:
     """Per (optimizer, group): the largest lr the schedulers reach within ``horizon`` steps, and the
-    first step it is above 0. The schedulers are stepped ahead, then put back as they were."""
-    steppable = [s for s in schedulers if not isinstance(s, torch.optim.lr_scheduler.ReduceLROnPlateau)]
-    saved = [copy.deepcopy(s.state_dict()) for s in steppable]  # a plateau scheduler only lowers: never stepped
-    saved_groups = [[{key: copy.deepcopy(value) for key, value in group.items() if key != "params"}
-                     for group in optimizer.param_groups] for optimizer in optimizers]
+    first step it is above 0; and the steps read, in words. The schedulers are stepped ahead, then
+    put back as they were.
+
+    Every call into a scheduler is the user's code: one that raises past its horizon (``OneCycleLR``
+    beyond ``total_steps``) or wants arguments (``step(epoch)``) ends the look-ahead there, and what
+    the steps before it showed is kept; one whose state cannot be saved is not stepped at all.
+    """
     lrs = {(k, g): float(group["lr"]) for k, o in enumerate(optimizers) for g, group in enumerate(o.param_groups)}
     peaks = {key: (lr, 0 if lr > 0 else None) for key, lr in lrs.items()}
+    steppable = [s for s in schedulers if not isinstance(s, torch.optim.lr_scheduler.ReduceLROnPlateau)]
+    looked_ahead = f"the next {horizon} steps"
+    if not steppable or all(rises is not None for _, rises in peaks.values()):
+        return peaks, looked_ahead
+    try:  # a plateau scheduler only lowers: never stepped
+        saved = [copy.deepcopy(s.state_dict()) for s in steppable]
+        counts = [_first_step_counts(s) for s in steppable]
+    except Exception as error:  # noqa: BLE001 - a scheduler that cannot be put back is not stepped
+        return peaks, f"no step (saving the scheduler's state raised {describe(error, 80)})"
+    saved_groups = [[{key: copy.deepcopy(value) for key, value in group.items() if key != "params"}
+                     for group in optimizer.param_groups] for optimizer in optimizers]
     try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")  # "lr_scheduler.step() before optimizer.step()": we mean it
-            for step in range(1, horizon + 1):
-                if all(rises is not None for _, rises in peaks.values()) or not steppable:
-                    break
+        for scheduler in steppable:
+            _past_first_step(scheduler)
+        for step in range(1, horizon + 1):
+            if all(rises is not None for _, rises in peaks.values()):
+                break
+            try:
                 for scheduler in steppable:
                     scheduler.step()
-                for k, optimizer in enumerate(optimizers):
-                    for g, group in enumerate(optimizer.param_groups):
-                        lr, (peak, rises) = float(group["lr"]), peaks[(k, g)]
-                        peaks[(k, g)] = (max(peak, lr), rises if rises is not None or lr <= 0 else step)
+                current = {(k, g): float(group["lr"])
+                           for k, o in enumerate(optimizers) for g, group in enumerate(o.param_groups)}
+            except Exception as error:  # noqa: BLE001 - past the scheduler's horizon: what was seen stands
+                looked_ahead = f"the {step - 1} steps it takes (step {step} raises {describe(error, 80)})"
+                break
+            for key, lr in current.items():
+                peak, rises = peaks[key]
+                peaks[key] = (max(peak, lr), rises if rises is not None or lr <= 0 else step)
     finally:
-        for scheduler, state in zip(steppable, saved):
+        for scheduler, state, count in zip(steppable, saved, counts):
             scheduler.load_state_dict(state)
+            for owner, value in count:
+                owner._step_count = value
         for optimizer, groups in zip(optimizers, saved_groups):
             for group, values in zip(optimizer.param_groups, groups):
                 for key, value in values.items():
@@ -122,7 +143,25 @@ def lr_lookahead(optimizers: list[torch.optim.Optimizer], schedulers: list[Any],
                         group[key].copy_(value)  # a tensor lr (capturable Adam) keeps its identity
                     else:
                         group[key] = value
-    return peaks
+    return peaks, looked_ahead
+
+
+def _first_step_counts(scheduler: Any) -> list[tuple[Any, int]]:
+    """``(scheduler, _step_count)`` for it and the schedulers it chains (SequentialLR, ChainedScheduler)."""
+    found = [(scheduler, scheduler._step_count)] if isinstance(getattr(scheduler, "_step_count", None), int) else []
+    for inner in getattr(scheduler, "_schedulers", None) or []:
+        found.extend(_first_step_counts(inner))
+    return found
+
+
+def _past_first_step(scheduler: Any) -> None:
+    """Step counts moved past 1, put back afterwards: torch warns "lr_scheduler.step() before
+    optimizer.step()" only on a scheduler's first step, and the look-ahead means it. Moving the
+    count spares a warning filter, which is process-wide (``warnings.catch_warnings`` swaps the
+    module's filter list and ``showwarning`` for every thread)."""
+    for owner, count in _first_step_counts(scheduler):
+        if count == 1:
+            owner._step_count = 2
 
 
 def will_update(optimizers: Any, scheduler: Any, model: nn.Module) -> dict[str, bool | None]:

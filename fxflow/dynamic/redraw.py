@@ -9,6 +9,9 @@ is not a parameter that never learns.
 generators seeded with ``seed + 1``, ``seed + 2``...), only when the first run left trainable
 parameters dry and its forward moved a random generator, and tells which dry parameters got a
 non-zero gradient on which draw. A forward that draws nothing costs nothing here.
+
+The model draws from the global generators, so the redraw has to set them (a process-wide effect,
+listed in docs/how-it-works.md): only the default ones, directly, and all of them are put back.
 """
 from __future__ import annotations
 
@@ -64,7 +67,17 @@ def redraw(dry: list[str], rerun: Rerun, seed: int, draws: int = DRAWS) -> dict[
 
 
 def _seed_everything(seed: int) -> None:
-    torch.manual_seed(seed)  # CUDA's generators too
+    """Give the generators the model draws from fresh states for ``seed`` (put back by :func:`redraw`).
+
+    The model's own draws come from the global generators, so their states must change; nothing
+    else does. ``torch.manual_seed`` is not used: before CUDA starts it queues a CUDA seed, which
+    would replace one the user queued (``torch.manual_seed`` before the first CUDA call) and which no
+    save of the generators can read back. Each started CUDA device's generator is seeded directly.
+    """
+    torch.default_generator.manual_seed(seed)
+    if torch.cuda.is_initialized():  # a model on CUDA started it; otherwise nothing draws there
+        for generator in torch.cuda.default_generators:
+            generator.manual_seed(seed)
     random.seed(seed)
     numpy = sys.modules.get("numpy")
     if numpy is not None:

@@ -8,7 +8,7 @@ probe lets the real backward say which of them the loss reaches.
 """
 from __future__ import annotations
 
-from typing import Any, Iterator
+from typing import Any
 
 import torch
 
@@ -34,19 +34,30 @@ def unregistered_tensors(model: torch.nn.Module) -> dict[str, torch.Tensor]:
     return found
 
 
-def _leaves(path: str, value: Any, depth: int) -> Iterator[tuple[str, torch.Tensor]]:
-    if isinstance(value, torch.Tensor):
-        if value.requires_grad and value.is_leaf:
-            yield path, value
-    elif isinstance(value, torch.nn.Module):  # held outside _modules: none of its parameters is registered
-        for name, parameter in value.named_parameters():
-            yield f"{path}.{name}", parameter
-    elif depth < _MAX_DEPTH and isinstance(value, (list, tuple)) and len(value) <= _MAX_ITEMS:
-        for index, item in enumerate(value):
-            yield from _leaves(f"{path}[{index}]", item, depth + 1)
-    elif depth < _MAX_DEPTH and isinstance(value, dict) and len(value) <= _MAX_ITEMS:
-        for key, item in value.items():
-            yield from _leaves(f"{path}[{key!r}]", item, depth + 1)
+def _leaves(path: str, value: Any, depth: int) -> list[tuple[str, torch.Tensor]]:
+    """The trainable leaf tensors in one attribute's value; nothing where the value's own code raises.
+
+    The value is the model's object, not fxflow's: its ``__len__``, ``__iter__``, ``items`` or
+    ``named_parameters`` may refuse on purpose (e3nn's ``o3.Irrep`` is a tuple whose ``__len__``
+    raises ``NotImplementedError``). Such an object holds no layer the optimizer should see, so it
+    is skipped (its siblings in a list are still looked at) rather than allowed to end the check.
+    """
+    try:
+        if isinstance(value, torch.Tensor):
+            return [(path, value)] if value.requires_grad and value.is_leaf else []
+        if isinstance(value, torch.nn.Module):  # held outside _modules: none of its parameters is registered
+            return [(f"{path}.{name}", parameter) for name, parameter in value.named_parameters()]
+        if depth >= _MAX_DEPTH:
+            return []
+        if isinstance(value, (list, tuple)) and len(value) <= _MAX_ITEMS:
+            items = [(f"{path}[{index}]", item) for index, item in enumerate(value)]
+        elif isinstance(value, dict) and len(value) <= _MAX_ITEMS:
+            items = [(f"{path}[{key!r}]", item) for key, item in value.items()]
+        else:
+            return []
+    except Exception:  # noqa: BLE001 - any error of the model's own object: skip it
+        return []
+    return [leaf for item_path, item in items for leaf in _leaves(item_path, item, depth + 1)]
 
 
 def advice(path: str) -> str:

@@ -8,6 +8,8 @@ asked, and infers an input from the first layer when none was given.
 from __future__ import annotations
 
 import copy
+import keyword
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -106,14 +108,37 @@ def keyword_call(model: nn.Module, names: list[str], constants: dict[str, Any]) 
     Captures read forward's own signature (fx makes one placeholder per argument, and cannot
     take ``*args``), so the subclass gets a forward written for these names.
     """
-    if not all(name.isidentifier() for name in names):
-        raise ValueError(f"input names must be Python identifiers to be passed as keywords: {names}")
-    arguments = ", ".join(names)
+    arguments = ", ".join(argument_names(names))  # the call maps them back to the keys by position
     namespace: dict[str, Any] = {}
     exec(f"def forward(self, {arguments}):\n    return self.call({arguments})\n", namespace)  # noqa: S102
     namespace["forward"].__doc__ = "The user's ``model(**inputs)`` (see :meth:`KeywordCall.call`)."
     cls = type(KeywordCall.__name__, (KeywordCall,), {"forward": namespace["forward"], "__module__": __name__})
     return cls(model, names, constants)
+
+
+def argument_names(keys: list[str]) -> list[str]:
+    """One valid, distinct Python parameter name per key, the key itself where it is one.
+
+    The generated forward is Python source: a key that is a keyword (``"from"``), ``self`` (taken by
+    forward's own first argument) or no identifier at all (``"input-ids"``) cannot name a parameter
+    of it, while ``model(**inputs)`` takes any of them. Such a key gets a mangled name.
+    """
+    taken = {key for key in keys if _usable(key)}
+    names = []
+    for key in keys:
+        name = key
+        if not _usable(key):
+            name = re.sub(r"\W", "_", key)
+            name = name if name and not name[0].isdigit() else f"_{name}"
+            while not _usable(name) or name in taken:
+                name += "_"
+            taken.add(name)
+        names.append(name)
+    return names
+
+
+def _usable(name: str) -> bool:
+    return name.isidentifier() and not keyword.iskeyword(name) and name != "self"
 
 
 def _on_device(model: nn.Module, example: tuple[Any, ...] | None, keywords: dict[str, Any], device: torch.device,

@@ -22,7 +22,7 @@ from torch import nn
 
 from ..dynamic.optimizer_steps import NONFINITE_SKIP
 from ..core.records import OptimizerFindings
-from ..dynamic.optimizer import LOOKAHEAD_STEPS, OptimizerView, read_optimizers
+from ..dynamic.optimizer import OptimizerView, read_optimizers
 from ..verdicts import DynamicVerdict as Dynamic, OptimizerVerdict, StaticVerdict as Static
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -79,8 +79,7 @@ def _held(view: OptimizerView, name: str, owner: str, replaced: bool) -> tuple[s
         return OptimizerVerdict.UNKNOWN, (f"lr 0 now in {labels}; without scheduler= fxflow cannot tell a warmup "
                                           "from an lr that stays 0")
     labels = ", ".join(g.label for g in holders)
-    return OptimizerVerdict.NOT_OPTIMIZED, (f"lr 0 in {labels}, and the scheduler keeps it at 0 for the next "
-                                            f"{LOOKAHEAD_STEPS} steps")
+    return OptimizerVerdict.NOT_OPTIMIZED, f"lr 0 in {labels}, and the scheduler keeps it at 0 for {view.looked_ahead}"
 
 
 def _observed(verdict: str, reason: str | None, log: "StepLog", parameter: Any,
