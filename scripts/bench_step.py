@@ -2,6 +2,7 @@
 
     python scripts/bench_step.py                 # every model, prints the table
     python scripts/bench_step.py --models tiny   # a subset
+    python scripts/bench_step.py --trace-cost    # the backward trace's cost per autograd node
 
 In process, with one torch thread: the median of a plain ``model(**inputs).loss.backward()``
 step against the median of ``fxflow.check(model, inputs)`` on the same Hugging Face GPT-2, after
@@ -165,6 +166,108 @@ def _peers(model: Any, inputs: dict[str, Any]) -> dict[str, Any]:
     return runs
 
 
+class _TinyNodes:
+    """A model of ``blocks`` x ``per`` x 2 tiny autograd nodes (a multiply by a parameter, a tanh), inside
+    ``blocks`` modules: what the trace costs per node, with no arithmetic to hide it."""
+
+    def __new__(cls, blocks: int = 100, per: int = 100) -> Any:
+        import torch
+
+        class Block(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.w = torch.nn.Parameter(torch.ones(4))
+
+            def forward(self, x: Any) -> Any:
+                for _ in range(per):
+                    x = torch.tanh(x * self.w)
+                return x
+
+        class Tiny(torch.nn.Module):
+            def __init__(self) -> None:
+                super().__init__()
+                self.blocks = torch.nn.ModuleList(Block() for _ in range(blocks))
+
+            def forward(self, x: Any) -> Any:
+                for block in self.blocks:
+                    x = block(x)
+                return x.sum()
+
+        return Tiny()
+
+
+def trace_cost(rounds: int = 9) -> dict[str, float]:
+    """Microseconds per autograd node of the backward trace (fxflow.dynamic.backward_trace), in its parts:
+    origins (forward), watch (hooking the graph), hooks (backward), finish; alone and on the run-time
+    recording, as the check runs it. Median over ``rounds`` alternated rounds; collector paused, as in
+    the check."""
+    import gc
+
+    import torch
+
+    from fxflow.dynamic.backward_trace import BackwardTrace
+    from fxflow.dynamic.recording import Recording
+
+    torch.set_num_threads(1)
+    model, x = _TinyNodes(), torch.randn(4)
+
+    def once(traced: bool, recorded: bool) -> dict[str, float]:
+        times, trace = {}, BackwardTrace(model) if traced else None
+        recording = Recording(model, (x,), copy_parameters=False) if recorded else None
+        started = time.perf_counter()
+        if recording is not None:
+            recording.__enter__()
+        if trace is not None:
+            with trace.forward():
+                loss = model(x)
+        else:
+            loss = model(x)
+        if recording is not None:
+            recording.__exit__(None, None, None)
+        times["forward"] = time.perf_counter() - started
+        started = time.perf_counter()
+        if trace is not None:
+            trace.watch(loss)
+        times["watch"] = time.perf_counter() - started
+        started = time.perf_counter()
+        loss.backward()
+        times["backward"] = time.perf_counter() - started
+        started = time.perf_counter()
+        if trace is not None:
+            trace.finish()
+        times["finish"] = time.perf_counter() - started
+        model.zero_grad(set_to_none=True)
+        return times
+
+    nodes = _count_nodes(model, x)
+    kinds = [(False, False), (True, False), (False, True), (True, True)]
+    rows: dict[tuple[bool, bool], list[dict[str, float]]] = {kind: [] for kind in kinds}
+    gc.collect()
+    gc.disable()
+    try:
+        for _ in range(rounds):  # alternated, so a neighbour's load falls on all alike
+            for kind in kinds:
+                rows[kind].append(once(*kind))
+    finally:
+        gc.enable()
+    median = {kind: {part: statistics.median(r[part] for r in rows[kind]) for part in rows[kind][0]} for kind in kinds}
+    per_node = {"nodes": nodes}
+    for recorded, label in ((False, "alone"), (True, "on the recording")):
+        plain, traced = median[(False, recorded)], median[(True, recorded)]
+        parts = {"origins": traced["forward"] - plain["forward"], "watch": traced["watch"],
+                 "hooks": traced["backward"] - plain["backward"], "finish": traced["finish"]}
+        for part, seconds in parts.items():
+            per_node[f"{part} ({label})"] = seconds / nodes * 1e6
+        per_node[f"total ({label})"] = sum(parts.values()) / nodes * 1e6
+    return per_node
+
+
+def _count_nodes(model: Any, x: Any) -> int:
+    from fxflow.core.history import autograd_nodes
+
+    return len(autograd_nodes([model(x).grad_fn]))
+
+
 def whole_process(name: str, device: str | None) -> dict[str, float]:
     """Seconds of `fxflow check` and of the no-capture floor, each in a fresh interpreter, and peak RSS."""
     layers, width, sequence = GPT2.get(name, (0, 0, 16))  # the 7B config: input_ids of shape (1, 16)
@@ -198,7 +301,15 @@ def main() -> int:
     parser.add_argument("--models", default=",".join(GPT2))
     parser.add_argument("--no-meta", action="store_true", help="skip the 7B meta config")
     parser.add_argument("--one", nargs=1, help=argparse.SUPPRESS)
+    parser.add_argument("--trace-cost", action="store_true", help="the backward trace's cost per autograd node")
     options = parser.parse_args()
+    if options.trace_cost:
+        found = trace_cost()
+        print(f"{found.pop('nodes')} autograd nodes; microseconds per node, medians of 9 alternated rounds:")
+        for part, value in found.items():
+            print(f"  {part}: {value:.1f}")
+        print(f"load average (1, 5, 15 min) at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+        return 0
     if options.one:  # a child: one in-process measurement, JSON on stdout
         print(json.dumps(in_process(options.one[0])))
         return 0
