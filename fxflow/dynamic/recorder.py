@@ -265,17 +265,13 @@ class RunRecorder(ForwardPart):
         self.latest = result
 
     def stack_trace_of(self, result: Any, tensor: torch.Tensor) -> str | None:
-        """The stack trace recorded for ``tensor``, a part of ``result``, when ``result`` is what the call
-        this recorder saw last returned (later parts of the observer read the user's line from it
-        instead of walking the stack again); None when that call was not recorded."""
-        if result is not self.latest:
-            return None
-        node = self.nodes.get(id(tensor))
+        """The stack trace recorded for ``tensor`` (in ``result``) if the last call seen returned ``result``
+        and was recorded, else None: later parts of the observer read the user's line from it."""
+        node = self.nodes.get(id(tensor)) if result is self.latest else None
         return node.meta.get("stack_trace") if node is not None else None
 
     def __enter__(self) -> "RunRecorder":
-        self._outer = running_recorder()
-        _RUNNING.recorder = self
+        self._outer, _RUNNING.recorder = running_recorder(), self
         return super().__enter__()
 
     def __exit__(self, *exc: Any) -> None:
@@ -347,7 +343,6 @@ class RunRecorder(ForwardPart):
         with _VMAP.active(vmap_impl) as original:
             yield
 
-    # -- module stack -----------------------------------------------------------------------
 
 
 _RUNNING = threading.local()  # .recorder: the RunRecorder recording on this thread
