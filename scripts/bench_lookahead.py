@@ -1,13 +1,15 @@
-"""What the look-ahead past exact zeros costs: ``fxflow.check`` on a LoRA'd GPT-2 small.
+"""What the look-ahead past exact zeros costs: ``fxflow.check`` on a LoRA'd GPT-2, next to one plain step.
 
-    python scripts/bench_lookahead.py            # GPT-2 small (12 layers, width 768), sequence 128
-    python scripts/bench_lookahead.py --tiny     # 2 layers, width 64: a quick run
+    python scripts/bench_lookahead.py                      # GPT-2 small (12 layers, width 768), sequence 128
+    python scripts/bench_lookahead.py --model gpt2-4x256   # 4 layers, width 256
+    python scripts/bench_lookahead.py --tiny               # 2 layers, width 64: a quick run
 
 peft's LoRA (r=8 on ``c_attn``, B zero at init) gives every ``lora_A`` an exactly zero first
 gradient, so the check takes one look-ahead step. One torch thread; after a warm-up, the median of
 REPEATS runs each of: a plain training step (forward + backward of the model's own loss), the check,
-and the check's ``look-ahead`` phase alone (``Report.timings``). The same check on the model before
-LoRA is wrapped in (no exact zero, no look-ahead) is the reference.
+and the check's phases (``Report.timings``), on the model before LoRA is wrapped in (no exact zero,
+no look-ahead) and after. The headline is each check over one plain step of the same model.
+The models are :func:`bench_step.build_gpt2`'s, so both scripts measure the same thing.
 """
 from __future__ import annotations
 
@@ -18,67 +20,72 @@ import sys
 import time
 
 import torchvision_env  # noqa: E402,F401  (before transformers, timm, peft)
+from bench_step import GPT2, LORA, build_gpt2
 
 REPEATS = 5
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--tiny", action="store_true")
+    parser.add_argument("--model", default="gpt2-small", choices=sorted(GPT2))
+    parser.add_argument("--tiny", action="store_true", help="--model tiny")
     options = parser.parse_args()
     import torch
     import warnings
 
     warnings.filterwarnings("ignore")
     torch.set_num_threads(1)
-    import peft
-    from transformers import GPT2Config, GPT2LMHeadModel
 
     import fxflow
 
-    layers, width, sequence = (2, 64, 32) if options.tiny else (12, 768, 128)
-    torch.manual_seed(0)
-    config = GPT2Config(n_layer=layers, n_embd=width, n_head=max(width // 64, 1), n_positions=max(sequence, 16),
-                        resid_pdrop=0.0, embd_pdrop=0.0, attn_pdrop=0.0)
-    base = GPT2LMHeadModel(config)
-    ids = torch.randint(0, 1000, (1, sequence))
-    inputs = {"input_ids": ids, "labels": ids}
-    plain = median(lambda: base(**inputs).loss.backward(), zero=base)
-    unwrapped = median(lambda: fxflow.check(base, inputs))
-    model = peft.get_peft_model(base, peft.LoraConfig(r=8, target_modules=["c_attn"], lora_dropout=0.0))
-    lora_plain = median(lambda: model(**inputs).loss.backward(), zero=model)
-    phases: list[float] = []
+    name = "tiny" if options.tiny else options.model
+    base, inputs = build_gpt2(name)
+    base_phases: list[dict[str, float]] = []
+    plain, unwrapped = alternated(base, lambda: base(**inputs).loss.backward(),
+                                  lambda: base_phases.append(fxflow.check(base, inputs).timings))
+    model, inputs = build_gpt2(name + LORA)
+    phases: list[dict[str, float]] = []
 
     def checked() -> None:
         report = fxflow.check(model, inputs)
         assert report.ok and any(p.dynamic == "held" for p in report.parameters), report.summary()
-        phases.append(report.timings.get("look-ahead", 0.0))
+        phases.append(report.timings)
 
-    lora_check = median(checked)
-    look = statistics.median(phases[-REPEATS:])
-    load = os.getloadavg()[0]
-    print(f"GPT-2 {layers}x{width}, sequence {sequence}, one torch thread, load {load:.1f}")
-    print("| run | median s |\n|---|---|")
-    print(f"| plain step (base model) | {plain:.3f} |")
-    print(f"| fxflow.check (base model: no exact zero) | {unwrapped:.3f} |")
-    print(f"| plain step (LoRA) | {lora_plain:.3f} |")
-    print(f"| fxflow.check (LoRA) | {lora_check:.3f} |")
-    print(f"| its look-ahead phase | {look:.3f} |")
-    print(f"look-ahead: {look / lora_plain:.2f} plain LoRA steps; check / plain step (LoRA): {lora_check / lora_plain:.2f}x")
+    lora_plain, lora_check = alternated(model, lambda: model(**inputs).loss.backward(), checked)
+    layers, width, sequence = GPT2[name]
+    print(f"GPT-2 {layers}x{width}, sequence {sequence}, one torch thread, load average at the end "
+          f"{', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print("| model | check / plain step | plain step s | fxflow.check s | the check's phases s (medians) |")
+    print("|---|---:|---:|---:|---|")
+    for label, step, check, timings in (("base (no exact zero)", plain, unwrapped, base_phases),
+                                        ("LoRA r=8 on c_attn", lora_plain, lora_check, phases)):
+        print(f"| {label} | **{check / step:.2f}x** | {step:.3f} | {check:.3f} | {phase_medians(timings)} |")
+    look = statistics.median(t.get("look-ahead", 0.0) for t in phases[-REPEATS:])
+    print(f"LoRA: the look-ahead phase alone is {look / lora_plain:.2f} plain LoRA steps; the whole check "
+          f"{lora_check / lora_plain:.2f}.")
 
 
-def median(run, zero=None) -> float:
-    times = []
-    for index in range(REPEATS + 1):  # the first is a warm-up
-        if zero is not None:
-            zero.zero_grad(set_to_none=True)
-        started = time.perf_counter()
-        run()
-        if index:
-            times.append(time.perf_counter() - started)
-    if zero is not None:
-        zero.zero_grad(set_to_none=True)
-    return statistics.median(times)
+def phase_medians(timings: list[dict[str, float]]) -> str:
+    """``backward 0.95, look-ahead 0.75, ...``: each phase's median over the measured runs (not the warm-up)."""
+    measured = timings[-REPEATS:]
+    names = [phase for phase in measured[0]] if measured else []
+    medians = {phase: statistics.median(t.get(phase, 0.0) for t in measured) for phase in names}
+    return ", ".join(f"{phase} {seconds:.2f}" for phase, seconds in medians.items() if seconds >= 0.01)
+
+
+def alternated(model, step, check) -> tuple[float, float]:
+    """Medians of a plain ``step`` and of ``check``, alternated REPEATS times after a warm-up of each,
+    so a neighbour's load falls on both alike."""
+    steps, checks = [], []
+    for index in range(REPEATS + 1):  # the first round is a warm-up
+        for action, times in ((step, steps), (check, checks)):
+            model.zero_grad(set_to_none=True)
+            started = time.perf_counter()
+            action()
+            if index:
+                times.append(time.perf_counter() - started)
+    model.zero_grad(set_to_none=True)
+    return statistics.median(steps), statistics.median(checks)
 
 
 if __name__ == "__main__":

@@ -221,3 +221,76 @@ def test_the_replay_stops_where_the_real_backward_stopped() -> None:
     assert {p.name: p.dynamic for p in report.parameters} == truth
     diagnosis = report.parameter("a.weight").diagnosis
     assert diagnosis.startswith("exactly 0 after `relu` at ") and here("two paths") in diagnosis
+
+
+def test_one_norm_call_per_node_reads_each_gradient_as_gradient_norm_does() -> None:
+    """The trace norms all of a node's gradients in one ``torch._foreach_norm`` call; each value is the one
+    :func:`gradient_norm` reads alone: float32 where that loses nothing, exact where squares underflow
+    (1e-30 entries) or overflow, float32 for half precision, complex by magnitude, sparse by its values."""
+    from fxflow.core.tensors import gradient_norm
+    from fxflow.dynamic.backward_trace import gradient_norms
+
+    torch.manual_seed(0)
+    dense = torch.randn(5, 7)
+    cases = {
+        "float32": [dense, torch.randn(3)],
+        "underflow and overflow": [torch.full((100,), 1e-30), torch.full((4,), 1e30), torch.zeros(6), dense],
+        "half precision": [dense.bfloat16(), dense.half()],
+        "wide": [dense.double(), torch.randn(4, dtype=torch.complex64), dense],
+        "half beside double": [dense.half(), dense.double()],
+        "sparse": [dense.to_sparse(), dense],
+        "one": [torch.tensor(3.0)],
+    }
+    for name, grads in cases.items():
+        expected = [gradient_norm(g.abs() if g.is_complex() else g) for g in grads]
+        assert gradient_norms(grads) == pytest.approx(expected, rel=1e-6, abs=0.0), name
+    assert gradient_norms([torch.full((100,), 1e-30)])[0] > 0.0  # not lost to underflow
+    assert gradient_norms([torch.zeros(3)]) == [0.0]
+
+
+def _helper(x: torch.Tensor) -> torch.Tensor:
+    return torch.tanh(x) * 2.0  # marker: helper line
+
+
+class Lines(nn.Module):
+    """Calls made on the user's lines, inside a helper function, inside library modules, on tuples."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(4, 6)
+        self.norm = nn.LayerNorm(6)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        hidden = self.norm(self.a(x))  # marker: library modules
+        first, second = hidden.split(3, dim=-1)  # marker: tuple result
+        return _helper(first) + second.relu()  # marker: two calls
+
+
+def test_origins_read_from_the_recording_are_the_lines_the_stack_gives() -> None:
+    """With the run-time recording running (the check's real run), the trace reads each node's user line
+    from the stack trace the recording just made for that call; without it, from the stack. Same lines."""
+    from fxflow.dynamic.backward_trace import BackwardTrace
+    from fxflow.dynamic.recording import Recording
+
+    torch.manual_seed(0)
+    model, x = Lines(), torch.randn(2, 4)
+
+    def origins(recorded: bool) -> list:
+        trace = BackwardTrace(model)
+        recording = Recording(model, (x,)) if recorded else None
+        if recording is not None:
+            recording.__enter__()
+        try:
+            with trace.forward():
+                model(x)
+        finally:
+            if recording is not None:
+                recording.__exit__(None, None, None)
+                recording.restore()
+        return list(trace.origins.origins.values())
+
+    alone, on_recording = origins(False), origins(True)
+    assert on_recording == alone
+    lines = {origin.source for origin in alone}
+    assert {here(m) for m in ("helper line", "library modules", "tuple result", "two calls")} <= {
+        source.split("/")[-1] for source in lines if source}

@@ -96,11 +96,11 @@ def _installed(path: str) -> bool:
 def current_user_source() -> str | None:
     """``file:line`` of the innermost user frame on the live Python stack."""
     frame = sys._getframe(1)
-    frames = []
-    while frame is not None:
-        frames.append((frame.f_code.co_filename, frame.f_lineno))
+    while frame is not None:  # innermost first, up to the first of the user's: rarely more than a few frames
+        if not is_library_file(frame.f_code.co_filename):
+            return f"{display_path(frame.f_code.co_filename)}:{frame.f_lineno}"
         frame = frame.f_back
-    return pick_user_frame(frames)
+    return None
 
 
 _FXFLOW_ROOT = _LIBRARY_ROOTS[1]

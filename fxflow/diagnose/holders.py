@@ -6,14 +6,51 @@ that factor is computed from a trainable parameter that is all zeros (LoRA's ``B
 modulation, a zero convolution, ReZero's α), the first optimizer step moves it and the zero lifts:
 that parameter *holds* the gradient. If no such parameter is there, the zero comes from something
 no step changes (a constant, a buffer, a frozen or detached parameter, the batch).
+
+Also home of :func:`memoized_pass`, the one walk of autograd's graph that localization runs (here
+towards the leaves, in :mod:`fxflow.diagnose.localize` towards the loss): each node is folded once
+from its neighbours' values, so explaining every parameter costs one pass over the graph, not one
+walk per parameter.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from typing import Any, Callable, Hashable, Iterable, TypeVar
 
 import torch
 
 Node = Any  # torch.autograd.graph.Node
+Value = TypeVar("Value")
+
+
+def memoized_pass(start: Node, neighbours: Callable[[Node], Iterable[Node]],
+                  fold: Callable[[Node, list[Value]], Value], memo: dict[Hashable, Value]) -> Value:
+    """``fold(node, [value of each neighbour, in order])`` for ``start`` and every node it needs, each
+    node once across calls sharing ``memo``. The graph must be acyclic (autograd's is). Iterative, not
+    recursive: a 1,600-layer model is deeper than Python's recursion limit."""
+    stack = [start]
+    expanded: set[Node] = set()
+    while stack:
+        node = stack[-1]
+        if node in memo:
+            stack.pop()
+            continue
+        following = list(neighbours(node))
+        if node not in expanded:  # first visit: its neighbours first (they sit above it on the stack)
+            expanded.add(node)
+            waiting = [n for n in following if n not in memo]
+            if waiting:
+                stack.extend(reversed(waiting))
+                continue
+        stack.pop()
+        memo[node] = fold(node, [memo[n] for n in following])
+    return memo[start]
+
+
+def _inputs(node: Node) -> Iterable[Node]:
+    """The nodes a node passes gradient to; none below a leaf's AccumulateGrad."""
+    if isinstance(getattr(node, "variable", None), torch.Tensor):
+        return ()
+    return [child for child, _ in node.next_functions if child is not None]
 
 
 class ZeroHolders:
@@ -22,28 +59,24 @@ class ZeroHolders:
     def __init__(self, names: dict[int, str]) -> None:
         self.names = names  # id(parameter) -> qualified name
         self._zero: dict[int, bool] = {}
+        self._below: dict[Node, frozenset[str]] = {}  # node -> the all-zero trainable parameters behind it
 
     def across(self, death: Node, came_from: Node) -> list[str]:
         """The all-zero trainable parameters behind ``death``'s inputs other than ``came_from``, sorted."""
         starts = [child for child, _ in death.next_functions if child is not None and child is not came_from]
-        return sorted(self.names[id(leaf)] for leaf in self._leaves(starts) if self._all_zero(leaf))
+        held: set[str] = set()
+        for start in starts:
+            held |= memoized_pass(start, _inputs, self._fold, self._below)
+        return sorted(held)
 
-    def _leaves(self, starts: Iterable[Node]) -> list[torch.Tensor]:
-        found: list[torch.Tensor] = []
-        seen: set[Node] = set()
-        stack = list(starts)
-        while stack:
-            node = stack.pop()
-            if node in seen:
-                continue
-            seen.add(node)
-            variable = getattr(node, "variable", None)
-            if isinstance(variable, torch.Tensor):
-                if id(variable) in self.names:
-                    found.append(variable)
-                continue
-            stack.extend(child for child, _ in node.next_functions if child is not None)
-        return found
+    def _fold(self, node: Node, below: list[frozenset[str]]) -> frozenset[str]:
+        variable = getattr(node, "variable", None)
+        if isinstance(variable, torch.Tensor):
+            own = id(variable) in self.names and self._all_zero(variable)
+            return frozenset((self.names[id(variable)],)) if own else frozenset()
+        if len(below) == 1:  # a chain shares its set: no copy per node
+            return below[0]
+        return frozenset().union(*below)
 
     def _all_zero(self, parameter: torch.Tensor) -> bool:
         key = id(parameter)

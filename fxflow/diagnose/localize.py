@@ -17,7 +17,7 @@ import torch
 from ..core import derivatives
 from ..dynamic.backward_trace import AutogradGraph, BackwardTrace, GradientNorms, Node, NodeOrigin, OriginRecorder
 from ..verdicts import CutSite
-from .holders import ZeroHolders
+from .holders import ZeroHolders, memoized_pass
 
 # Ops whose zero gradient depends on the batch: the words say what state the data is in.
 _GATES = {"relu": "every unit is inactive on this batch", "relu_": "every unit is inactive on this batch",
@@ -40,6 +40,11 @@ _ROUTING = frozenset({"stack", "cat", "unbind", "split", "splitwithsizes", "chun
                       "narrow", "index", "gather", "flatten", "unflatten", "alias", "tobackward", "copyslices"})
 
 
+def moves_elements(node: Node) -> bool:
+    """An op that only moves elements: a zero slice through it was made by a consumer."""
+    return _node_op(node) in _ROUTING
+
+
 class Localizer:
     """Reads a traced run and explains one parameter's zero or vanishing gradient."""
 
@@ -53,6 +58,9 @@ class Localizer:
         self._borrowed: dict[Node, NodeOrigin] = {}
         self.holders = holders
         self.held_by: dict[Node, list[str]] = {}  # parameter leaf -> the zero-valued weights that zeroed it
+        self._own: dict[Node, Zeroing | None] = {}  # node -> the zeroing seen at the node itself
+        self._zeroings: dict[Node, tuple[int, Zeroing] | None] = {}  # node -> (steps to, nearest zeroing)
+        self._sites: dict[Zeroing, tuple[CutSite, list[str] | None]] = {}  # with the holders, where any were asked
 
     def arriving(self, node: Node) -> float:
         if node is self.graph.root:
@@ -73,27 +81,56 @@ class Localizer:
     # -- exact zero -----------------------------------------------------------------------
     def explain_zero(self, leaf: Node) -> CutSite | None:
         """The node closest to the parameter where a nonzero gradient became exactly 0."""
-        seen: set[Node] = set()
-        frontier = [leaf]
-        while frontier:
-            node = frontier.pop(0)
-            if node in seen:
-                continue
-            seen.add(node)
-            incoming = [value for value in self.incoming(node) if value > 0]
-            if incoming and not self._routes(node):  # something nonzero arrived, and the node's hooks (or a sum) made it 0
-                return self._zeroed_at(node, len(incoming))
-            for consumer, _ in self.graph.consumers.get(node, ()):
-                if self.arriving(consumer) > 0 and not self._routes(consumer):
-                    holders = self.holders.across(consumer, node) if self.holders is not None else []
-                    self.held_by[leaf] = holders
-                    return self._zero_after(consumer, holders)
-                frontier.append(consumer)
-        return None
+        found = self.nearest_zeroing(leaf)
+        if found is None:
+            return None
+        if found not in self._sites:  # parameters behind one zeroing share its words
+            if found.came_from is None:
+                self._sites[found] = (self._zeroed_at(found.node, found.nonzero_inputs), None)
+            else:
+                holders = self.holders.across(found.node, found.came_from) if self.holders is not None else []
+                self._sites[found] = (self._zero_after(found.node, holders), holders)
+        site, holders = self._sites[found]
+        if holders is not None:
+            self.held_by[leaf] = list(holders)
+        return site
 
-    def _routes(self, node: Node) -> bool:
-        """An op that only moves elements: a zero slice through it was made by a consumer."""
-        return _node_op(node) in _ROUTING
+    def nearest_zeroing(self, node: Node) -> "Zeroing | None":
+        """Where the gradient on the way from ``node`` to the loss became exactly 0, nearest ``node``.
+
+        Nearest as a breadth-first search from ``node`` towards the loss meets it: fewest steps, then the
+        first consumer in autograd's order at each step. One memoized pass (:func:`memoized_pass`) answers
+        every node together, so explaining every parameter of a model costs one walk of its graph.
+        """
+        found = memoized_pass(node, self._onwards, self._nearest, self._zeroings)
+        return found[1] if found is not None else None
+
+    def _onwards(self, node: Node) -> list[Node]:
+        """The consumers the search goes on to from ``node``: none where ``node`` itself shows a zeroing."""
+        if node not in self._own:
+            self._own[node] = self._zeroing_at(node)
+        return [] if self._own[node] is not None else [consumer for consumer, _ in self.graph.consumers.get(node, ())]
+
+    def _nearest(self, node: Node, onwards: list[tuple[int, Zeroing] | None]) -> tuple[int, Zeroing] | None:
+        own = self._own[node]
+        if own is not None:
+            return 0, own
+        best = None
+        for found in onwards:  # strictly nearer only: a tie goes to the consumer met first
+            if found is not None and (best is None or found[0] + 1 < best[0]):
+                best = (found[0] + 1, found[1])
+        return best
+
+    def _zeroing_at(self, node: Node) -> "Zeroing | None":
+        """A zeroing seen at ``node`` itself: something nonzero arrived and its hooks (or a sum) made it 0;
+        else the first consumer that received a nonzero gradient and passed ``node`` back 0."""
+        incoming = [value for value in self.incoming(node) if value > 0]
+        if incoming and not moves_elements(node):
+            return Zeroing(node, None, len(incoming))
+        for consumer, _ in self.graph.consumers.get(node, ()):
+            if self.arriving(consumer) > 0 and not moves_elements(consumer):
+                return Zeroing(consumer, node, 0)
+        return None
 
     def _zero_after(self, node: Node, holders: list[str]) -> CutSite:
         origin = self.origin(node)
@@ -201,6 +238,17 @@ class Localizer:
         for member in unresolved:
             self._borrowed[member] = NodeOrigin(_node_op(member), found.source, found.module)
         return self._borrowed[unresolved[0]] if unresolved else found
+
+
+@dataclass(frozen=True)
+class Zeroing:
+    """Where a gradient became exactly 0: at ``node`` itself (``came_from`` None: it received
+    ``nonzero_inputs`` nonzero gradients and passed on 0), or at its consumer ``node``, which
+    received a nonzero gradient and passed 0 back to ``came_from``."""
+
+    node: Node
+    came_from: Node | None
+    nonzero_inputs: int
 
 
 @dataclass(frozen=True)

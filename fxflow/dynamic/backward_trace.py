@@ -21,12 +21,11 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterable, Iterator
 
 import torch
-from torch.utils._pytree import tree_flatten
 
-from ..core.history import autograd_nodes
 from ..core.observer import ForwardPart
-from ..core.source import ModuleStack, current_user_source
+from ..core.source import ModuleStack, current_user_source, source_of_stack_trace
 from ..core.tensors import gradient_norm
+from .recorder import leaves, running_recorder
 
 Node = Any  # torch.autograd.graph.Node (C++ nodes have no common Python base class to annotate with)
 
@@ -61,10 +60,18 @@ class OriginRecorder(ForwardPart):
             tensor = args[0]
             self.hooks[tensor.grad_fn if tensor.grad_fn is not None else id(tensor)] = current_user_source()
             return
-        for tensor in tree_flatten(result)[0]:
+        for tensor in leaves(result):
             node = tensor.grad_fn if isinstance(tensor, torch.Tensor) else None
             if node is not None and node not in self.origins:
-                self.origins[node] = NodeOrigin(name, current_user_source(), self.modules.innermost)
+                self.origins[node] = NodeOrigin(name, _source(result, tensor), self.modules.innermost)
+
+
+def _source(result: Any, tensor: torch.Tensor) -> str | None:
+    """The user's line of the call that returned ``tensor``: read from the stack trace the run-time capture
+    recorded for it, when it records this forward (its parts see a call first), else from the stack."""
+    recorder = running_recorder()
+    trace = recorder.stack_trace_of(result, tensor) if recorder is not None else None
+    return source_of_stack_trace(trace) if trace is not None else current_user_source()
 
 
 def _call_name(func: Callable) -> str:
@@ -89,16 +96,25 @@ class GradientNorms:
     def watch(self, nodes: Iterable[Node], unread: dict[tuple[Node, int], Node] | None = None) -> None:
         """Hook ``nodes``; the edges in ``unread`` are not measured (see :attr:`unread`)."""
         self.unread.update(unread or {})
+        skipped: dict[Node, set[int]] = defaultdict(set)
+        for node, position in self.unread:
+            skipped[node].add(position)
+        none: frozenset[int] = frozenset()
         for node in nodes:
-            self.handles.append(node.register_hook(self._hook(node)))
+            self.handles.append(node.register_hook(self._hook(node, frozenset(skipped.get(node, none)))))
 
-    def _hook(self, node: Node) -> Callable:
+    def _hook(self, node: Node, skip: frozenset[int]) -> Callable:
+        """One post-hook per node: every gradient it received and passed on, normed together."""
         def hook(grad_inputs: tuple, grad_outputs: tuple) -> None:
             try:
-                self.arriving[node] = _norm(grad_outputs)
-                for position, grad in enumerate(grad_inputs):
-                    if (node, position) not in self.unread:
-                        self.passed[(node, position)] = _norm((grad,))
+                grads = [g for g in grad_outputs if g is not None]
+                arrived = len(grads)
+                positions = [p for p, g in enumerate(grad_inputs) if g is not None and p not in skip]
+                grads += [grad_inputs[p] for p in positions]
+                norms = gradient_norms(grads)
+                self.arriving[node] = math.sqrt(sum(n * n for n in norms[:arrived]))
+                for position, norm in zip(positions, norms[arrived:]):
+                    self.passed[(node, position)] = norm
             except Exception:  # a gradient with no norm to take (a nested tensor): that node goes unmeasured,
                 pass  # and the real backward, which this hook rides on, must never fail for it
 
@@ -109,10 +125,30 @@ class GradientNorms:
             handle.remove()
 
 
-def _norm(grads: Iterable[torch.Tensor | None]) -> float:
-    """The L2 norm of several gradients together; a complex one (an FFT, complex rotary
-    embeddings) counts by the magnitude of its values, which has the same norm."""
-    return math.sqrt(sum(gradient_norm(g.abs() if g.is_complex() else g) ** 2 for g in grads if g is not None))
+_WIDE = frozenset({torch.float32, torch.float64, torch.complex64, torch.complex128})  # normed in their own dtype
+_NARROW = frozenset({torch.float16, torch.bfloat16, torch.float32})  # normed in float32
+_FLOAT32_SAFE = 1e-10  # as in fxflow.core.tensors.l2_norm: a smaller float32 norm may have lost to underflow
+
+
+def gradient_norms(grads: list[torch.Tensor]) -> list[float]:
+    """:func:`~fxflow.core.tensors.gradient_norm` of each gradient (a complex one by the magnitude of its
+    values, which has the same norm), read with one ``torch._foreach_norm`` call: one Python call and one
+    kernel launch per autograd node, not one per gradient. A norm that may have lost something in float32
+    (below ``1e-10``, where squares underflow, or inf) is read again the exact way."""
+    dtypes = {g.dtype for g in grads}
+    dtype = None if dtypes <= _WIDE else torch.float32 if dtypes <= _NARROW else False
+    try:
+        if dtype is False:
+            raise TypeError("float16 beside float64")
+        norms = torch._foreach_norm(grads, 2, dtype=dtype)
+    except (RuntimeError, TypeError, NotImplementedError):  # sparse, nested, or mixed widths: one at a time
+        return [_exact(grad) for grad in grads]
+    values = [norm.item() for norm in norms]
+    return [value if _FLOAT32_SAFE <= value < math.inf else _exact(grad) for value, grad in zip(values, grads)]
+
+
+def _exact(grad: torch.Tensor) -> float:
+    return gradient_norm(grad.abs() if grad.is_complex() else grad)
 
 
 class AutogradGraph:
@@ -120,17 +156,27 @@ class AutogradGraph:
 
     def __init__(self, root: Node) -> None:
         self.root = root
-        self.nodes = autograd_nodes([root])
+        self.nodes: list[Node] = []  # in the order of fxflow.core.history.autograd_nodes, each once
         self.consumers: dict[Node, list[tuple[Node, int]]] = defaultdict(list)
         self.leaves: dict[int, Node] = {}  # id(parameter) -> its AccumulateGrad node
-        for node in self.nodes:
+        # autograd_nodes' walk, inlined: each node's edges are read once, for the walk and its consumers alike
+        entered: set[Node] = set()
+        stack = [root]
+        while stack:
+            node = stack.pop()
+            if node in entered:
+                continue
+            entered.add(node)
+            self.nodes.append(node)
+            variable = getattr(node, "variable", None)
+            if variable is not None:
+                if isinstance(variable, torch.Tensor):
+                    self.leaves[id(variable)] = node
+                continue
             for position, (child, _) in enumerate(node.next_functions):
                 if child is not None:
                     self.consumers[child].append((node, position))
-            variable = getattr(node, "variable", None)
-            if isinstance(variable, torch.Tensor):
-                self.leaves[id(variable)] = node
-
+                    stack.append(child)
 
 
 class BackwardTrace:

@@ -20,6 +20,7 @@ import contextlib
 import enum
 import operator
 import sys
+import threading
 from typing import Any, Callable, Iterator
 
 import torch
@@ -145,6 +146,7 @@ class RunRecorder(ForwardPart):
         self.states: list[tuple[torch.Tensor, tuple | None]] = []
         self.storages: dict[tuple[str, int], torch.Tensor] = {}  # storage -> the last recorded tensor in it
         self.indexed = 0  # how many of `alive` are in `storages`: indexed when first needed
+        self.latest: Any = None  # what the last call recorded returned
 
     # -- graph building ---------------------------------------------------------------------
     def bind(self, value: Any, node: fx.Node) -> None:
@@ -233,11 +235,12 @@ class RunRecorder(ForwardPart):
 
     # -- interception -----------------------------------------------------------------------
     def observe(self, func: Callable, args: tuple, kwargs: dict, result: Any) -> None:
+        self.latest = None
         if self.paused:
             return
         name = getattr(func, "__name__", "")
         tracked = any(isinstance(t, torch.Tensor) and (id(t) in self.nodes or id(t) in self.attributes)
-                      for t in _leaves((args, kwargs)))
+                      for t in leaves((args, kwargs)))
         if name in _ESCAPES and args and isinstance(args[0], torch.Tensor):
             node = self.add("call_function", Escape(name), (self.node_of(args[0]),), {})
             self.escapes.append((node, result))
@@ -256,8 +259,24 @@ class RunRecorder(ForwardPart):
             node = self._reentry(name, result, data)
             if node is not None:
                 self.bind(result, node)
+                self.latest = result
                 return
         self.bind(result if name != "__setitem__" else args[0], self._record(func, name, args, kwargs))
+        self.latest = result
+
+    def stack_trace_of(self, result: Any, tensor: torch.Tensor) -> str | None:
+        """The stack trace recorded for ``tensor`` (in ``result``) if the last call seen returned ``result``
+        and was recorded, else None: later parts of the observer read the user's line from it."""
+        node = self.nodes.get(id(tensor)) if result is self.latest else None
+        return node.meta.get("stack_trace") if node is not None else None
+
+    def __enter__(self) -> "RunRecorder":
+        self._outer, _RUNNING.recorder = running_recorder(), self
+        return super().__enter__()
+
+    def __exit__(self, *exc: Any) -> None:
+        _RUNNING.recorder = self._outer
+        super().__exit__(*exc)
 
     def _record(self, func: Callable, name: str, args: tuple, kwargs: dict) -> fx.Node:
         node_args, node_kwargs = self._convert(args), self._convert(kwargs)
@@ -324,7 +343,14 @@ class RunRecorder(ForwardPart):
         with _VMAP.active(vmap_impl) as original:
             yield
 
-    # -- module stack -----------------------------------------------------------------------
+
+
+_RUNNING = threading.local()  # .recorder: the RunRecorder recording on this thread
+
+
+def running_recorder() -> RunRecorder | None:
+    """The :class:`RunRecorder` recording the forward running on this thread, if one is."""
+    return getattr(_RUNNING, "recorder", None)
 
 
 # torch.func.vmap's wrapper looks up apis.vmap_impl at each call: replaced for the recording thread only
@@ -342,7 +368,7 @@ def _is_literal(value: Any) -> bool:
 
 
 def _has_tensor(value: Any) -> bool:
-    return any(isinstance(leaf, torch.Tensor) for leaf in _leaves(value))
+    return any(isinstance(leaf, torch.Tensor) for leaf in leaves(value))
 
 
 # Every torch call forward makes passes through the recorder: its arguments and results are walked
@@ -352,13 +378,13 @@ def _has_tensor(value: Any) -> bool:
 _PLAIN_LEAVES = (torch.Tensor, int, float, bool, str, type(None), torch.dtype, torch.device)
 
 
-def _leaves(value: Any) -> list[Any]:
-    """``tree_flatten(value)[0]``."""
+def leaves(value: Any) -> list[Any]:
+    """``tree_flatten(value)[0]``, fast where ``value`` is a tensor or plain containers of them."""
     kind = type(value)
     if kind is tuple or kind is list:
-        return [leaf for item in value for leaf in _leaves(item)]
+        return [leaf for item in value for leaf in leaves(item)]
     if kind is dict:
-        return [leaf for item in value.values() for leaf in _leaves(item)]
+        return [leaf for item in value.values() for leaf in leaves(item)]
     if isinstance(value, _PLAIN_LEAVES) and kind not in SUPPORTED_NODES:
         return [value]
     return tree_flatten(value)[0]
