@@ -133,8 +133,9 @@ def check(
                                   f"raised {failure.reason}")
             raise FxflowError(_NOTHING_VERIFIED, hint=_NOTHING_VERIFIED_HINT)
 
-        # zeros by construction are looked for only behind what the real backward left exactly zero
-        suspects = zeros if result is not None and real_run is not None else None
+        # zeros by construction are looked for only behind the exact zeros training has not explained:
+        # what the look-ahead revived or another random draw reached learns, whatever the code says
+        suspects = _unexplained(zeros, result) if result is not None and real_run is not None else None
         static, static_notes = analyze_capture(captured, runner, example, step=step,
                                                loss_output=result.loss_output if result is not None else None,
                                                zero_suspects=suspects)
@@ -156,6 +157,12 @@ def check(
             judge_optimizer(report, user_model, optimizers, schedulers)
     report.timings = clock.finish()
     return report
+
+
+def _unexplained(zeros: list[str], result: ProbeResult) -> list[str]:
+    """The first step's exact zeros that no look-ahead step and no other draw of the random numbers lifted."""
+    learned = result.look_ahead.learns_from if result.look_ahead is not None else {}
+    return [name for name in zeros if name not in learned and name not in result.redrawn]
 
 
 def _alive_after(run: ModelRun, example: tuple[Any, ...], same_draws: bool = True,
