@@ -26,10 +26,12 @@ from .dynamic.probe import ModelRun, ProbeResult, on_meta, run_model
 from .reconcile.assemble import assemble_report
 from .diagnose import diagnose
 from .dynamic.lookahead import LookAhead, look_ahead
+from .dynamic.rounding import Relative, RoundingCheck, RunOn, relative_sizes, suspects
+from .dynamic.gradients import GradInfo
 from .dynamic.gradients import dynamic_verdicts
 from .report import Report
 from .prepare.inputs import infer_inputs
-from .core.state import ModelSnapshot, materialize_lazy, untouched
+from .core.state import ModelSnapshot, materialize_lazy, preserved_module_attributes, RandomState, untouched
 from .dynamic.optimizer import will_update
 from .dynamic.redraw import redraw
 from .core.observer import ForwardPart
@@ -108,12 +110,15 @@ def check(
                             record=record, trace=True)
             result, failure, recorded = run.result, run.failure, run.recorded
             real_run = run if run.mode == "real" else None
+        rounded: list[str] = []  # gradients at rounding level: exactly zero in exact arithmetic
+        if real_run is not None and result.measurable:
+            rounded = _round_off_to_zero(result, RoundingCheck(real_run.model, example, _run_on(real_run)))
         verdicts = dynamic_verdicts(result, vanishing) if result is not None else {}
         zeros = [name for name, verdict in verdicts.items() if verdict == Dynamic.ZERO]
         if zeros and real_run is not None:  # designed zero-inits learn from step 2 or 3, a dead unit never
             step("looking ahead past exact zeros", phase="look-ahead")
             moves = will_update(optimizers, schedulers, user_model) if optimizers else {}
-            result.look_ahead = look_ahead_of(real_run, example, zeros,
+            result.look_ahead = look_ahead_of(real_run, example, zeros, rounded=rounded,
                                               movable=(lambda name: moves.get(name) is not False) if moves else None)
 
         if real_run is not None and real_run.drew_random_numbers:  # layer drop, dropout, random sampling
@@ -166,15 +171,36 @@ def _unexplained(zeros: list[str], result: ProbeResult) -> list[str]:
 
 
 def _alive_after(run: ModelRun, example: tuple[Any, ...], same_draws: bool = True,
-                 watchers: Sequence[ForwardPart] = ()) -> Callable[[], dict[str, bool] | None]:
-    """``run``'s forward and backward again, as a function: which parameters got a non-zero finite
-    gradient (None: it raised)."""
-    def rerun() -> dict[str, bool] | None:
+                 watchers: Sequence[ForwardPart] = ()) -> Callable[[], Relative | None]:
+    """``run``'s forward and backward again, as a function: each parameter's gradient RMS over the
+    largest (0.0: none, exactly zero or not finite; None: it raised)."""
+    def rerun() -> Relative | None:
         _, again = run.again(example, same_draws=same_draws, watchers=watchers)
-        if again is None:
-            return None
-        return {name: info.present and info.finite and not info.all_zero for name, info in again.grads.items()}
+        return relative_sizes(again.grads) if again is not None else None
     return rerun
+
+
+def _run_on(run: ModelRun) -> RunOn:
+    """``run``'s forward and backward on another model (its float64 copy) from the same random draws."""
+    def run_on(model: torch.nn.Module, inputs: Sequence[Any]) -> dict[str, GradInfo] | None:
+        random_state = RandomState.save()  # the redraws go on from the generators as the first run left them
+        try:
+            _, again = run.again(inputs, model=model)
+        finally:
+            random_state.restore()
+        return again.grads if again is not None else None
+    return run_on
+
+
+def _round_off_to_zero(result: ProbeResult, check: RoundingCheck) -> list[str]:
+    """The first gradients that are round-off (:mod:`fxflow.dynamic.rounding`), set to exactly zero."""
+    relative = relative_sizes(result.grads)
+    rounded = sorted(check(relative, suspects(relative)))
+    for name in rounded:
+        result.grads[name] = GradInfo(present=True, norm=0.0, rms=0.0, finite=True, all_zero=True)
+    if check.note:
+        result.notes.append(check.note)
+    return rounded
 
 
 def redraw_of(run: ModelRun, example: tuple[Any, ...], dry: list[str], seed: int) -> tuple[dict[str, int], list[str]]:
@@ -191,17 +217,24 @@ def redraw_of(run: ModelRun, example: tuple[Any, ...], dry: list[str], seed: int
 
 
 def look_ahead_of(run: ModelRun, example: tuple[Any, ...], zeros: list[str],
-                  movable: Callable[[str], bool] | None = None) -> LookAhead:
+                  movable: Callable[[str], bool] | None = None, rounded: Sequence[str] = ()) -> LookAhead:
     """:func:`fxflow.dynamic.lookahead.look_ahead` on the model of ``run``, whose first backward left
-    ``zeros`` exactly zero: each rerun is ``run``'s forward and backward again, from the same random
-    draws; the model's buffers, grads and random state are put back afterwards."""
+    ``zeros`` exactly zero (``rounded``: those that were round-off): each rerun is ``run``'s forward and
+    backward again, from the same random draws and from the state the model would have on that step
+    (what the first forward wrote into its buffers and attributes, then what each rerun writes);
+    the model's buffers, attributes, grads and random state are put back afterwards."""
     parameters = dict(run.model.named_parameters())
+    first = run.gradients or {name: parameter.grad for name, parameter in parameters.items()}
     rerun = _alive_after(run, example)
     snapshot = ModelSnapshot.save(run.model, copy_parameters=False)  # the look-ahead puts its weights back itself
     try:
-        for name, parameter in parameters.items():  # the first step's gradients give the first step's direction
-            parameter.grad = run.gradients.get(name)
-        return look_ahead(parameters, zeros, rerun, movable=movable)
+        with preserved_module_attributes(run.model):
+            if run.writes is not None:  # the next real step starts from what this one's forward wrote
+                run.writes.apply()
+            for name, parameter in parameters.items():  # the first step's gradients give the first step's direction
+                parameter.grad = first.get(name)
+            rounding = RoundingCheck(run.model, example, _run_on(run))
+            return look_ahead(parameters, zeros, rerun, movable=movable, rounding=rounding, rounded=rounded)
     finally:
         snapshot.restore()
 

@@ -31,7 +31,8 @@ def test_held_zeros_cost_no_construction_check(name, monkeypatch):
     inputs = inputs_of(model)
     truth = real_first_steps(model, inputs)
     forwards: list[int] = []
-    model.register_forward_pre_hook(lambda *args: forwards.append(1))
+    # the user's model only: a float64 copy that rechecks a small revived gradient for round-off is another model
+    model.register_forward_pre_hook(lambda module, args: forwards.append(1) if module is model else None)
     report = fxflow.check(model, inputs, loss_fn=projection_loss)
     held = {p.name: p.learns_from_step for p in report.parameters if p.dynamic == "held"}
     assert held and held == {name: step for name, step in truth.items() if step and step > 1}

@@ -23,21 +23,12 @@ import torch
 
 from ..dynamic.gradients import dynamic_verdicts
 from ..report import ParameterReport
-from ..verdicts import PARAM_PREFIX, CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static
+from ..verdicts import PARAM_PREFIX, CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static, agreement
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..static.analyze import StaticAnalysis
     from ..dynamic.probe import ProbeResult
 
-# Which dynamic verdicts each static verdict predicts. UNKNOWN predicts nothing: no agreement is claimed.
-_EXPECTED: dict[Static, set[Dynamic]] = {
-    Static.REACHABLE: {Dynamic.OK, Dynamic.VANISHING, Dynamic.ZERO, Dynamic.NONFINITE, Dynamic.PRESENT, Dynamic.HELD,
-                       Dynamic.UNCONFIRMED},
-    Static.ZERO: {Dynamic.ZERO, Dynamic.PRESENT},
-    Static.CUT: {Dynamic.MISSING},
-    Static.FROZEN: {Dynamic.MISSING},
-    Static.UNUSED: {Dynamic.MISSING},
-}
 
 
 def matches(name: str, patterns: Iterable[str]) -> bool:
@@ -124,7 +115,7 @@ def judge(parameter: ParameterReport, opaque_path: str | None = None) -> None:
     static, dynamic = parameter.static, parameter.dynamic
     if dynamic is None or static == Static.UNKNOWN:
         return  # nothing to compare against: agree stays None
-    parameter.agree = dynamic in _EXPECTED[static]
+    parameter.agree = agreement(static, dynamic)
     if parameter.agree:
         parameter.diagnosis = parameter.diagnosis or _AGREEING_DIAGNOSES.get((static, dynamic))
         return

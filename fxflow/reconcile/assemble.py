@@ -77,7 +77,8 @@ def assemble_report(model: torch.nn.Module, *, target: str, captured: "Capture |
     counted = steps.steps if steps is not None else 1
     look = result.look_ahead if result is not None else None
     if look is not None:  # check: the look-ahead's steps tell designed zero-inits from dead units
-        classify_zeros(parameters, look.learns_from, result.held_by, look.steps, result.explanations)
+        classify_zeros(parameters, look.learns_from, result.held_by, look.steps, result.explanations,
+                       exhausted=look.exhausted, rounding=look.rounding)
         if look.note:
             notes.append(look.note)
     elif steps is not None and counted > 1 and watched:  # real steps: the ones from which a zero learned
