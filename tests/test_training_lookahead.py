@@ -226,3 +226,30 @@ def test_nudge_does_not_revive_an_exact_zero():
         elif exact[parameter.name] > 1:
             assert parameter.dynamic == "held" and parameter.learns_from_step == exact[parameter.name]
     assert report.exit_code == 1
+
+
+def test_trainer_callbacks_leave_a_chain_still_reviving_unconfirmed():
+    """The trainer callbacks wait at most four real steps: a first layer that a chain of four zero-inits
+    holds until step 5 is not verified when the wait ends, never ``zero``."""
+    from fxflow.integrations.first_step import FirstStepCheck
+
+    torch.manual_seed(0)
+    model = ZeroChain4()
+    inputs = inputs_of(model)
+    truth = real_first_steps(model, inputs)
+    callback = FirstStepCheck(on_problem="warn", show=False)
+    optimizer = torch.optim.Adam(model.parameters(), lr=1e-3)
+    for _ in range(TRUTH_STEPS):
+        if callback.done:
+            break
+        callback.begin(model, optimizer)
+        optimizer.zero_grad(set_to_none=True)
+        projection_loss(model(*inputs)).backward()
+        callback.end()
+        optimizer.step()
+    report = callback.report
+    assert truth["first.weight"] == 5 and truth["chain.0.weight"] == 4
+    assert report.parameter("first.weight").dynamic == "unconfirmed"
+    assert report.parameter("chain.0.weight").dynamic == "held"
+    assert report.parameter("chain.0.weight").learns_from_step == 4
+    assert not report.problems
