@@ -31,7 +31,7 @@ def classify_zeros(parameters: "Iterable[ParameterReport]", learns_from: dict[st
               and (p.dynamic == Dynamic.ZERO or (learns_from is not None and p.name in learns_from))]
     still_zero = {p.name for p in chosen if learns_from is None or p.name not in learns_from}
     for parameter in chosen:
-        verdict, code = zero_verdict(parameter.name, learns_from, steps_seen, exhausted)
+        verdict, code = zero_verdict(parameter.name, learns_from, steps_seen, exhausted, parameter.name in rounding)
         holders = held_by.get(parameter.name, [])
         parameter.dynamic = verdict
         parameter.agree = agreement(parameter.static, verdict)
@@ -52,14 +52,17 @@ def classify_zeros(parameters: "Iterable[ParameterReport]", learns_from: dict[st
 
 
 def zero_verdict(name: str, learns_from: dict[str, int] | None, steps_seen: int,
-                 exhausted: bool = False) -> tuple[Dynamic, ZeroReason]:
-    """The verdict of a first-step exact zero and the code of what was observed (words: the callers')."""
+                 exhausted: bool = False, rounded: bool = False) -> tuple[Dynamic, ZeroReason]:
+    """The verdict of a first-step exact zero and the code of what was observed (words: the callers');
+    ``rounded``: its gradient was round-off on some step."""
     if learns_from is None:
         return Dynamic.UNCONFIRMED, ZeroReason.ONE_STEP
     if name in learns_from:
         return Dynamic.HELD, ZeroReason.HELD
     if exhausted:
         return Dynamic.UNCONFIRMED, ZeroReason.STILL_REVIVING
+    if rounded:
+        return Dynamic.ZERO, ZeroReason.ROUNDING
     return Dynamic.ZERO, (ZeroReason.NO_STEP_MOVES if steps_seen <= 1 else ZeroReason.STAYS_ZERO)
 
 
