@@ -26,7 +26,7 @@ from .dynamic.probe import ModelRun, ProbeResult, on_meta, run_model
 from .reconcile.assemble import assemble_report
 from .diagnose import diagnose
 from .dynamic.lookahead import LookAhead, look_ahead
-from .dynamic.rounding import Relative, RoundingCheck, RunOn, relative_sizes, suspects
+from .dynamic.rounding import Relative, RoundingCheck, RunOn, relative_sizes, round_off_to_zero
 from .dynamic.gradients import GradInfo
 from .dynamic.gradients import dynamic_verdicts
 from .report import Report
@@ -34,6 +34,7 @@ from .prepare.inputs import infer_inputs
 from .core.state import ModelSnapshot, materialize_lazy, preserved_module_attributes, RandomState, untouched
 from .dynamic.optimizer import will_update
 from .dynamic.redraw import redraw
+from .dynamic.generators import ModelGenerators
 from .core.observer import ForwardPart
 from .core.random_ops import RandomDraws
 from .dynamic.steps import StepTally
@@ -95,7 +96,7 @@ def check(
     # The run and the tracing run forward's Python, which can change the model; the recording and the
     # passes allocate many small objects that all stay alive, which would set off full collections
     # of the user's whole heap: the collector waits until the report is made.
-    with untouched(model) as restore_notes, gc_paused():
+    with untouched(model) as restore_notes, gc_paused(), ModelGenerators.kept(model) as (generators, drawn_from):
         # The real forward and backward go first: a forward that raises is the model's own error,
         # and the run-time capture is the recording of this very forward.
         result: ProbeResult | None = None
@@ -112,23 +113,26 @@ def check(
             real_run = run if run.mode == "real" else None
         rounded: list[str] = []  # gradients at rounding level: exactly zero in exact arithmetic
         if real_run is not None and result.measurable:
-            rounded = _round_off_to_zero(result, RoundingCheck(real_run.model, example, _run_on(real_run)))
+            rounded = round_off_to_zero(result, RoundingCheck(real_run.model, example, _run_on(real_run)))
         verdicts = dynamic_verdicts(result, vanishing) if result is not None else {}
         zeros = [name for name, verdict in verdicts.items() if verdict == Dynamic.ZERO]
         if zeros and real_run is not None:  # designed zero-inits learn from step 2 or 3, a dead unit never
             step("looking ahead past exact zeros", phase="look-ahead")
             moves = will_update(optimizers, schedulers, user_model) if optimizers else {}
             result.look_ahead = look_ahead_of(real_run, example, zeros, rounded=rounded,
-                                              movable=(lambda name: moves.get(name) is not False) if moves else None)
+                                              movable=(lambda name: moves.get(name) is not False) if moves else None,
+                                              same_draws=lambda: generators.restore(drawn_from))
 
-        if real_run is not None and real_run.drew_random_numbers:  # layer drop, dropout, random sampling
+        # layer drop, dropout, random sampling: from the global generators or from the model's own
+        drew = real_run is not None and (real_run.drew_random_numbers or generators.advanced(drawn_from))
+        if drew:
             learned = result.look_ahead.learns_from if result.look_ahead is not None else {}
             trainable = {name for name, p in real_run.model.named_parameters() if p.requires_grad}
             dry = [name for name, verdict in verdicts.items()
                    if name in trainable and verdict in (Dynamic.MISSING, Dynamic.ZERO) and name not in learned]
             if dry:
                 step("drawing the model's random numbers again", phase="redraw")
-                result.redrawn, result.random_draws = redraw_of(real_run, example, dry, seed)
+                result.redrawn, result.random_draws = redraw_of(real_run, example, dry, seed, generators)
 
         step("capturing the graph", phase="capture")
         captured = capture(runner, example, methods=capture_methods, recorded=recorded)
@@ -171,10 +175,14 @@ def _unexplained(zeros: list[str], result: ProbeResult) -> list[str]:
 
 
 def _alive_after(run: ModelRun, example: tuple[Any, ...], same_draws: bool = True,
-                 watchers: Sequence[ForwardPart] = ()) -> Callable[[], Relative | None]:
+                 watchers: Sequence[ForwardPart] = (),
+                 before: Callable[[], None] | None = None) -> Callable[[], Relative | None]:
     """``run``'s forward and backward again, as a function: each parameter's gradient RMS over the
-    largest (0.0: none, exactly zero or not finite; None: it raised)."""
+    largest (0.0: none, exactly zero or not finite; None: it raised). ``before()`` runs first each
+    time: it sets the generators the model holds (:mod:`fxflow.dynamic.generators`)."""
     def rerun() -> Relative | None:
+        if before is not None:
+            before()
         _, again = run.again(example, same_draws=same_draws, watchers=watchers)
         return relative_sizes(again.grads) if again is not None else None
     return rerun
@@ -192,40 +200,38 @@ def _run_on(run: ModelRun) -> RunOn:
     return run_on
 
 
-def _round_off_to_zero(result: ProbeResult, check: RoundingCheck) -> list[str]:
-    """The first gradients that are round-off (:mod:`fxflow.dynamic.rounding`), set to exactly zero."""
-    relative = relative_sizes(result.grads)
-    rounded = sorted(check(relative, suspects(relative)))
-    for name in rounded:
-        result.grads[name] = GradInfo(present=True, norm=0.0, rms=0.0, finite=True, all_zero=True)
-    if check.note:
-        result.notes.append(check.note)
-    return rounded
-
-
-def redraw_of(run: ModelRun, example: tuple[Any, ...], dry: list[str], seed: int) -> tuple[dict[str, int], list[str]]:
+def redraw_of(run: ModelRun, example: tuple[Any, ...], dry: list[str], seed: int,
+              generators: ModelGenerators | None = None) -> tuple[dict[str, int], list[str]]:
     """:func:`fxflow.dynamic.redraw.redraw` on the model of ``run``: ``dry`` parameters that other draws
-    of its random numbers reach, and ``op @ file:line`` of the calls that drew; the model's buffers,
-    grads and random state are put back afterwards."""
+    of its random numbers reach (the global generators' and ``generators``, those the model holds), and
+    ``op @ file:line`` of the calls that drew; the model's buffers, grads and random state are put back
+    afterwards (the generators it holds by the caller)."""
     snapshot = ModelSnapshot.save(run.model, copy_parameters=False)  # nothing moves the weights here
+    draws_made = iter(range(seed + 1, seed + 1 + 10**6))  # redraw reruns once per seed, seed + 1 first
+
+    def reseed() -> None:  # the model's own generators take the draw's seed, as the global ones do
+        if generators:
+            generators.seed(next(draws_made))
     try:
         draws = RandomDraws()  # where the forward draws: the report names those lines
-        found = redraw(dry, _alive_after(run, example, same_draws=False, watchers=[draws]), seed)
+        found = redraw(dry, _alive_after(run, example, same_draws=False, watchers=[draws], before=reseed), seed)
         return found, draws.found
     finally:
         snapshot.restore()
 
 
 def look_ahead_of(run: ModelRun, example: tuple[Any, ...], zeros: list[str],
-                  movable: Callable[[str], bool] | None = None, rounded: Sequence[str] = ()) -> LookAhead:
+                  movable: Callable[[str], bool] | None = None, rounded: Sequence[str] = (),
+                  same_draws: Callable[[], None] | None = None) -> LookAhead:
     """:func:`fxflow.dynamic.lookahead.look_ahead` on the model of ``run``, whose first backward left
     ``zeros`` exactly zero (``rounded``: those that were round-off): each rerun is ``run``'s forward and
-    backward again, from the same random draws and from the state the model would have on that step
+    backward again, from the same random draws (``same_draws()`` puts back the generators the model
+    holds) and from the state the model would have on that step
     (what the first forward wrote into its buffers and attributes, then what each rerun writes);
     the model's buffers, attributes, grads and random state are put back afterwards."""
     parameters = dict(run.model.named_parameters())
     first = run.gradients or {name: parameter.grad for name, parameter in parameters.items()}
-    rerun = _alive_after(run, example)
+    rerun = _alive_after(run, example, before=same_draws)
     snapshot = ModelSnapshot.save(run.model, copy_parameters=False)  # the look-ahead puts its weights back itself
     try:
         with preserved_module_attributes(run.model):

@@ -16,12 +16,15 @@ from __future__ import annotations
 
 import copy
 import math
-from typing import Any, Callable, Collection, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Collection, Sequence
 
 import torch
 from torch.utils._pytree import tree_map
 
 from .gradients import GradInfo
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .probe import ProbeResult
 
 SUSPECT = 1e-5  # a gradient under this fraction of the largest (RMS) is rechecked in float64
 COLLAPSE = 1e-3  # in float64 it falls by at least this factor more: round-off
@@ -81,3 +84,14 @@ class RoundingCheck:
 
 def _to_float64(value: Any) -> Any:
     return value.to(torch.float64) if isinstance(value, torch.Tensor) and value.is_floating_point() else value
+
+
+def round_off_to_zero(result: "ProbeResult", check: RoundingCheck) -> list[str]:
+    """The first step's gradients that are round-off, set to exactly zero in ``result``; their names."""
+    relative = relative_sizes(result.grads)
+    rounded = sorted(check(relative, suspects(relative)))
+    for name in rounded:
+        result.grads[name] = GradInfo(present=True, norm=0.0, rms=0.0, finite=True, all_zero=True)
+    if check.note:
+        result.notes.append(check.note)
+    return rounded
