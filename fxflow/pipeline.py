@@ -161,7 +161,7 @@ def check(
         report = assemble_report(
             model, target=target or type(model).__name__, captured=captured, static=static, result=result,
             failure=failure, notes=notes, static_notes=static_notes + restore_notes, vanishing=vanishing,
-            allow=allow, static_only=not backward, steps=tally)
+            allow=allow, static_only=not backward, steps=tally, drew=drew if real_run is not None else None)
         if optimizers:
             judge_optimizer(report, user_model, optimizers, schedulers)
     report.timings = clock.finish()

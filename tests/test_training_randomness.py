@@ -68,3 +68,36 @@ def test_a_branch_the_models_generator_drops_is_used_on_some_steps(kind):
     side = report.parameter("side.weight")
     assert side.dynamic == "intermittent", (side.dynamic, side.diagnosis)
     assert report.exit_code == 0
+
+
+@pytest.mark.parametrize("make", [lambda: nn.LSTM(4, 6, num_layers=2, dropout=0.0),
+                                  lambda: nn.GRU(4, 6, num_layers=2, dropout=0.5).eval()],
+                         ids=["lstm dropout 0", "gru in eval"])
+def test_an_rnn_that_draws_nothing_is_not_random(make):
+    """torch tags the RNN ops random for their dropout; with dropout 0, or in eval mode, they draw nothing:
+    a zero they give (here: a zero input, so weight_ih_l0 never learns) does not depend on the seed."""
+
+    class ZeroInput(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.rnn, self.out = make(), nn.Linear(6, 2)
+
+        def forward(self, x):
+            return self.out(self.rnn(x * 0)[0])
+
+    torch.manual_seed(0)
+    model = ZeroInput()
+    model.rnn.training = make().training
+    x = torch.randn(5, 3, 4)
+    grads = []
+    for seed in (0, 1):  # the truth: another seed, bit-identical gradients; weight_ih_l0 gets none
+        torch.manual_seed(seed)
+        model.zero_grad(set_to_none=True)
+        projection_loss(model(x)).backward()
+        grads.append({name: p.grad.clone() for name, p in model.named_parameters()})
+    assert all(torch.equal(grads[0][name], grads[1][name]) for name in grads[0])
+    assert not grads[0]["rnn.weight_ih_l0"].any()
+    model.zero_grad(set_to_none=True)
+    report = fxflow.check(model, (x,), loss_fn=projection_loss)
+    dead = report.parameter("rnn.weight_ih_l0")
+    assert dead.problem and not dead.random_ops and "depends on randomness" not in dead.diagnosis, dead.diagnosis

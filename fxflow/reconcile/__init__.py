@@ -37,11 +37,13 @@ def matches(name: str, patterns: Iterable[str]) -> bool:
 
 
 def parameter_reports(model: torch.nn.Module, static: "StaticAnalysis | None", result: "ProbeResult | None",
-                      vanishing: float, allow: Iterable[str]) -> list[ParameterReport]:
+                      vanishing: float, allow: Iterable[str], drew: bool | None = None) -> list[ParameterReport]:
     """One reconciled record per parameter from the static analysis and the real backward.
 
     Without a static analysis (nothing could be captured) a trainable parameter's static verdict
-    is ``unknown``, never ``reachable``.
+    is ``unknown``, never ``reachable``. ``drew``: whether the real run drew random numbers (None:
+    not known); a run that drew none has no verdict that depends on randomness, whatever its ops are
+    tagged (an ``nn.LSTM`` with ``dropout=0``, or in eval mode, draws nothing).
     """
     allow = list(allow)
     dynamic = dynamic_verdicts(result, vanishing) if result is not None else {}
@@ -66,7 +68,8 @@ def parameter_reports(model: torch.nn.Module, static: "StaticAnalysis | None", r
         if static is not None and report.static == Static.REACHABLE and report.dynamic == Dynamic.MISSING:
             opaque = _opaque_on_path(static, name)  # only a disagreement needs the (costly) search
         judge(report, opaque)
-        if static is not None and report.problem and report.static in (Static.REACHABLE, Static.UNKNOWN):
+        if static is not None and report.problem and report.static in (Static.REACHABLE, Static.UNKNOWN) \
+                and drew is not False:
             _note_randomness(report, static)
         reports.append(report)
     return reports
