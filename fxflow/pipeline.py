@@ -240,7 +240,9 @@ def look_ahead_of(run: ModelRun, example: tuple[Any, ...], zeros: list[str],
             for name, parameter in parameters.items():  # the first step's gradients give the first step's direction
                 parameter.grad = first.get(name)
             rounding = RoundingCheck(run.model, example, _run_on(run))
-            return look_ahead(parameters, zeros, rerun, movable=movable, rounding=rounding, rounded=rounded)
+            found = look_ahead(parameters, zeros, rerun, movable=movable, rounding=rounding, rounded=rounded)
+            found.note = found.note or rounding.note
+            return found
     finally:
         snapshot.restore()
 

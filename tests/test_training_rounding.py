@@ -53,3 +53,14 @@ def test_round_off_on_the_first_step_says_so():
     weight = report.parameter("norm.weight")
     assert weight.dynamic == "zero" and weight.diagnosis.startswith("zero up to rounding"), weight.diagnosis
     assert report.parameter("skip.weight").dynamic == "ok"
+
+
+def test_a_model_too_large_to_copy_keeps_its_small_gradients_and_says_so(monkeypatch):
+    from fxflow.dynamic import rounding
+
+    monkeypatch.setattr(rounding, "COPY_LIMIT_VALUES", 0)
+    torch.manual_seed(0)
+    model = SingleFeatureNorm()
+    report = fxflow.check(model, inputs_of(model), loss_fn=projection_loss)
+    assert report.parameter("norm.weight").dynamic == "vanishing"
+    assert any(note.startswith("no float64 recheck of round-off") for note in report.notes), report.notes

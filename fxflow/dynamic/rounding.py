@@ -28,6 +28,9 @@ if TYPE_CHECKING:  # pragma: no cover
 
 SUSPECT = 1e-5  # a gradient under this fraction of the largest (RMS) is rechecked in float64
 COLLAPSE = 1e-3  # in float64 it falls by at least this factor more: round-off
+# The float64 copy of a model with more parameter and buffer values than this is not made (2 GiB in
+# float64): its small gradients stay as measured, and a note says so.
+COPY_LIMIT_VALUES = 2**28
 
 Relative = dict[str, float]  # parameter -> its gradient's RMS over the largest parameter gradient's RMS
 
@@ -66,6 +69,11 @@ class RoundingCheck:
             return set()
         if all(p.dtype in (torch.float64, torch.complex128) for p in self.model.parameters() if p.is_floating_point()):
             return set()  # already float64: nothing more precise to compare with
+        values = sum(t.numel() for t in (*self.model.parameters(), *self.model.buffers()))
+        if values > COPY_LIMIT_VALUES:
+            self.note = (f"no float64 recheck of round-off: the model's {values:,} values are over the copy limit; "
+                         f"{len(names)} small gradient{'s' if len(names) != 1 else ''} kept as measured")
+            return set()
         try:
             wide = copy.deepcopy(self.model)
             for parameter in wide.parameters():
