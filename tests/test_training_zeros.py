@@ -80,3 +80,46 @@ def test_a_zero_of_state_or_data_is_never_construction():
                                                                                    parameter.static, parameter.dynamic)
             assert words in parameter.diagnosis, (make.__name__, parameter.diagnosis)
         assert report.exit_code == 1
+
+
+class Adjointish(torch.autograd.Function):
+    """As torchdiffeq's ``odeint_adjoint``: the module's parameters are passed in as well, and the backward
+    recomputes the module and differentiates it with respect to them."""
+
+    @staticmethod
+    def forward(ctx, func, x, *params):
+        ctx.func = func
+        ctx.save_for_backward(x, *params)
+        with torch.no_grad():
+            return func(x)
+
+    @staticmethod
+    def backward(ctx, grad):
+        x, *params = ctx.saved_tensors
+        with torch.enable_grad():
+            x = x.detach().requires_grad_()
+            grads = torch.autograd.grad(ctx.func(x), (x, *params), grad, allow_unused=True)
+        return (None, *grads)
+
+
+class AdjointODE(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.func, self.out = nn.Linear(8, 8), nn.Linear(8, 4)
+
+    def forward(self, x):
+        return self.out(Adjointish.apply(self.func, x, *self.func.parameters()))
+
+
+def test_a_custom_function_given_the_parameters_twice_differentiates_them():
+    """The stand-in run of a custom Function gives the parameters it receives and the module it runs one
+    stand-in each, as the real run has one tensor: its backward reaches them (static reachable, exit 0)."""
+    torch.manual_seed(0)
+    model = AdjointODE()
+    inputs = inputs_of(model)
+    truth = real_first_steps(model, inputs)
+    assert set(truth.values()) == {1}
+    report = fxflow.check(model, inputs, loss_fn=projection_loss)
+    assert {(p.name, p.static, p.dynamic) for p in report.parameters} == {
+        (name, "reachable", "ok") for name in truth}
+    assert report.exit_code == 0
