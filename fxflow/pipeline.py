@@ -113,7 +113,7 @@ def check(
             real_run = run if run.mode == "real" else None
         rounded: list[str] = []  # gradients at rounding level: exactly zero in exact arithmetic
         if real_run is not None and result.measurable:
-            rounded = round_off_to_zero(result, RoundingCheck(real_run.model, example, _run_on(real_run)))
+            rounded = round_off_to_zero(result, RoundingCheck(real_run.model, example, _run_on(real_run, drawn_from)))
         verdicts = dynamic_verdicts(result, vanishing) if result is not None else {}
         zeros = [name for name, verdict in verdicts.items() if verdict == Dynamic.ZERO]
         if zeros and real_run is not None:  # designed zero-inits learn from step 2 or 3, a dead unit never
@@ -121,7 +121,7 @@ def check(
             moves = will_update(optimizers, schedulers, user_model) if optimizers else {}
             result.look_ahead = look_ahead_of(real_run, example, zeros, rounded=rounded,
                                               movable=(lambda name: moves.get(name) is not False) if moves else None,
-                                              same_draws=lambda: generators.restore(drawn_from))
+                                              generators=generators, drawn_from=drawn_from)
 
         # layer drop, dropout, random sampling: from the global generators or from the model's own
         drew = real_run is not None and (real_run.drew_random_numbers or generators.advanced(drawn_from))
@@ -188,10 +188,12 @@ def _alive_after(run: ModelRun, example: tuple[Any, ...], same_draws: bool = Tru
     return rerun
 
 
-def _run_on(run: ModelRun) -> RunOn:
-    """``run``'s forward and backward on another model (its float64 copy) from the same random draws."""
+def _run_on(run: ModelRun, drawn_from: list[Any]) -> RunOn:
+    """``run``'s forward and backward on another model (its float64 copy) from the same random draws
+    (``drawn_from``: the states the generators the model holds started the run from)."""
     def run_on(model: torch.nn.Module, inputs: Sequence[Any]) -> dict[str, GradInfo] | None:
         random_state = RandomState.save()  # the redraws go on from the generators as the first run left them
+        ModelGenerators.of(model).restore(drawn_from)  # the copy's own, found in the same order
         try:
             _, again = run.again(inputs, model=model)
         finally:
@@ -222,16 +224,17 @@ def redraw_of(run: ModelRun, example: tuple[Any, ...], dry: list[str], seed: int
 
 def look_ahead_of(run: ModelRun, example: tuple[Any, ...], zeros: list[str],
                   movable: Callable[[str], bool] | None = None, rounded: Sequence[str] = (),
-                  same_draws: Callable[[], None] | None = None) -> LookAhead:
+                  generators: ModelGenerators | None = None, drawn_from: list[Any] | None = None) -> LookAhead:
     """:func:`fxflow.dynamic.lookahead.look_ahead` on the model of ``run``, whose first backward left
     ``zeros`` exactly zero (``rounded``: those that were round-off): each rerun is ``run``'s forward and
-    backward again, from the same random draws (``same_draws()`` puts back the generators the model
-    holds) and from the state the model would have on that step
+    backward again, from the same random draws (the generators the model holds, ``generators``, are put
+    back to ``drawn_from`` each time) and from the state the model would have on that step
     (what the first forward wrote into its buffers and attributes, then what each rerun writes);
     the model's buffers, attributes, grads and random state are put back afterwards."""
     parameters = dict(run.model.named_parameters())
     first = run.gradients or {name: parameter.grad for name, parameter in parameters.items()}
-    rerun = _alive_after(run, example, before=same_draws)
+    drawn_from = drawn_from if drawn_from is not None else []
+    rerun = _alive_after(run, example, before=(lambda: generators.restore(drawn_from)) if generators else None)
     snapshot = ModelSnapshot.save(run.model, copy_parameters=False)  # the look-ahead puts its weights back itself
     try:
         with preserved_module_attributes(run.model):
@@ -239,7 +242,7 @@ def look_ahead_of(run: ModelRun, example: tuple[Any, ...], zeros: list[str],
                 run.writes.apply()
             for name, parameter in parameters.items():  # the first step's gradients give the first step's direction
                 parameter.grad = first.get(name)
-            rounding = RoundingCheck(run.model, example, _run_on(run))
+            rounding = RoundingCheck(run.model, example, _run_on(run, drawn_from))
             found = look_ahead(parameters, zeros, rerun, movable=movable, rounding=rounding, rounded=rounded)
             found.note = found.note or rounding.note
             return found
