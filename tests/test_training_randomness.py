@@ -101,3 +101,33 @@ def test_an_rnn_that_draws_nothing_is_not_random(make):
     report = fxflow.check(model, (x,), loss_fn=projection_loss)
     dead = report.parameter("rnn.weight_ih_l0")
     assert dead.problem and not dead.random_ops and "depends on randomness" not in dead.diagnosis, dead.diagnosis
+
+
+class ChoiceOfEight(nn.Module):
+    """One of eight ops picked at random per batch (a NAS-style choice)."""
+
+    def __init__(self):
+        super().__init__()
+        self.ops = nn.ModuleList(nn.Linear(8, 8) for _ in range(8))
+
+    def forward(self, x):
+        return self.ops[int(torch.randint(0, 8, ()))](x)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_every_branch_of_a_one_of_eight_choice_is_used_on_some_steps(seed):
+    torch.manual_seed(seed)
+    model = ChoiceOfEight()
+    x = torch.randn(4, 8)
+    trained = copy.deepcopy(model)
+    optimizer = torch.optim.SGD(trained.parameters(), lr=1e-3)
+    used = set()
+    for _ in range(64):  # the truth: real steps reach every branch, each on some steps only
+        optimizer.zero_grad(set_to_none=True)
+        projection_loss(trained(x)).backward()
+        used |= {name for name, p in trained.named_parameters() if p.grad is not None and p.grad.any()}
+        optimizer.step()
+    assert used == {name for name, _ in model.named_parameters()}
+    report = fxflow.check(model, (x,), loss_fn=projection_loss, seed=seed)
+    assert {p.dynamic for p in report.parameters} == {"ok", "intermittent"}, [(p.name, p.dynamic) for p in report.parameters]
+    assert report.exit_code == 0
