@@ -26,12 +26,15 @@ from .dynamic.probe import ModelRun, ProbeResult, on_meta, run_model
 from .reconcile.assemble import assemble_report
 from .diagnose import diagnose
 from .dynamic.lookahead import LookAhead, look_ahead
+from .dynamic.rounding import Relative, RoundingCheck, RunOn, relative_sizes, round_off_to_zero
+from .dynamic.gradients import GradInfo
 from .dynamic.gradients import dynamic_verdicts
 from .report import Report
 from .prepare.inputs import infer_inputs
-from .core.state import LazyModules, ModelSnapshot, guarded, materialize_lazy, untouched
+from .core.state import LazyModules, ModelSnapshot, RandomState, guarded, materialize_lazy, preserved_module_attributes, untouched
 from .dynamic.optimizer import will_update
-from .dynamic.redraw import redraw
+from .dynamic.redraw import DRAWS, redraw
+from .dynamic.generators import ModelGenerators
 from .core.observer import ForwardPart
 from .core.random_ops import RandomDraws
 from .dynamic.steps import StepTally
@@ -93,7 +96,7 @@ def check(
     # The run and the tracing run forward's Python, which can change the model; the recording and the
     # passes allocate many small objects that all stay alive, which would set off full collections
     # of the user's whole heap: the collector waits until the report is made.
-    with guarded(model, example) as guard, gc_paused():
+    with guarded(model, example) as guard, gc_paused(), ModelGenerators.kept(model) as (generators, drawn_from):
         # The real forward and backward go first: a forward that raises is the model's own error,
         # and the run-time capture is the recording of this very forward.
         result: ProbeResult | None = None
@@ -109,23 +112,30 @@ def check(
             result, failure, recorded = run.result, run.failure, run.recorded
             guard.inputs_as_found()  # a forward that wrote its input: every later stage sees it as given
             real_run = run if run.mode == "real" else None
+        rounded: list[str] = []  # gradients at rounding level: exactly zero in exact arithmetic
+        if real_run is not None and result.measurable:
+            rounded = round_off_to_zero(result, RoundingCheck(real_run.model, example, _run_on(real_run, drawn_from)))
         verdicts = dynamic_verdicts(result, vanishing) if result is not None else {}
         zeros = [name for name, verdict in verdicts.items() if verdict == Dynamic.ZERO]
         if zeros and real_run is not None:  # designed zero-inits learn from step 2 or 3, a dead unit never
             step("looking ahead past exact zeros", phase="look-ahead")
             moves = will_update(optimizers, schedulers, user_model) if optimizers else {}
-            result.look_ahead = look_ahead_of(real_run, example, zeros,
+            result.look_ahead = look_ahead_of(real_run, example, zeros, rounded=rounded,
                                               movable=(lambda name: moves.get(name) is not False) if moves else None,
+                                              generators=generators, drawn_from=drawn_from,
                                               as_found=guard.inputs_as_found)
 
-        if real_run is not None and real_run.drew_random_numbers:  # layer drop, dropout, random sampling
+        # layer drop, dropout, random sampling: from the global generators or from the model's own
+        drew = real_run is not None and (real_run.drew_random_numbers or generators.advanced(drawn_from))
+        if drew:
             learned = result.look_ahead.learns_from if result.look_ahead is not None else {}
             trainable = {name for name, p in real_run.model.named_parameters() if p.requires_grad}
             dry = [name for name, verdict in verdicts.items()
                    if name in trainable and verdict in (Dynamic.MISSING, Dynamic.ZERO) and name not in learned]
             if dry:
                 step("drawing the model's random numbers again", phase="redraw")
-                result.redrawn, result.random_draws = redraw_of(real_run, example, dry, seed, guard.inputs_as_found)
+                result.redrawn, result.random_draws = redraw_of(real_run, example, dry, seed, generators,
+                                                                guard.inputs_as_found)
 
         step("capturing the graph", phase="capture")
         captured = capture(runner, example, methods=capture_methods, recorded=recorded)
@@ -135,8 +145,9 @@ def check(
                                   f"raised {failure.reason}")
             raise FxflowError(_NOTHING_VERIFIED, hint=_NOTHING_VERIFIED_HINT)
 
-        # zeros by construction are looked for only behind what the real backward left exactly zero
-        suspects = zeros if result is not None and real_run is not None else None
+        # zeros by construction are looked for only behind the exact zeros training has not explained:
+        # what the look-ahead revived or another random draw reached learns, whatever the code says
+        suspects = _unexplained(zeros, result) if result is not None and real_run is not None else None
         static, static_notes = analyze_capture(captured, runner, example, step=step,
                                                loss_output=result.loss_output if result is not None else None,
                                                zero_suspects=suspects)
@@ -153,7 +164,7 @@ def check(
         report = assemble_report(
             model, target=target or type(model).__name__, captured=captured, static=static, result=result,
             failure=failure, notes=notes, static_notes=static_notes + guard.notes, vanishing=vanishing,
-            allow=allow, static_only=not backward, steps=tally)
+            allow=allow, static_only=not backward, steps=tally, drew=drew if real_run is not None else None)
         if optimizers:
             judge_optimizer(report, user_model, optimizers, schedulers)
     report.timings = clock.finish()
@@ -161,50 +172,106 @@ def check(
     return report
 
 
+def _unexplained(zeros: list[str], result: ProbeResult) -> list[str]:
+    """The first step's exact zeros that no look-ahead step and no other draw of the random numbers lifted."""
+    learned = result.look_ahead.learns_from if result.look_ahead is not None else {}
+    return [name for name in zeros if name not in learned and name not in result.redrawn]
+
+
 def _alive_after(run: ModelRun, example: tuple[Any, ...], same_draws: bool = True,
                  watchers: Sequence[ForwardPart] = (),
-                 as_found: Callable[[], None] | None = None) -> Callable[[], dict[str, bool] | None]:
-    """``run``'s forward and backward again, as a function: which parameters got a non-zero finite
-    gradient (None: it raised). ``as_found`` puts the inputs back after each rerun (a forward that
-    writes its input in place)."""
-    def rerun() -> dict[str, bool] | None:
+                 before: Callable[[], None] | None = None,
+                 as_found: Callable[[], None] | None = None) -> Callable[[], Relative | None]:
+    """``run``'s forward and backward again, as a function: each parameter's gradient RMS over the
+    largest (0.0: none, exactly zero or not finite; None: it raised). ``before()`` runs first each
+    time: it sets the generators the model holds (:mod:`fxflow.dynamic.generators`); ``as_found``
+    puts the inputs back after each rerun (a forward that writes its input in place)."""
+    def rerun() -> Relative | None:
+        if before is not None:
+            before()
         try:
             _, again = run.again(example, same_draws=same_draws, watchers=watchers)
         finally:
             if as_found is not None:
                 as_found()
-        if again is None:
-            return None
-        return {name: info.present and info.finite and not info.all_zero for name, info in again.grads.items()}
+        return relative_sizes(again.grads) if again is not None else None
     return rerun
 
 
+def _run_on(run: ModelRun, drawn_from: list[Any]) -> RunOn:
+    """``run``'s forward and backward on another model (its float64 copy) from the same random draws
+    (``drawn_from``: the states the generators the model holds started the run from)."""
+    def run_on(model: torch.nn.Module, inputs: Sequence[Any]) -> dict[str, GradInfo] | None:
+        random_state = RandomState.save()  # the redraws go on from the generators as the first run left them
+        ModelGenerators.of(model).restore(drawn_from)  # the copy's own, found in the same order
+        try:
+            _, again = run.again(inputs, model=model)
+        finally:
+            random_state.restore()
+        return again.grads if again is not None else None
+    return run_on
+
+
+REDRAW_LIMIT = 64  # draws at most, while recent draws still reach parameters that earlier ones did not
+
+
 def redraw_of(run: ModelRun, example: tuple[Any, ...], dry: list[str], seed: int,
+              generators: ModelGenerators | None = None,
               as_found: Callable[[], None] | None = None) -> tuple[dict[str, int], list[str]]:
     """:func:`fxflow.dynamic.redraw.redraw` on the model of ``run``: ``dry`` parameters that other draws
-    of its random numbers reach, and ``op @ file:line`` of the calls that drew; the model's buffers,
-    grads and random state are put back afterwards."""
+    of its random numbers reach (the global generators' and ``generators``, those the model holds), and
+    ``op @ file:line`` of the calls that drew; the model's buffers, grads and random state are put back
+    afterwards (the generators it holds by the caller)."""
     snapshot = ModelSnapshot.save(run.model, copy_parameters=False)  # nothing moves the weights here
+    draws_made = iter(range(seed + 1, seed + 1 + 10**6))  # redraw reruns once per seed, seed + 1 first
+
+    def reseed() -> None:  # the model's own generators take the draw's seed, as the global ones do
+        if generators:
+            generators.seed(next(draws_made))
     try:
         draws = RandomDraws()  # where the forward draws: the report names those lines
-        found = redraw(dry, _alive_after(run, example, same_draws=False, watchers=[draws], as_found=as_found), seed)
+        rerun = _alive_after(run, example, same_draws=False, watchers=[draws], before=reseed, as_found=as_found)
+        found: dict[str, int] = {}
+        # Rounds of DRAWS draws, for as long as three times the draws it took to reach the last parameter
+        # reached: a 1-of-8 choice per batch shows its last branch after about 20 draws (then missed 2 times
+        # in 100), a dead parameter beside a dropout costs one round, as a model whose draws reach all early.
+        drawn = 0
+        while len(found) < len(dry) and drawn < REDRAW_LIMIT:
+            found.update(redraw([name for name in dry if name not in found], rerun, seed + drawn))
+            drawn += DRAWS
+            if drawn >= max(DRAWS, 3 * (max(found.values(), default=seed) - seed)):
+                break
         return found, draws.found
     finally:
         snapshot.restore()
 
 
 def look_ahead_of(run: ModelRun, example: tuple[Any, ...], zeros: list[str],
-                  movable: Callable[[str], bool] | None = None, as_found: Callable[[], None] | None = None) -> LookAhead:
+                  movable: Callable[[str], bool] | None = None, rounded: Sequence[str] = (),
+                  generators: ModelGenerators | None = None, drawn_from: list[Any] | None = None,
+                  as_found: Callable[[], None] | None = None) -> LookAhead:
     """:func:`fxflow.dynamic.lookahead.look_ahead` on the model of ``run``, whose first backward left
-    ``zeros`` exactly zero: each rerun is ``run``'s forward and backward again, from the same random
-    draws; the model's buffers, grads and random state are put back afterwards."""
+    ``zeros`` exactly zero (``rounded``: those that were round-off): each rerun is ``run``'s forward and
+    backward again, from the same random draws (the generators the model holds, ``generators``, are put
+    back to ``drawn_from`` each time) and from the state the model would have on that step
+    (what the first forward wrote into its buffers and attributes, then what each rerun writes);
+    the model's buffers, attributes, grads and random state are put back afterwards."""
     parameters = dict(run.model.named_parameters())
-    rerun = _alive_after(run, example, as_found=as_found)
+    first = run.gradients or {name: parameter.grad for name, parameter in parameters.items()}
+    drawn_from = drawn_from if drawn_from is not None else []
+    rerun = _alive_after(run, example, before=(lambda: generators.restore(drawn_from)) if generators else None,
+                         as_found=as_found)
     snapshot = ModelSnapshot.save(run.model, copy_parameters=False)  # the look-ahead puts its weights back itself
     try:
-        for name, parameter in parameters.items():  # the first step's gradients give the first step's direction
-            parameter.grad = run.gradients.get(name)
-        return look_ahead(parameters, zeros, rerun, movable=movable)
+        with preserved_module_attributes(run.model):
+            if run.writes is not None:  # the next real step starts from what this one's forward wrote
+                run.writes.apply()
+            for name, parameter in parameters.items():  # the first step's gradients give the first step's direction
+                parameter.grad = first.get(name)
+            rounding = RoundingCheck(run.model, example, _run_on(run, drawn_from))
+            found = look_ahead(parameters, zeros, rerun, movable=movable, rounding=rounding, rounded=rounded)
+            found.note = found.note or rounding.note
+            return found
     finally:
         snapshot.restore()
 

@@ -43,6 +43,38 @@ class DynamicVerdict(StrEnum):
     UNCONFIRMED = "unconfirmed"
 
 
+class ZeroReason(StrEnum):
+    """Why an exact zero got its verdict: what was observed, as a code the presenting side puts in words
+    (fxflow.reconcile.zeros)."""
+
+    HELD = "held"  # a later step (look-ahead or real) gave it a gradient: held by a zero-initialized weight
+    STAYS_ZERO = "stays-zero"  # the later steps moved every weight with a gradient and it stayed zero
+    NO_STEP_MOVES = "no-step-moves"  # no weight had a gradient to move: every later step is the first again
+    STILL_REVIVING = "still-reviving"  # the look-ahead stopped at its limit while still reviving others
+    ONE_STEP = "one-step"  # one watched step: nothing later was seen
+    ROUNDING = "rounding"  # round-off, zero in exact arithmetic (fxflow.dynamic.rounding)
+
+
+# Which dynamic verdicts each static verdict predicts. UNKNOWN predicts nothing: no agreement is claimed.
+EXPECTED: dict[StaticVerdict, set[DynamicVerdict]] = {
+    StaticVerdict.REACHABLE: {DynamicVerdict.OK, DynamicVerdict.VANISHING, DynamicVerdict.ZERO, DynamicVerdict.NONFINITE,
+                              DynamicVerdict.PRESENT, DynamicVerdict.HELD, DynamicVerdict.UNCONFIRMED,
+                              DynamicVerdict.INTERMITTENT},
+    StaticVerdict.ZERO: {DynamicVerdict.ZERO, DynamicVerdict.PRESENT},
+    # one step's graph cuts it and other steps (or draws) reach it: intermittent agrees with either
+    StaticVerdict.CUT: {DynamicVerdict.MISSING, DynamicVerdict.INTERMITTENT},
+    StaticVerdict.FROZEN: {DynamicVerdict.MISSING},
+    StaticVerdict.UNUSED: {DynamicVerdict.MISSING, DynamicVerdict.INTERMITTENT},
+}
+
+
+def agreement(static: StaticVerdict, dynamic: DynamicVerdict | None) -> bool | None:
+    """Whether a dynamic verdict is one the static verdict predicts (None: nothing to compare)."""
+    if dynamic is None or static == StaticVerdict.UNKNOWN:
+        return None
+    return dynamic in EXPECTED.get(static, set())
+
+
 class OptimizerVerdict(StrEnum):
     """Whether an optimizer group will update a trainable parameter (fxflow.reconcile.optimizer)."""
 

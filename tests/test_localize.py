@@ -168,7 +168,8 @@ def test_round_inside_a_parametrization_is_named_not_the_linear() -> None:
     assert "its parametrization `RoundWeights` of `weight`" in site.reason
 
 
-@pytest.mark.parametrize("fade", [1.0, 1e-12], ids=["healthy", "vanishing"])
+# 1e-4: vanishing, yet above the size at which a float64 run rechecks it for round-off (fxflow.dynamic.rounding)
+@pytest.mark.parametrize("fade", [1.0, 1e-4], ids=["healthy", "vanishing"])
 def test_explaining_a_gradient_runs_no_second_forward(fade: float) -> None:
     """Healthy or not, the check runs the model's forward once for its gradients (and once more for
     the symbolic trace): the explanation of a vanishing gradient is read from that same run's trace."""

@@ -10,37 +10,51 @@ and on every step after it. The only way to tell them apart is to take the step.
 :func:`look_ahead` takes a few small optimizer-like steps on the parameters that did get a gradient
 and runs forward and backward again after each, while new parameters come alive. The rule is fixed
 and documented (docs/verdicts.md): each such tensor moves against the sign of its gradient by
-:data:`STEP_RELATIVE` of its own RMS (:data:`STEP_FLOOR` for an all-zero tensor), computed in fp32.
-A sign step is what Adam's first update is; a size relative to the weight keeps a dead unit from
-being revived by a large step and a half-precision weight from being left unmoved by a tiny one.
-Each tensor is replaced for the look-ahead and the original object put back afterwards, so the
-user's weights are restored bit for bit (the model's buffers, grads and random state are restored by
+:data:`STEP_RELATIVE` of its own RMS (:data:`STEP_FLOOR` for an all-zero tensor), computed in fp32
+(a complex tensor along the phase of its gradient, ``sgn``, as Adam moves it). A sign step is what
+Adam's first update is; a size relative to the weight keeps a dead unit from being revived by a large
+step and a half-precision weight from being left unmoved by a tiny one. Each tensor is replaced for
+the look-ahead and the original object put back afterwards, so the user's weights are restored bit
+for bit (the model's buffers, grads and random state are restored by
 :func:`fxflow.core.state.untouched` around the check).
+
+A gradient at rounding level is no gradient (:mod:`fxflow.dynamic.rounding`): a zero that a step
+turns into round-off (a LayerNorm over one feature, once the nudge has moved its neighbours) is
+still zero, and a gradient that is round-off does not move its tensor. The look-ahead stops when a
+step revives nothing new; at :data:`MAX_STEPS` a parameter that is still zero while the last step
+was reviving others is not known to stay zero (:attr:`LookAhead.exhausted`): ``unconfirmed``.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterable
+from typing import Callable, Collection, Iterable
 
 import torch
 
 from ..core.tensors import l2_norm
+from .rounding import Relative, suspects
 
 STEP_RELATIVE = 1e-2  # each step moves a tensor by this fraction of its RMS ...
 STEP_FLOOR = 1e-3  # ... or by this much where the tensor is all zeros
 MAX_STEPS = 3  # look-ahead steps at most: learning from step 4 is the latest that is told apart
 
-Rerun = Callable[[], "dict[str, bool] | None"]  # forward + backward again: which parameters got a non-zero gradient
+# forward + backward again: each parameter's gradient RMS over the largest (0.0: zero or none); None: it raised
+Rerun = Callable[[], "Relative | None"]
+# which of the names (sized as given) are round-off, on the model as it is now (fxflow.dynamic.rounding)
+Rounding = Callable[["Relative", Collection[str]], "set[str]"]
 
 
 @dataclass
 class LookAhead:
     """What the look-ahead found for the parameters whose first gradient was exactly zero."""
 
-    zeros: list[str]  # exactly zero on step 1
+    zeros: list[str]  # exactly zero on step 1 (round-off included)
     learns_from: dict[str, int] = field(default_factory=dict)  # name -> first step with a non-zero gradient
     steps: int = 1  # steps seen, the first included
     note: str | None = None  # why the look-ahead stopped early (a rerun failed)
+    # name -> the step on which its gradient was round-off, counted as exactly zero (the first: 1)
+    rounding: dict[str, int] = field(default_factory=dict)
+    exhausted: bool = False  # it stopped at MAX_STEPS while the last step was still reviving parameters
 
     @property
     def still_zero(self) -> list[str]:
@@ -48,58 +62,78 @@ class LookAhead:
 
 
 def look_ahead(parameters: dict[str, torch.nn.Parameter], zeros: Iterable[str], rerun: Rerun, *,
-               movable: Callable[[str], bool] | None = None, max_steps: int = MAX_STEPS) -> LookAhead:
+               movable: Callable[[str], bool] | None = None, max_steps: int = MAX_STEPS,
+               rounding: Rounding | None = None, rounded: Collection[str] = ()) -> LookAhead:
     """Step, rerun, repeat while new parameters come alive; the weights are put back on return.
 
     ``parameters``: the model's, with the first backward's gradients in ``.grad``. ``rerun()`` runs
     forward and backward again (same inputs and random draws), leaves the new gradients in ``.grad``
-    and returns, per parameter, whether its gradient is non-zero and finite (None: it could not run).
+    and returns, per parameter, its gradient's size relative to the largest (None: it could not run).
     ``movable(name)``: whether the optimizer moves it (all trainable parameters when not given).
-    Which zero-initialized weights held each zero is the diagnose stage's (:mod:`fxflow.diagnose.holders`).
+    ``rounding``: which small revived gradients are round-off; ``rounded``: the first step's round-off,
+    part of ``zeros``. Which zero-initialized weights held each zero is the diagnose stage's
+    (:mod:`fxflow.diagnose.holders`).
     """
-    found = LookAhead(zeros=sorted(zeros))
+    found = LookAhead(zeros=sorted(zeros), rounding=dict.fromkeys(rounded, 1))
     remaining = set(found.zeros)
     originals: dict[str, torch.Tensor] = {}
     try:
         for step in range(2, max_steps + 2):
+            _silence(parameters, found.rounding)
             if not _sign_step(parameters, movable, originals):
                 break  # nothing had a gradient to move it: every later step is the first one again
             for parameter in parameters.values():
                 parameter.grad = None
-            alive = rerun()
-            if alive is None:
+            relative = rerun()
+            if relative is None:
                 found.note = f"the look-ahead's run after step {step - 1} failed: its zeros are judged as found"
                 break
             found.steps = step
-            revived = sorted(name for name in remaining if alive.get(name))
+            revived = {name for name in remaining if relative.get(name, 0.0) > 0.0}
+            small = suspects(relative, among=revived)
+            for name in rounding(relative, small) if rounding is not None and small else ():
+                revived.discard(name)
+                found.rounding[name] = step
             for name in revived:
                 found.learns_from[name] = step
             remaining.difference_update(revived)
             if not remaining or not revived:
                 break
+            found.exhausted = step == max_steps + 1
     finally:
         for name, original in originals.items():
             parameters[name].data = original
     return found
 
 
+def _silence(parameters: dict[str, torch.nn.Parameter], rounding: dict[str, int]) -> None:
+    """Round-off is no gradient: the tensors whose gradient is round-off are not moved by it."""
+    for name in rounding:
+        if parameters[name].grad is not None:
+            parameters[name].grad = torch.zeros_like(parameters[name].grad)
+
+
 def _sign_step(parameters: dict[str, torch.nn.Parameter], movable: Callable[[str], bool] | None,
                originals: dict[str, torch.Tensor]) -> bool:
-    """Move every parameter with a finite non-zero gradient one sign step; False when none moved."""
+    """Move every parameter with a finite non-zero gradient one sign step; False when none moved.
+    A complex tensor moves along its gradient's phase (``sgn``), by a size relative to its own modulus."""
     moved = False
     with torch.no_grad():
         for name, parameter in parameters.items():
             grad = parameter.grad
-            if grad is None or not parameter.requires_grad or parameter.is_complex() or parameter.is_meta:
+            if grad is None or not parameter.requires_grad or parameter.is_meta:
+                continue
+            if not (parameter.is_floating_point() or parameter.is_complex()):
                 continue
             if movable is not None and not movable(name):
                 continue
             if grad.layout != torch.strided:  # sparse (Embedding(sparse=True))
                 grad = grad.to_dense()
-            direction = torch.sign(torch.nan_to_num(grad.float(), nan=0.0, posinf=0.0, neginf=0.0))
+            wide = torch.complex64 if parameter.is_complex() else torch.float32
+            direction = torch.sgn(torch.nan_to_num(grad.to(wide), nan=0.0, posinf=0.0, neginf=0.0))
             if not bool(direction.any()):
                 continue
-            current = parameter.detach().float()
+            current = parameter.detach().to(wide)
             rms = l2_norm(current) / max(current.numel(), 1) ** 0.5
             size = STEP_RELATIVE * rms if rms > 0 else STEP_FLOOR
             originals.setdefault(name, parameter.data)

@@ -19,6 +19,7 @@ from torch._subclasses.fake_tensor import is_fake
 from ..errors import FxflowError, describe, first_line
 from .gradients import GradInfo, read_gradients
 from .lookahead import LookAhead
+from .writes import ForwardWrites
 from .redraw import drew_random_numbers
 from .backward_trace import BackwardTrace
 from .module_norms import ModuleGradRecorder
@@ -153,6 +154,7 @@ class ModelRun:
         self._weights: FakeWeights | None = None  # the fake run's twins of the weights
         self._fake_mode: Any = None
         self.drew_random_numbers = False  # the forward advanced a random generator (fxflow.dynamic.redraw)
+        self.writes: ForwardWrites | None = None  # what the recorded forward wrote before it was put back
 
     def forward(self, call: Callable[[], Any]) -> Any:
         """Run ``call`` (the model's forward) with the per-module gradient hooks in place."""
@@ -225,13 +227,15 @@ class ModelRun:
             after.restore()
 
     def again(self, inputs: Sequence[Any], same_draws: bool = True,
-              watchers: Sequence[ForwardPart] = ()) -> "tuple[ModelRun, ProbeResult | None]":
+              watchers: Sequence[ForwardPart] = (), model: torch.nn.Module | None = None,
+              ) -> "tuple[ModelRun, ProbeResult | None]":
         """Forward and backward once more on ``inputs``, from the random draws this run started with
         (the look-ahead's runs; ``same_draws=False``: from the generators as the caller left them),
-        ``watchers`` watching its forward; not recorded. Returns the new run and its result (None: it raised)."""
+        ``watchers`` watching its forward; not recorded; on ``model`` when given (a float64 copy).
+        Returns the new run and its result (None: it raised)."""
         if same_draws:
             self._random_state.restore()
-        run = ModelRun(self.model, mode=self.mode, loss_fn=self.loss_fn, seed=self.seed, labels_given=self.labels_given,
+        run = ModelRun(model if model is not None else self.model, mode=self.mode, loss_fn=self.loss_fn, seed=self.seed, labels_given=self.labels_given,
                        watchers=watchers)
         try:
             return run, run.run(inputs)
@@ -282,7 +286,7 @@ class ModelRun:
                 random_state.restore()  # the plain forward draws what the recorded one drew
                 outputs = self.forward(forward.call)
             result = self.backward(outputs)
-        self.recorded = forward.recorded
+        self.recorded, self.writes = forward.recorded, forward.writes
         return result
 
 
@@ -312,10 +316,12 @@ class RecordedForward:
         from ..core.state import preserved_module_attributes
 
         self._stack.enter_context(preserved_module_attributes(self.inner))
+        self.writes = ForwardWrites(self.inner)
         return self
 
     def __exit__(self, *exc: Any) -> None:
         try:
+            self.writes.read(self._recording.snapshot if self._recording is not None else None)
             if self._recording is not None:
                 self._recording.restore()
         finally:

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Sequence
 
-from ..verdicts import CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static
+from ..verdicts import CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static, agreement
 
 if TYPE_CHECKING:  # pragma: no cover
     from .backward_calls import BackwardCall
@@ -160,7 +160,7 @@ def apply_steps(parameters: "Iterable[ParameterReport]", tally: StepTally) -> No
         missed = tally.missed(parameter.name)
         parameter.missed_steps = missed
         parameter.dynamic = Dynamic.INTERMITTENT
-        parameter.agree = True  # one step's graph and many steps' gradients: both are true
+        parameter.agree = agreement(parameter.static, parameter.dynamic)  # one step's graph, many steps' gradients
         if not parameter.cut_by and parameter.name in tally.later_cuts:
             parameter.cut_by = list(tally.later_cuts[parameter.name])
         parameter.diagnosis = intermittent_reason(parameter, count, tally.steps,

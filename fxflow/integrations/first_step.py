@@ -122,16 +122,19 @@ class FirstStepCheck:
         return bool(now) and step < MAX_CONFIRMING_STEPS
 
     def _confirm(self, report: "Report") -> None:
-        """The step that ends the wait: zeros lifted since the first step are ``held``, the rest ``zero``."""
+        """The step that ends the wait: zeros lifted since the first step are ``held``; the rest ``zero``
+        when the last step lifted none, ``unconfirmed`` when the wait ran out while it still lifted some."""
         from ..reconcile.zeros import classify_zeros
         from ..verdicts import DynamicVerdict
 
         first = self._unconfirmed[0].report
         held_by = {p.name: p.held_by for p in first.parameters}
-        for parameter in report.parameters:
-            if parameter.dynamic == DynamicVerdict.UNCONFIRMED:
-                parameter.dynamic = DynamicVerdict.ZERO  # confirmed by the steps since: it stays exactly zero
-        classify_zeros(report.parameters, self._learned, held_by, len(self._unconfirmed) + 1)
+        step = len(self._unconfirmed) + 1
+        still = [p for p in report.parameters if p.dynamic == DynamicVerdict.UNCONFIRMED]
+        exhausted = bool(still) and step >= MAX_CONFIRMING_STEPS and step in self._learned.values()
+        for parameter in still:
+            parameter.dynamic = DynamicVerdict.ZERO  # classify_zeros judges it from the steps seen
+        classify_zeros(report.parameters, self._learned, held_by, step, exhausted=exhausted)
         names = sorted({p.name for p in first.unconfirmed})
         report.notes.append(f"this is step {len(self._unconfirmed) + 1}: the first gave {len(names)} parameter(s) an "
                             f"exactly zero gradient ({_shorten(names)}); those that a zero-initialized weight held "

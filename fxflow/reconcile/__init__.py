@@ -23,21 +23,12 @@ import torch
 
 from ..dynamic.gradients import dynamic_verdicts
 from ..report import ParameterReport
-from ..verdicts import PARAM_PREFIX, CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static
+from ..verdicts import PARAM_PREFIX, CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static, agreement
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..static.analyze import StaticAnalysis
     from ..dynamic.probe import ProbeResult
 
-# Which dynamic verdicts each static verdict predicts. UNKNOWN predicts nothing: no agreement is claimed.
-_EXPECTED: dict[Static, set[Dynamic]] = {
-    Static.REACHABLE: {Dynamic.OK, Dynamic.VANISHING, Dynamic.ZERO, Dynamic.NONFINITE, Dynamic.PRESENT, Dynamic.HELD,
-                       Dynamic.UNCONFIRMED},
-    Static.ZERO: {Dynamic.ZERO, Dynamic.PRESENT},
-    Static.CUT: {Dynamic.MISSING},
-    Static.FROZEN: {Dynamic.MISSING},
-    Static.UNUSED: {Dynamic.MISSING},
-}
 
 
 def matches(name: str, patterns: Iterable[str]) -> bool:
@@ -46,11 +37,13 @@ def matches(name: str, patterns: Iterable[str]) -> bool:
 
 
 def parameter_reports(model: torch.nn.Module, static: "StaticAnalysis | None", result: "ProbeResult | None",
-                      vanishing: float, allow: Iterable[str]) -> list[ParameterReport]:
+                      vanishing: float, allow: Iterable[str], drew: bool | None = None) -> list[ParameterReport]:
     """One reconciled record per parameter from the static analysis and the real backward.
 
     Without a static analysis (nothing could be captured) a trainable parameter's static verdict
-    is ``unknown``, never ``reachable``.
+    is ``unknown``, never ``reachable``. ``drew``: whether the real run drew random numbers (None:
+    not known); a run that drew none has no verdict that depends on randomness, whatever its ops are
+    tagged (an ``nn.LSTM`` with ``dropout=0``, or in eval mode, draws nothing).
     """
     allow = list(allow)
     dynamic = dynamic_verdicts(result, vanishing) if result is not None else {}
@@ -75,7 +68,8 @@ def parameter_reports(model: torch.nn.Module, static: "StaticAnalysis | None", r
         if static is not None and report.static == Static.REACHABLE and report.dynamic == Dynamic.MISSING:
             opaque = _opaque_on_path(static, name)  # only a disagreement needs the (costly) search
         judge(report, opaque)
-        if static is not None and report.problem and report.static in (Static.REACHABLE, Static.UNKNOWN):
+        if static is not None and report.problem and report.static in (Static.REACHABLE, Static.UNKNOWN) \
+                and drew is not False:
             _note_randomness(report, static)
         reports.append(report)
     return reports
@@ -124,7 +118,7 @@ def judge(parameter: ParameterReport, opaque_path: str | None = None) -> None:
     static, dynamic = parameter.static, parameter.dynamic
     if dynamic is None or static == Static.UNKNOWN:
         return  # nothing to compare against: agree stays None
-    parameter.agree = dynamic in _EXPECTED[static]
+    parameter.agree = agreement(static, dynamic)
     if parameter.agree:
         parameter.diagnosis = parameter.diagnosis or _AGREEING_DIAGNOSES.get((static, dynamic))
         return

@@ -38,7 +38,7 @@ def assemble_report(model: torch.nn.Module, *, target: str, captured: "Capture |
                     allow: Iterable[str] = (), static_only: bool = False,
                     timings: dict[str, float] | None = None, steps: StepTally | None = None,
                     history: dict[str, list[LayerStep]] | None = None, ddp: torch.nn.Module | None = None,
-                    watched: bool = False) -> Report:
+                    watched: bool = False, drew: bool | None = None) -> Report:
     """The Report of one checked step: the static analysis (None when nothing was captured) and the
     real backward's result (None when none ran; ``failure`` when it raised), reconciled.
 
@@ -47,7 +47,8 @@ def assemble_report(model: torch.nn.Module, *, target: str, captured: "Capture |
     ``steps``: the gradients of more steps than the first (:mod:`fxflow.dynamic.steps`); ``history``: per
     layer and step, the gradient statistics of a watched training loop (:mod:`fxflow.dynamic.health`);
     ``ddp``: the DistributedDataParallel wrapper of a watched model; ``watched``: the gradients are the
-    user's own step's (no look-ahead could run). One DDP note comes from both:
+    user's own step's (no look-ahead could run); ``drew``: whether the real run drew random numbers
+    (None: not known). One DDP note comes from both:
     the steps' counts when there are many, the wrapper's setting when there is one.
     """
     notes = list(notes)
@@ -65,7 +66,7 @@ def assemble_report(model: torch.nn.Module, *, target: str, captured: "Capture |
     uncertain = uncertainty(static)
     notes.extend(uncertainty_notes(uncertain))
 
-    parameters = parameter_reports(model, static, result, vanishing, allow)
+    parameters = parameter_reports(model, static, result, vanishing, allow, drew)
     unregistered = unregistered_reports(result, vanishing) if result is not None else []
     parameters.extend(unregistered)
     if result is not None and result.nonfinite:  # the generic advice gives way to where the NaN was born
@@ -77,7 +78,8 @@ def assemble_report(model: torch.nn.Module, *, target: str, captured: "Capture |
     counted = steps.steps if steps is not None else 1
     look = result.look_ahead if result is not None else None
     if look is not None:  # check: the look-ahead's steps tell designed zero-inits from dead units
-        classify_zeros(parameters, look.learns_from, result.held_by, look.steps, result.explanations)
+        classify_zeros(parameters, look.learns_from, result.held_by, look.steps, result.explanations,
+                       exhausted=look.exhausted, rounding=look.rounding)
         if look.note:
             notes.append(look.note)
     elif steps is not None and watched and (result is None or result.measurable):

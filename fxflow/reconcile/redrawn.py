@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable
 
-from ..verdicts import DynamicVerdict as Dynamic
+from ..verdicts import DynamicVerdict as Dynamic, agreement
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..report import ParameterReport
@@ -26,7 +26,7 @@ def mark_redrawn(parameters: "Iterable[ParameterReport]", redrawn: dict[str, int
         parameter.random_ops = parameter.random_ops or list(draws)
         drawn = f" (what {', '.join(parameter.random_ops[:3])} drew)" if parameter.random_ops else ""
         parameter.dynamic = Dynamic.INTERMITTENT
-        parameter.agree = True  # this draw's graph and another draw's gradient: both are true
+        parameter.agree = agreement(parameter.static, parameter.dynamic)
         parameter.diagnosis = (f"{got} with this draw of the model's random numbers{drawn}, a gradient with "
                                f"another (--seed {seed}): the model's own randomness decides, so it learns on "
                                "some steps only")

@@ -11,36 +11,69 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable
 
 from ..diagnose.localize import passes_nothing_back
-from ..verdicts import CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static
+from ..verdicts import CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static, ZeroReason, agreement
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..report import ParameterReport
 
 
 def classify_zeros(parameters: "Iterable[ParameterReport]", learns_from: dict[str, int] | None,
-                   held_by: dict[str, list[str]], steps_seen: int, sites: "dict[str, CutSite] | None" = None) -> None:
+                   held_by: dict[str, list[str]], steps_seen: int, sites: "dict[str, CutSite] | None" = None,
+                   exhausted: bool = False, rounding: dict[str, int] | None = None) -> None:
     """Give each exactly-zero parameter its verdict: ``held`` (learns from ``learns_from[name]``),
-    ``zero`` (still zero after ``steps_seen`` steps), or ``unconfirmed`` (``learns_from`` is None:
-    no later step was seen). ``held_by``: the all-zero weights that zeroed each one, when known;
-    ``sites``: where each zero was made (:mod:`fxflow.diagnose.localize`), when located."""
-    for parameter in parameters:
-        later = learns_from is not None and parameter.name in learns_from  # also when the last step's grad is fine
-        if parameter.static not in (Static.REACHABLE, Static.UNKNOWN) or not (parameter.dynamic == Dynamic.ZERO or later):
-            continue
+    ``zero`` (still zero after ``steps_seen`` steps), or ``unconfirmed`` (``learns_from`` is None: no
+    later step was seen; ``exhausted``: the steps stopped at their limit while still reviving others).
+    ``held_by``: the all-zero weights that zeroed each one, when known; ``sites``: where each zero was
+    made (:mod:`fxflow.diagnose.localize`), when located; ``rounding``: the parameters whose gradient
+    was round-off (zero up to rounding), by the step it was seen on."""
+    rounding = rounding or {}
+    chosen = [p for p in parameters if p.static in (Static.REACHABLE, Static.UNKNOWN)
+              and (p.dynamic == Dynamic.ZERO or (learns_from is not None and p.name in learns_from))]
+    still_zero = {p.name for p in chosen if learns_from is None or p.name not in learns_from}
+    for parameter in chosen:
+        verdict, code = zero_verdict(parameter.name, learns_from, steps_seen, exhausted, parameter.name in rounding)
         holders = held_by.get(parameter.name, [])
-        if learns_from is None:
-            parameter.dynamic = Dynamic.UNCONFIRMED
-            parameter.diagnosis = _unconfirmed(parameter.diagnosis, holders)
-        elif parameter.name in learns_from:
-            parameter.dynamic = Dynamic.HELD
+        parameter.dynamic = verdict
+        parameter.agree = agreement(parameter.static, verdict)
+        if code == ZeroReason.HELD:
             parameter.learns_from_step = learns_from[parameter.name]
             parameter.held_by = list(holders)
             parameter.diagnosis = held_reason(holders, parameter.learns_from_step)
-            parameter.agree = True
+            continue
+        found = _ROUNDED if parameter.name in rounding else parameter.diagnosis
+        if code == ZeroReason.ONE_STEP:
+            parameter.diagnosis = _unconfirmed(found, holders)
+        elif code == ZeroReason.STILL_REVIVING:
+            parameter.diagnosis = _still_reviving(found, steps_seen)
         else:
             site = (sites or {}).get(parameter.name)
             dead = site is not None and passes_nothing_back(site.op)
-            parameter.diagnosis = _stays_zero(parameter.diagnosis, holders, steps_seen, dead)
+            parameter.diagnosis = _stays_zero(found, [h for h in holders if h in still_zero], steps_seen, dead)
+
+
+def zero_verdict(name: str, learns_from: dict[str, int] | None, steps_seen: int,
+                 exhausted: bool = False, rounded: bool = False) -> tuple[Dynamic, ZeroReason]:
+    """The verdict of a first-step exact zero and the code of what was observed (words: the callers');
+    ``rounded``: its gradient was round-off on some step."""
+    if learns_from is None:
+        return Dynamic.UNCONFIRMED, ZeroReason.ONE_STEP
+    if name in learns_from:
+        return Dynamic.HELD, ZeroReason.HELD
+    if exhausted:
+        return Dynamic.UNCONFIRMED, ZeroReason.STILL_REVIVING
+    if rounded:
+        return Dynamic.ZERO, ZeroReason.ROUNDING
+    return Dynamic.ZERO, (ZeroReason.NO_STEP_MOVES if steps_seen <= 1 else ZeroReason.STAYS_ZERO)
+
+
+_ROUNDED = ("zero up to rounding: its gradient is round-off, tiny next to the largest and collapsing by orders "
+            "of magnitude when the same step runs in float64, so it is zero in exact arithmetic")
+
+
+def _still_reviving(found: str | None, steps_seen: int) -> str:
+    head = f"{found}. " if found else ""
+    return head + (f"still exactly 0 after the look-ahead's {steps_seen - 1} steps, while its last step was still "
+                   "reviving other zero-initialized weights: a longer chain may hold it; not verified")
 
 
 def held_reason(holders: list[str], step: int) -> str:
@@ -68,7 +101,7 @@ def _stays_zero(found: str | None, holders: list[str], steps_seen: int, dead: bo
     later = f"still exactly 0 after {steps_seen - 1} step{'s' if steps_seen > 2 else ''} that moved every weight with a gradient"
     if steps_seen <= 1:
         later = "no weight with a gradient could move what zeroes it"
-    if holders:
+    if holders:  # only the holders that stayed zero too: one that got a gradient and moved holds nothing
         return head + f"{later}: {_listed(holders)} get{'s' if len(holders) == 1 else ''} no gradient either, so it never learns"
     if dead:
         return head + (f"{later}: a dead unit, and the weights that feed it get exactly 0 too, so no step "

@@ -195,7 +195,14 @@ class CustomBackward:
         """``{input name or "param:<name>": kind}`` from one backward of the node on ``draw``'s stand-ins."""
         flow_state = self.state
         with self._parameter_copies(modules, draw) as copies:
-            args, kwargs, entries, _ = stand_in_arguments(flow_state, call.node, call.inputs, draw, fresh=True)
+            def make(twin: torch.Tensor, device: torch.device) -> torch.Tensor:
+                # a parameter passed in as well as used by a module passed in (torchdiffeq's odeint_adjoint
+                # hands the backward its function's parameters to differentiate): one stand-in for both,
+                # as the real run has one tensor, so the backward differentiates what it really differentiates
+                name = flow_state.leaf_names.get(id(twin))
+                return copies[name] if name in copies else draw(twin, device)
+
+            args, kwargs, entries, _ = stand_in_arguments(flow_state, call.node, call.inputs, make, fresh=True)
             result = flow_state.runner.execute(call.node, args, kwargs)
             entries.update({entry_key(copy): [PARAM_PREFIX + name] for name, copy in copies.items()})
             kinds = backward_kinds(result, tensors_in((args, kwargs)) + list(copies.values()), entries)

@@ -111,6 +111,9 @@ class ZeroByConstruction:
             return False
         if OPAQUE_KEY in node.meta or call.value is NOT_RUN:
             return False
+        module = self.state.model.get_submodule(node.target) if node.op == "call_module" else None
+        if _bounded(node, module) or module is not None and _hooked(module):
+            return False
         # a boolean the data or a weight decides (a learned gate's branch, a mask) picks where the
         # gradient goes: a zero it gives belongs to this batch, not to the op's construction
         if any(t.dtype == torch.bool for i in call.inputs if self.constants.value(i) is None
@@ -201,3 +204,26 @@ def _reads_metadata(node: fx.Node) -> bool:
     if node.op == "call_method":
         return node.target in METADATA_ATTRIBUTES
     return node.target is getattr and len(node.args) > 1 and node.args[1] in METADATA_ATTRIBUTES
+
+
+# Ops whose derivative is 1 between two bounds: zero on stand-ins that all land outside a narrow band,
+# never zero by construction while the band is not empty (a zero they give is the values', this batch's).
+_BOUNDED_FUNCTIONS = ("clamp", "clip", "clamp_", "clip_", "hardtanh", "hardtanh_", "relu6")
+
+
+def _bounded(node: fx.Node, module: torch.nn.Module | None) -> bool:
+    """A clamp-like op (``x.clamp(lo, hi)``, ``F.hardtanh``, ``relu6``, ``nn.Hardtanh``, ``nn.ReLU6``): its
+    stand-ins would have to land between its bounds, which random values of three scales need not do."""
+    if module is not None:
+        return isinstance(module, torch.nn.Hardtanh)  # nn.ReLU6 is one
+    name = node.target if isinstance(node.target, str) else getattr(node.target, "__name__", "")
+    return name in _BOUNDED_FUNCTIONS
+
+
+def _hooked(module: torch.nn.Module) -> bool:
+    """A module whose forward hooks run with its call (a pruning mask applied in a pre-hook): the hooks read
+    state the node's inputs do not show (a buffer, a counter), which is the model's state, not its code."""
+    from torch.nn.modules import module as module_globals
+
+    return any((module._forward_pre_hooks, module._forward_hooks, module_globals._global_forward_pre_hooks,
+                module_globals._global_forward_hooks))

@@ -20,8 +20,8 @@ from fxflow.errors import FxflowError
 
 from . import hf, hf_auto_media, hf_auto_text, hf_media, libraries, torch_nn  # noqa: F401 (importing them registers their specimens)
 from .registry import DEFAULT_CHAIN, PATHS, SPECIMENS, Path, Specimen
-from .truth import (Disagreement, Truth, disagreements, first_learning_step, real_gradients, seed_dependent,
-                    seed_everything)
+from .truth import (HELD_STEPS, Disagreement, Truth, disagreements, first_learning_step, real_gradients,
+                    seed_dependent, seed_everything)
 
 
 @dataclass
@@ -37,7 +37,10 @@ class PathResult:
     method: str = ""  # the capture method that gave the graph (the default chain's first that worked)
     exit_code: int | None = None  # what `fxflow check` exits with on this report (None: no report)
     problems: tuple[str, ...] = ()  # the parameters that count against the exit code
-    step_zeros_fail: bool = True  # the report has no `learns_from_step` yet (before issue 27)
+    # Whether an exact zero at step 1 that a zero-initialized weight holds fails the check: no longer
+    # (issue 27's look-ahead makes it `held`, checked against real optimizer steps in `disagreements`).
+    # Fixed here, not read off the report: known_exits' STEP_ONE_ZEROS pins then fail when such a model exits 1.
+    step_zeros_fail: bool = False
     why_exit: str = ""  # the report's first problem: parameter, verdicts, and where and why fxflow says it fails
 
     @property
@@ -84,10 +87,10 @@ def check_path(model: torch.nn.Module, inputs: Any, truth: dict[str, Truth], pat
     if report.trace.method == "none":
         return PathResult(path.name, False, seconds=seconds, why_unavailable=_failure(report.trace.notes, path.capture))
     assert path.capture in (None, report.trace.method), (report.trace.method, path.capture)
-    return PathResult(path.name, True, disagreements(report, truth), seconds=seconds, method=report.trace.method,
-                      exit_code=report.exit_code, problems=tuple(p.name for p in report.problems),
-                      step_zeros_fail=not any(hasattr(p, "learns_from_step") for p in report.parameters),
-                      why_exit=_why(report.problems))
+    steps = functools.cache(lambda: first_learning_step(model, inputs, steps=HELD_STEPS))  # only if some is held
+    return PathResult(path.name, True, disagreements(report, truth, steps), seconds=seconds,
+                      method=report.trace.method, exit_code=report.exit_code,
+                      problems=tuple(p.name for p in report.problems), why_exit=_why(report.problems))
 
 
 def _why(problems: Sequence[Any]) -> str:

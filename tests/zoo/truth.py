@@ -7,7 +7,9 @@ gradient is None, exactly zero, or nonzero. ``disagreements`` lists the paramete
 whose verdicts contradict that:
 
 * a nonzero gradient: static ``reachable``, dynamic ``ok``/``vanishing``/``nonfinite``;
-* an exactly zero gradient: static ``reachable`` or ``zero``, dynamic ``zero``;
+* an exactly zero gradient: static ``reachable`` or ``zero``, dynamic ``zero``; ``held`` only when real
+  optimizer steps (``first_learning_step``) give it a first nonzero gradient on the very step fxflow's
+  ``learns_from_step`` names, never for an exact zero as such;
 * no gradient (None): static ``cut``/``unused``/``frozen``, dynamic ``missing``.
 
 ``first_learning_step`` trains the model a few real optimizer steps and says when each parameter
@@ -19,7 +21,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, Callable
 
 import torch
 
@@ -27,6 +29,7 @@ from fxflow.verdicts import DynamicVerdict, StaticVerdict
 from gradtruth import Untouched, has_labels, plain_loss
 
 STEPS = 3  # optimizer steps a parameter is given to start learning (a zero-initialized factor needs 2)
+HELD_STEPS = 5  # to check a `held`: fxflow's look-ahead names learning steps up to 4
 
 
 class Truth(StrEnum):
@@ -136,14 +139,20 @@ class Disagreement:
         return f"{self.parameter}: real grad {self.truth}, static {self.static}{cut}, dynamic {self.dynamic}"
 
 
-def disagreements(report: Any, truth: dict[str, Truth]) -> list[Disagreement]:
-    """Every parameter of ``report`` whose static or dynamic verdict contradicts ``truth``."""
+def disagreements(report: Any, truth: dict[str, Truth],
+                  learning: Callable[[], dict[str, int | None]] | None = None) -> list[Disagreement]:
+    """Every parameter of ``report`` whose static or dynamic verdict contradicts ``truth``; a ``held``
+    one also when ``learning()`` (real optimizer steps: :func:`first_learning_step`, asked only when
+    some parameter is held) does not first give it a gradient on its ``learns_from_step`` (no
+    ``learning``: a held verdict cannot be checked, and is a disagreement)."""
     verdicts = {p.name: p for p in report.parameters}
     assert set(verdicts) == set(truth), sorted(set(verdicts) ^ set(truth))
     found = []
     for name, real in truth.items():
         parameter = verdicts[name]
-        if parameter.static not in ALLOWED_STATIC[real] or parameter.dynamic not in ALLOWED_DYNAMIC[real]:
+        held_wrong = parameter.dynamic == DynamicVerdict.HELD and (
+            learning is None or learning().get(name) != parameter.learns_from_step)
+        if parameter.static not in ALLOWED_STATIC[real] or parameter.dynamic not in ALLOWED_DYNAMIC[real] or held_wrong:
             found.append(Disagreement(name, real, str(parameter.static),
                                       None if parameter.dynamic is None else str(parameter.dynamic),
                                       tuple(site.op for site in parameter.cut_by)))
