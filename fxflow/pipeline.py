@@ -31,7 +31,8 @@ from .dynamic.gradients import GradInfo
 from .dynamic.gradients import dynamic_verdicts
 from .report import Report
 from .prepare.inputs import infer_inputs
-from .core.state import LazyModules, ModelSnapshot, RandomState, guarded, materialize_lazy, preserved_module_attributes, untouched
+from .core.state import (LazyModules, ModelSnapshot, RandomState, guarded, materialize_lazy,
+                         preserved_module_attributes, untouched)
 from .dynamic.optimizer import will_update
 from .dynamic.redraw import DRAWS, redraw
 from .dynamic.generators import ModelGenerators
