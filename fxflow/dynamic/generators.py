@@ -65,12 +65,17 @@ class ModelGenerators:
             _seed(generator, seed * 1009 + index)  # distinct generators draw distinct streams
 
 
-def _items(value: Any) -> Iterator[Any]:
-    yield value
-    if isinstance(value, (list, tuple)):
-        yield from value
-    elif isinstance(value, dict):
-        yield from value.values()
+def _items(value: Any) -> list[Any]:
+    """``value`` and what it holds when it is a list, tuple or dict; a container whose own iteration
+    raises (e3nn's ``o3.Irrep``, a tuple that refuses ``len``) is the model's business: not looked into."""
+    try:
+        if isinstance(value, (list, tuple)):
+            return [value, *value]
+        if isinstance(value, dict):
+            return [value, *value.values()]
+    except Exception:  # noqa: BLE001 - the model's object, not fxflow's error
+        pass
+    return [value]
 
 
 def _numpy_random() -> Any:
