@@ -252,7 +252,8 @@ def _show_check(options: argparse.Namespace, report: Any) -> int:
     else:
         from .present.terminal import Terminal
 
-        terminal = Terminal(color=not options.no_color, quiet=options.quiet, all_rows=options.all_rows)
+        terminal = Terminal(color=not options.no_color, quiet=options.quiet, all_rows=options.all_rows,
+                            debug=options.debug)
         try:
             terminal.show(report)
             if comparison is not None:

@@ -45,7 +45,7 @@ def failure_message(report: Report) -> str:
             verdict += f"/{parameter.dynamic}"
         where = "; ".join(f"{s.op} @ {s.source or s.node}" for s in parameter.cut_by)
         lines.append(f"  {parameter.name.ljust(width)}  {verdict}" + (f"  cut by {where}" if where else ""))
-    paragraphs = cut_paragraphs(report)
+    paragraphs = cut_paragraphs(report, api=True)
     if paragraphs:
         lines.append("")
         lines.extend(paragraphs)

@@ -49,8 +49,8 @@ def _fix_after(text: str, first_words: str) -> str:
 # -- 1. one line of fix per failing group, chosen by the cause ---------------------------------
 @pytest.mark.parametrize("model_class, inputs, paragraph, fix", [
     (Detach, float_input, "detach at", "fix: remove the detach, or use a straight-through estimator"),
-    (Argmax, float_input, "argmax at", "fix: for argmax routing, weight the outputs by softmax probabilities or use "
-                                       "`F.gumbel_softmax(logits, hard=True)`"),
+    (Argmax, float_input, "argmax at", "fix: `argmax` returns indices, which carry no gradient: for routing, weight "
+                                       "the outputs by softmax probabilities or use `F.gumbel_softmax(logits, hard=True)`"),
     (NoGrad, float_input, "no_grad at", "fix: move the call out of `torch.no_grad()`"),
     (Compare, float_input, "gt at", "fix: use a soft threshold such as `torch.sigmoid((x - t) / temperature)`"),
     (CastLong, float_input, "to_int64 at", "fix: keep a floating dtype on the gradient path"),

@@ -16,7 +16,7 @@ from typing import Iterable
 
 from ..report import ParameterReport, Report
 from ..verdicts import CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static
-from .fixes import fix_line, site_cause, verdict_cause
+from .fixes import fix_line, site_fix, verdict_cause
 from .fresh import fresh_paragraph, fresh_tensor_sources
 from .text import allowed_problems, name_list, nonfinite_sentence, vanishing_size, verdict_of
 
@@ -143,7 +143,7 @@ def findings(report: Report, known: Iterable[str] = ()) -> list[Finding]:
         effect = f"gives {names} an exactly zero gradient" if zero else f"cuts {names} off from the output"
         path, line, via = _in_checked_file(site, target_path)
         finding = Finding(Static.ZERO if zero else Static.CUT, ERROR, f"{site.op}{via} {effect}: {site.reason}", path, line,
-                          [p.name for p in victims], fix=fix_line(site_cause(site, zero), [p.name for p in victims], every))
+                          [p.name for p in victims], fix=site_fix(site, [p.name for p in victims], every, zero))
         result.append(_leveled(finding, failing, allowed, known))
     groups: dict[tuple[str, str | None], list[ParameterReport]] = {}
     for parameter in report.parameters:

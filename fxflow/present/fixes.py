@@ -11,9 +11,10 @@ from __future__ import annotations
 import glob
 import os
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from ..verdicts import CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static, constant_reason, raises_reason
+from .idioms import detach_idiom
 
 
 @dataclass(frozen=True)
@@ -31,11 +32,22 @@ FIXES: tuple[Fix, ...] = (
         "move the call out of `torch.no_grad()` (or end the region before the layers that must learn)"),
     Fix("detach", "`detach`, `detach_`, `data`",
         "remove the detach, or use a straight-through estimator: `x + (f(x) - x).detach()`"),
+    Fix("straight-through", "`detach` in `z + (q - z).detach()` (a straight-through estimator already)",
+        "this line is already a straight-through estimator: its gradient goes to `{passes}`, never to `{skips}`; "
+        "train what makes `{skips}` with a loss of its own (VQ-VAE's codebook loss "
+        "`(({skips} - {passes}.detach()) ** 2).mean()`), or update it without gradients (EMA)"),
+    Fix("numpy-round-trip", "`detach` that feeds `.numpy()`",
+        "this detach is there to feed `.numpy()`: do that step with the torch op on the tensor itself "
+        "(`torch.tanh(h)` for `np.tanh(h.detach().numpy())`), then drop the detach and the NumPy round trip"),
     Fix("python-data", "`item`, `tolist`, `numpy` (the tensor left torch)",
         "keep the computation in torch ops: a Python number or NumPy array carries no gradient"),
-    Fix("index", "`argmax`, `argmin`, `argsort`, `topk` indices (argmax routing)",
-        "for argmax routing, weight the outputs by softmax probabilities or use "
-        "`F.gumbel_softmax(logits, hard=True)` instead of selecting by the index"),
+    Fix("nearest-lookup", "`argmin` (a nearest-entry lookup, as in a VQ codebook)",
+        "`argmin` picks the nearest entry by its index, and an index carries no gradient back to the distances: "
+        "give the entries a loss of their own (VQ-VAE's codebook loss `((q - z.detach()) ** 2).mean()`), or "
+        "weight every entry by `torch.softmax(-distances / temperature, -1)` instead of picking one"),
+    Fix("index", "`argmax`, `argsort`, `topk`, ... indices (routing by an index)",
+        "`{op}` returns indices, which carry no gradient: for routing, weight the outputs by softmax "
+        "probabilities or use `F.gumbel_softmax(logits, hard=True)` instead of selecting by the index"),
     Fix("comparison", "`gt`, `eq`, `lt`, ... (a bool mask)",
         "use a soft threshold such as `torch.sigmoid((x - t) / temperature)`, or a straight-through estimator"),
     Fix("cast", "`to_int64`, `to_bool`, ... (an integer or bool cast)",
@@ -78,7 +90,7 @@ FIXES: tuple[Fix, ...] = (
 _BY_CAUSE = {fix.cause: fix for fix in FIXES}
 BUILT_IN_FORWARD = "built-in-forward"
 # the causes a cut site can have (site_cause's answers, but the zero derivative's)
-CUT_CAUSES = ("grad-region", "detach", "python-data", "index", "comparison", "cast", "hook", "function",
+CUT_CAUSES = ("grad-region", "detach", "straight-through", "numpy-round-trip", "python-data", "nearest-lookup", "index", "comparison", "cast", "hook", "function",
               "no-derivative", "cut")
 ZERO_CAUSES = ("zero-derivative", "zero-by-construction")  # site_cause's answers for an exact zero
 
@@ -100,13 +112,16 @@ def site_cause(site: CutSite, zero: bool = False) -> str:
     if op.endswith(".apply"):
         return "function"
     if op in ("detach", "detach_", "data"):
-        return "detach"
+        idiom = detach_idiom(site.source) if op == "detach" else None
+        return idiom.name if idiom else "detach"
     if op in ("item", "tolist", "numpy") or "plain Python data" in site.reason:
         return "python-data"
     if op.startswith("to_"):
         return "cast"
     if op in _COMPARISONS or "the comparison" in site.reason:
         return "comparison"
+    if op == "argmin":
+        return "nearest-lookup"
     if op in _INDEX_OPS or "(indices or flags)" in site.reason:
         return "index"
     return "cut"
@@ -120,13 +135,37 @@ def verdict_cause(verdict: str, names: Iterable[str] = ()) -> str:
     return verdict if verdict in _BY_CAUSE else Dynamic.MISSING
 
 
-def fix_line(cause: str, names: Iterable[str] = (), every: Iterable[str] = ()) -> str:
-    """``fix: ...`` for a cause; where dryness may be meant, how ``--allow`` accepts ``names`` (and
-    no other of ``every``, the model's parameter names)."""
+# What a fix says where it has no line to fill its words from (the docs' table, SARIF's rule help).
+_GENERIC_WORDS = {"op": "argmax", "passes": "z", "skips": "q"}
+
+
+def site_words(site: CutSite) -> dict[str, str]:
+    """The words a cut site's fix fills in: its op, and what a straight-through line passes and skips."""
+    idiom = detach_idiom(site.source) if site.op == "detach" else None
+    return {"op": site.op, **(idiom.words if idiom else {})}
+
+
+def site_fix(site: CutSite, names: Iterable[str], every: Iterable[str], zero: bool = False, api: bool = False) -> str:
+    """The fix line for the parameters ``names`` that a cut site (or, with ``zero``, a zeroing op) dries."""
+    return fix_line(site_cause(site, zero), names, every, api=api, words=site_words(site))
+
+
+def fix_line(cause: str, names: Iterable[str] = (), every: Iterable[str] = (), api: bool = False,
+             words: Mapping[str, str] | None = None) -> str:
+    """``fix: ...`` for a cause; where dryness may be meant, how to accept ``names`` (and no other of
+    ``every``, the model's parameter names): ``--allow 'x.*'`` on the command line, ``allow=["x.*"]``
+    with ``api`` (a message of the Python API)."""
     fix = _BY_CAUSE[cause]
     patterns = allow_patterns(list(names), list(every)) if fix.deliberate else []
-    allow = " ".join(f"--allow '{pattern}'" for pattern in patterns)
-    return f"fix: {fix.text}" + (f"; for a deliberate freeze, pass {allow}" if allow else "")
+    if api:
+        allow = "`allow=[" + ", ".join(f'"{pattern}"' for pattern in patterns) + "]`" if patterns else ""
+    else:
+        allow = " ".join(f"--allow '{pattern}'" for pattern in patterns)
+    return f"fix: {_filled(fix.text, words)}" + (f"; for a deliberate freeze, pass {allow}" if allow else "")
+
+
+def _filled(text: str, words: Mapping[str, str] | None) -> str:
+    return text.format_map({**_GENERIC_WORDS, **(words or {})})
 
 
 def fix_when(cause: str) -> str:
@@ -135,8 +174,8 @@ def fix_when(cause: str) -> str:
 
 
 def fix_text(cause: str) -> str:
-    """The fix alone, as a sentence (SARIF's rule help)."""
-    text = _BY_CAUSE[cause].text
+    """The fix alone, as a sentence (SARIF's rule help), in its generic words."""
+    text = _filled(_BY_CAUSE[cause].text, None)
     return text[0].upper() + text[1:] + "."
 
 
@@ -166,5 +205,5 @@ def allow_patterns(names: list[str], every: list[str]) -> list[str]:
 def fixes_markdown() -> str:
     """The table docs/verdicts.md shows under "The fix line"."""
     lines = ["| cause | the report's fix line |", "|---|---|"]
-    lines += [f"| {fix.when} | {fix.text} |" for fix in FIXES]
+    lines += [f"| {fix.when} | {_filled(fix.text, None)} |" for fix in FIXES]
     return "\n".join(lines)

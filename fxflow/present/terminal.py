@@ -17,7 +17,8 @@ import sys
 from typing import TYPE_CHECKING, Callable, Iterator, TextIO
 
 from ..verdicts import DynamicVerdict as Dynamic, ReportStatus, StaticVerdict as Static
-from .text import COLUMNS, cut_paragraphs, render_text, shown_parameters, summary_line, table_rows, wrap_paragraph
+from .text import (COLUMNS, cut_paragraphs, render_text, shown_notes, shown_parameters, summary_line, table_rows,
+                   wrap_paragraph)
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
@@ -47,7 +48,7 @@ def _style(cell: str) -> str:
     return STYLES.get(cell.split(" ", 1)[0], "")
 
 
-def rich_report(report: "Report", console: "Console", all_rows: bool = False) -> None:
+def rich_report(report: "Report", console: "Console", all_rows: bool = False, debug: bool = False) -> None:
     """Print the report on a rich console: colored verdicts, the same words as the plain text."""
     from rich.table import Table
     from rich.text import Text
@@ -80,7 +81,7 @@ def rich_report(report: "Report", console: "Console", all_rows: bool = False) ->
             if fix >= 0:
                 text.stylize("bold green", fix + 1, fix + 5)
             console.print(text, highlight=False)
-    notes = report.trace.notes + report.notes
+    notes = shown_notes(report, debug)
     if notes or report.loss:
         console.print()
         if report.loss:
@@ -97,8 +98,9 @@ class Terminal:
     """Where ``fxflow check`` writes: rich on a terminal; plain when piped, ``--no-color`` or ``NO_COLOR``."""
 
     def __init__(self, color: bool = True, quiet: bool = False, file: TextIO | None = None,
-                 err: TextIO | None = None, all_rows: bool = False) -> None:
+                 err: TextIO | None = None, all_rows: bool = False, debug: bool = False) -> None:
         self.all_rows = all_rows  # --all: every parameter's row, however many
+        self.debug = debug  # --debug: every note, why each failed capture failed too
         self.file = file if file is not None else sys.stdout
         self.err = err if err is not None else sys.stderr
         self.quiet = quiet
@@ -136,9 +138,10 @@ class Terminal:
         if self.quiet:
             print(summary_line(report), file=self.file)
         elif self.color:
-            rich_report(report, self.console(), self.all_rows)
+            rich_report(report, self.console(), self.all_rows, self.debug)
         else:
-            print(render_text(report, width=plain_width(self.file), all_rows=self.all_rows), file=self.file)
+            print(render_text(report, width=plain_width(self.file), all_rows=self.all_rows, debug=self.debug),
+                  file=self.file)
 
 
 PIPED_WIDTH = 100  # the width plain text wraps at when piped with no COLUMNS (the README's samples)

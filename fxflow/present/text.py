@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 
 from ..verdicts import (FAILING_DYNAMIC, FAILING_STATIC, DynamicVerdict as Dynamic, OptimizerVerdict, ReportStatus,
                         StaticVerdict as Static)
-from .fixes import fix_line, site_cause, verdict_cause
+from .fixes import fix_line, site_cause, site_words, verdict_cause
 from .fresh import fresh_paragraph, fresh_tensor_sources
 
 if TYPE_CHECKING:  # pragma: no cover - the report imports this module to present itself
@@ -113,8 +113,9 @@ def _wrap_cell(cell: str, room: int) -> list[str]:
     return pieces
 
 
-def cut_paragraphs(report: Report) -> list[str]:
-    """One plain-words paragraph per cutting (or zeroing) node, then per unused module and disagreement."""
+def cut_paragraphs(report: Report, api: bool = False) -> list[str]:
+    """One plain-words paragraph per cutting (or zeroing) node, then per unused module and disagreement;
+    with ``api``, fix lines say ``allow=[...]`` (the Python API's argument), not ``--allow``."""
     # where the real backward raises (one with no line of its own is a note already)
     every = [p.name for p in report.parameters]
     paragraphs = [f"At {site.source}: {site.reason}.\n{fix_line('backward-raises')}"
@@ -133,7 +134,7 @@ def cut_paragraphs(report: Report) -> list[str]:
         zero = bool(victims) and all(p.static == Static.ZERO for p in victims)
         effect = f"gives {name_list(names)} an exactly zero gradient" if zero else f"cuts {name_list(names)} off from the output"
         paragraphs.append(f"{site.op}{where} (node {site.node}) {effect}: {site.reason}."
-                          + _fix_for(victims, site_cause(site, zero), every))
+                          + _fix_for(victims, site_cause(site, zero), every, api, site_words(site)))
     grouped: dict[tuple[str, str], list[ParameterReport]] = {}  # one line per verdict and reason, not per parameter
     diagnosed: dict[tuple[str, str | None, str | None], list[ParameterReport]] = {}
     dry_dynamic = (Dynamic.ZERO, Dynamic.NONFINITE, Dynamic.MISSING, Dynamic.VANISHING)
@@ -154,7 +155,7 @@ def cut_paragraphs(report: Report) -> list[str]:
                 continue
         names = [p.name for p in group]
         cause = verdict_cause(dynamic if static == Static.REACHABLE and dynamic else static, names)
-        paragraphs.append(f"{name_list(names)} ({static} / {dynamic}): {diagnosis}." + _fix_for(group, cause, every))
+        paragraphs.append(f"{name_list(names)} ({static} / {dynamic}): {diagnosis}." + _fix_for(group, cause, every, api))
     if shown_vanishing > _VANISHING_PARAGRAPHS:
         hidden = shown_vanishing - _VANISHING_PARAGRAPHS
         paragraphs.append(f"{hidden} more place{'s' if hidden != 1 else ''} where a gradient vanishes: see --json.")
@@ -167,21 +168,22 @@ def cut_paragraphs(report: Report) -> list[str]:
             shown.setdefault(static, []).extend(group)
             continue
         paragraphs.append(f"{name_list(names)} {verb} {_GROUPED[static]}: {diagnosis}."
-                          + _fix_for(group, verdict_cause(static, names), every))
+                          + _fix_for(group, verdict_cause(static, names), every, api))
     for static, group in shown.items():  # eight experts no token reached: one paragraph, not eight
         names = [p.name for p in group]
         paragraphs.append(f"{name_list(names)} are {_GROUPED[static]} too, each for its own module's reason "
-                          "(--json has every one)." + _fix_for(group, verdict_cause(static, names), every))
+                          "(--json has every one)." + _fix_for(group, verdict_cause(static, names), every, api))
     return paragraphs
 
 
-def _fix_for(group: list[ParameterReport], cause: str, every: list[str]) -> str:
+def _fix_for(group: list[ParameterReport], cause: str, every: list[str], api: bool = False,
+             words: dict[str, str] | None = None) -> str:
     """The fix line that ends a group's paragraph: only for a group that fails the check (or would,
     but for --allow)."""
     failing = [p for p in group if p.problem or p.allowed]
     if not failing:
         return ""
-    return "\n" + fix_line(cause, [p.name for p in failing], every)
+    return "\n" + fix_line(cause, [p.name for p in failing], every, api=api, words=words)
 
 
 # Verdicts whose parameters share one paragraph per reason: how the paragraph calls them.
@@ -307,12 +309,12 @@ def summary_line(report: Report) -> str:
     if not report.verified and not report.static_only:
         tail += f"; {not_verified(report)}"
     if not problems and report.static_only:
-        return (f"static only (--no-backward): all {total - frozen} trainable parameters have a differentiable "
+        return (f"static only (--no-backward): {_every_trainable(total - frozen, 'has', 'have')} a differentiable "
                 f"path to the output; no backward ran to confirm it{tail}")
     if not problems:
         if allowed:
             return f"ok: no unexpected problems{tail}"
-        return f"ok: all {total - frozen} trainable parameters get a gradient{tail}"
+        return f"ok: {_every_trainable(total - frozen, 'gets', 'get')} a gradient{tail}"
     where = ""
     sites = [(p.static, s) for p in problems if p.static in (Static.CUT, Static.ZERO) for s in p.cut_by]
     if sites:  # a real cut first: it is the one that starves
@@ -320,6 +322,11 @@ def summary_line(report: Report) -> str:
         label = "first cut" if static == Static.CUT else "first zero"
         where = f" ({label}: {first.op} @ {first.source or first.node})"
     return f"problem: {len(problems)} of {total} parameters will not learn: {_tally(problems)}{where}{tail}"
+
+
+def _every_trainable(count: int, singular: str, plural: str) -> str:
+    """``all 6 trainable parameters get``; ``the one trainable parameter gets``."""
+    return f"the one trainable parameter {singular}" if count == 1 else f"all {count} trainable parameters {plural}"
 
 
 NOTHING_LEARNS = "nothing will learn: every parameter is frozen (loss.backward() would raise)"
@@ -336,13 +343,27 @@ def not_verified(report: Report) -> str:
     return NOT_VERIFIED
 
 
-def render_text(report: Report, width: int | None = None, all_rows: bool = False) -> str:
+_CAPTURE_FAILED = re.compile(r"^(symbolic_trace|runtime|torch\.export) failed: ")  # fxflow.capture's notes
+
+
+def shown_notes(report: Report, debug: bool = False) -> list[str]:
+    """The notes a reader is shown: why an earlier capture failed matters only when none worked
+    (``--debug`` and the JSON keep it whenever one failed)."""
+    notes = report.trace.notes + report.notes
+    if debug or report.trace.method == "none":
+        return notes
+    return [note for note in notes if not _CAPTURE_FAILED.match(note)]
+
+
+def render_text(report: Report, width: int | None = None, all_rows: bool = False, api: bool = False,
+                debug: bool = False) -> str:
     """The whole text report; ``width`` wraps paragraphs and the table's last column (None: no wrap);
-    ``all_rows`` lists every parameter even above FOLD_ROWS."""
+    ``all_rows`` lists every parameter even above FOLD_ROWS; ``api``: fix lines speak the Python API;
+    ``debug``: every note, why each failed capture failed too."""
     parts = [f"fxflow check {report.target}  [trace: {report.trace.method}, {report.trace.nodes} nodes]", ""]
     parts.append(plain_table(report, width, all_rows))
-    paragraphs = cut_paragraphs(report)
-    notes = ([f"loss: {report.loss}"] if report.loss else []) + [f"note: {note}" for note in report.trace.notes + report.notes]
+    paragraphs = cut_paragraphs(report, api)
+    notes = ([f"loss: {report.loss}"] if report.loss else []) + [f"note: {note}" for note in shown_notes(report, debug)]
     for block in (paragraphs, notes):
         if block:
             parts.append("")
