@@ -35,7 +35,7 @@ def assert_gradients_flow(model: Any, inputs: Any = None, *, allow: Iterable[str
 
 def failure_message(report: Report) -> str:
     """The diagnosis: summary line, the dry parameters with their cut sites, then the plain paragraphs."""
-    from .present.text import cut_paragraphs, summary_line, verdict_of
+    from .present.text import cut_paragraphs, frozen_holders, summary_line, verdict_of
 
     lines = [f"gradients do not reach every parameter of {report.target}", summary_line(report), ""]
     width = max((len(p.name) for p in report.problems), default=0)
@@ -50,5 +50,11 @@ def failure_message(report: Report) -> str:
         lines.append("")
         lines.extend(paragraphs)
     lines.append("")
-    lines.append("allow deliberate dryness with allow=('pattern.*',); frozen parameters never fail")
+    holders = frozen_holders(report, report.problems)
+    if holders:  # the bug is a frozen parameter: never say frozen ones cannot fail
+        one = len(holders) == 1
+        lines.append(f"the frozen all-zero {', '.join(holders)} hold{'s' if one else ''} the others at zero: "
+                     f"unfreeze {'it' if one else 'them'}, or allow deliberate dryness with allow=('pattern.*',)")
+    else:
+        lines.append("allow deliberate dryness with allow=('pattern.*',); frozen parameters never fail")
     return "\n".join(lines)

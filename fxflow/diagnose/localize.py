@@ -86,6 +86,8 @@ class Localizer:
             for consumer, _ in self.graph.consumers.get(node, ()):
                 if self.arriving(consumer) > 0 and not self._routes(consumer):
                     holders = self.holders.across(consumer, node) if self.holders is not None else []
+                    if not holders and self.holders is not None and self.origin(consumer).op in _PRODUCTS:
+                        holders = self.holders.frozen_in(self.origin(consumer).module)  # no step moves these
                     self.held_by[leaf] = holders
                     return self._zero_after(consumer, holders)
                 frontier.append(consumer)
@@ -103,7 +105,9 @@ class Localizer:
         elif derivatives.zero_derivative_edges(node) is not False:
             reason = f"`{op}`{where} has a derivative of exactly 0 everywhere, so nothing passes back through it"
         elif holders:
-            reason = (f"exactly 0 after `{op}`{where}: {_listed(holders)} (all zeros) "
+            frozen = self.holders is not None and all(name in self.holders.frozen for name in holders)
+            kind = "all zeros and frozen: requires_grad=False" if frozen else "all zeros"
+            reason = (f"exactly 0 after `{op}`{where}: {_listed(holders)} ({kind}) "
                       f"scale{'s' if len(holders) == 1 else ''} what it passes back to 0")
         elif op in _GATES:
             reason = f"exactly 0 after `{op}`{where}: {_GATES[op]}"
@@ -279,7 +283,7 @@ def localize(model: torch.nn.Module, trace: BackwardTrace, gradient_norms: dict[
         return {}
     names = {id(p): name for name, p in model.named_parameters()}
     final = {key: gradient_norms.get(name, 0.0) for key, name in names.items()}
-    localizer = Localizer(graph, trace.norms, trace.origins, final, ZeroHolders(names))
+    localizer = Localizer(graph, trace.norms, trace.origins, final, ZeroHolders(names, model.parameters()))
     found: dict[str, CutSite] = {}
     for name, parameter in targets.items():
         leaf = graph.leaves[id(parameter)]

@@ -18,7 +18,7 @@ from ..report import ParameterReport, Report
 from ..verdicts import CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static
 from .fixes import fix_line, site_fix, verdict_cause
 from .fresh import fresh_paragraph, fresh_tensor_sources
-from .text import allowed_problems, name_list, nonfinite_sentence, vanishing_size, verdict_of
+from .text import allowed_problems, held_cause, name_list, nonfinite_sentence, sentences, vanishing_size, verdict_of
 
 ERROR, WARNING, NOTE = "error", "warning", "note"  # SARIF's level words; GitHub says "notice" for note
 
@@ -155,9 +155,10 @@ def findings(report: Report, known: Iterable[str] = ()) -> list[Finding]:
         rule = ZERO_GRADIENT if verdict == Dynamic.ZERO else str(verdict)
         rule = rule if rule in RULES else Dynamic.MISSING
         verb = "is" if len(parameters) == 1 else "are"
-        message = f"{name_list([p.name for p in parameters])} {verb} {verdict}" + (f": {diagnosis}" if diagnosis else "")
+        message = f"{name_list([p.name for p in parameters])} {verb} {verdict}" + (f": {sentences(diagnosis)}" if diagnosis else "")
         names = [p.name for p in parameters]
-        finding = Finding(rule, ERROR, message, path, line, names, fix=fix_line(verdict_cause(verdict, names), names, every))
+        cause, words = held_cause(report, parameters, verdict_cause(verdict, names))
+        finding = Finding(rule, ERROR, message, path, line, names, fix=fix_line(cause, names, every, words=words))
         result.append(_leveled(finding, failing, allowed, known))
     for source in fresh_tensor_sources(report):  # no parameter to fail, so a warning at the line
         path, line = split_source(source)

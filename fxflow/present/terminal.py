@@ -55,9 +55,10 @@ def rich_report(report: "Report", console: "Console", all_rows: bool = False, de
 
     console.print(Text.assemble(("fxflow check ", "bold"), (report.target, "bold cyan"),
                                 f"  [trace: {report.trace.method}, {report.trace.nodes} nodes]"))
-    console.print()
     table = Table(box=None, pad_edge=False, header_style="bold", show_edge=False)
     parameters, folded = shown_parameters(report, all_rows)
+    if parameters or folded:
+        console.print()
     rows = table_rows(report, parameters)
     longest_site = max((len(site) for row in rows for site in row[-1].split(", ")), default=0)
     for index, column in enumerate(COLUMNS):  # a cut-by cell wraps between its sites, never inside one
@@ -69,7 +70,8 @@ def rich_report(report: "Report", console: "Console", all_rows: bool = False, de
         if cut.endswith("[disagree]"):
             cut_text.stylize("bold magenta", len(cut) - len("[disagree]"))
         table.add_row(name, shape, Text(static, _style(static)), Text(dynamic, _style(dynamic)), norm, cut_text)
-    console.print(table)
+    if parameters:  # no header over no rows
+        console.print(table)
     if folded:
         console.print(Text(folded, "dim"), highlight=False)
     paragraphs = cut_paragraphs(report)

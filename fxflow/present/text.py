@@ -69,7 +69,8 @@ def shown_parameters(report: Report, all_rows: bool = False) -> tuple[list[Param
     if not rest:
         return parameters, None
     noun = "parameter" if len(rest) == 1 else "parameters"
-    return shown, f"... {len(rest)} more {noun} without a problem ({_tally(rest, words={})}): --all lists every row"
+    more = "... " + f"{len(rest)} more {noun}" if shown else f"{len(rest)} {noun}, all"
+    return shown, f"{more} without a problem ({_tally(rest, words={})}): --all lists every row"
 
 
 def table_rows(report: Report, parameters: list[ParameterReport] | None = None) -> list[tuple[str, ...]]:
@@ -85,6 +86,8 @@ def plain_table(report: Report, width: int | None = None, all_rows: bool = False
     """The aligned table; at ``width``, the last column wraps inside itself between its sites (a
     site, ``op @ file:line``, never splits); above FOLD_ROWS rows, one line for those without a problem."""
     parameters, folded = shown_parameters(report, all_rows)
+    if not parameters:  # no row to head: the fold line alone, or nothing
+        return folded or ""
     rows = [COLUMNS] + table_rows(report, parameters)
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS) - 1)]
     indent = sum(widths) + len(_GAP) * len(widths)
@@ -154,8 +157,10 @@ def cut_paragraphs(report: Report, api: bool = False) -> list[str]:
             if shown_vanishing > _VANISHING_PARAGRAPHS:
                 continue
         names = [p.name for p in group]
-        cause = verdict_cause(dynamic if static == Static.REACHABLE and dynamic else static, names)
-        paragraphs.append(f"{name_list(names)} ({static} / {dynamic}): {diagnosis}." + _fix_for(group, cause, every, api))
+        cause, words = held_cause(report, group, verdict_cause(dynamic if static == Static.REACHABLE and dynamic
+                                                               else static, names))
+        paragraphs.append(f"{name_list(names)} ({static} / {dynamic}): {sentences(diagnosis)}."
+                          + _fix_for(group, cause, every, api, words))
     if shown_vanishing > _VANISHING_PARAGRAPHS:
         hidden = shown_vanishing - _VANISHING_PARAGRAPHS
         paragraphs.append(f"{hidden} more place{'s' if hidden != 1 else ''} where a gradient vanishes: see --json.")
@@ -174,6 +179,33 @@ def cut_paragraphs(report: Report, api: bool = False) -> list[str]:
         paragraphs.append(f"{name_list(names)} are {_GROUPED[static]} too, each for its own module's reason "
                           "(--json has every one)." + _fix_for(group, verdict_cause(static, names), every, api))
     return paragraphs
+
+
+def frozen_holders(report: Report, group: list[ParameterReport]) -> list[str]:
+    """The frozen parameters that hold ``group``'s gradients at exactly zero (their ``held_by``), when
+    every holder is frozen: the zero is then for good, and unfreezing them is the fix."""
+    frozen = {p.name for p in report.parameters if p.static == Static.FROZEN}
+    held = sorted({name for parameter in group for name in parameter.held_by})
+    return held if held and all(name in frozen for name in held) else []
+
+
+def held_cause(report: Report, group: list[ParameterReport], cause: str) -> tuple[str, dict[str, str] | None]:
+    """A zero group's cause, made ``frozen-holder`` (with the holders' names) when frozen weights hold it."""
+    holders = frozen_holders(report, group) if cause == Dynamic.ZERO else []
+    if not holders:
+        return cause, None
+    return "frozen-holder", {"holders": ", ".join(f"`{name}`" for name in holders)}
+
+
+_SENTENCE_START = re.compile(r"(?<=\.\s)([a-z])")  # a lowercase letter that opens a sentence
+
+
+def sentences(text: str) -> str:
+    """Each sentence of a reason starts with a capital, as a reader expects (joined parts may not);
+    text inside backticks is code and is left alone."""
+    parts = text.split("`")
+    parts[::2] = [_SENTENCE_START.sub(lambda found: found[1].upper(), part) for part in parts[::2]]
+    return "`".join(parts)
 
 
 def _fix_for(group: list[ParameterReport], cause: str, every: list[str], api: bool = False,
@@ -261,7 +293,7 @@ def summary_line(report: Report) -> str:
     """One line: how many parameters are dry and why; what was allowed; what is vanishing."""
     total = len(report.parameters)
     if total == 0:
-        return "nothing to train: the model has no parameters"
+        return f"nothing to train: the model has no parameters ({NO_PARAMETERS_VERIFIED})"
     if report.everything_frozen:
         return f"problem: {NOTHING_LEARNS}"
     problems = report.problems
@@ -311,6 +343,10 @@ def summary_line(report: Report) -> str:
     if not problems and report.static_only:
         return (f"static only (--no-backward): {_every_trainable(total - frozen, 'has', 'have')} a differentiable "
                 f"path to the output; no backward ran to confirm it{tail}")
+    if not problems and report.status == ReportStatus.STRUCTURE_VERIFIED:
+        reached = "no unexpected problems" if allowed else \
+            f"the backward reaches {_every_trainable(total - frozen, '', '').rstrip()}"
+        return f"structure verified on meta: {reached}; {STRUCTURE_UNSEEN}{tail}"
     if not problems:
         if allowed:
             return f"ok: no unexpected problems{tail}"
@@ -329,6 +365,9 @@ def _every_trainable(count: int, singular: str, plural: str) -> str:
     return f"the one trainable parameter {singular}" if count == 1 else f"all {count} trainable parameters {plural}"
 
 
+NO_PARAMETERS_VERIFIED = "its forward ran; with no parameter there is no gradient to verify"
+STRUCTURE_UNSEEN = ("not verified (a meta run has no values): exact zeros such as a frozen all-zero weight's, NaN or "
+                    "inf, vanishing gradients")
 NOTHING_LEARNS = "nothing will learn: every parameter is frozen (loss.backward() would raise)"
 NOT_VERIFIED = "not verified: no backward ran (give --input-size or example_inputs())"
 _NO_INPUTS_FOR = re.compile(r"no example inputs for (forward\(.*?\)):")  # fxflow.prepare.inputs.no_inputs_note
@@ -360,8 +399,10 @@ def render_text(report: Report, width: int | None = None, all_rows: bool = False
     """The whole text report; ``width`` wraps paragraphs and the table's last column (None: no wrap);
     ``all_rows`` lists every parameter even above FOLD_ROWS; ``api``: fix lines speak the Python API;
     ``debug``: every note, why each failed capture failed too."""
-    parts = [f"fxflow check {report.target}  [trace: {report.trace.method}, {report.trace.nodes} nodes]", ""]
-    parts.append(plain_table(report, width, all_rows))
+    parts = [f"fxflow check {report.target}  [trace: {report.trace.method}, {report.trace.nodes} nodes]"]
+    table = plain_table(report, width, all_rows)
+    if table:
+        parts.extend(["", table])
     paragraphs = cut_paragraphs(report, api)
     notes = ([f"loss: {report.loss}"] if report.loss else []) + [f"note: {note}" for note in shown_notes(report, debug)]
     for block in (paragraphs, notes):

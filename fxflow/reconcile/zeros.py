@@ -39,6 +39,7 @@ def classify_zeros(parameters: "Iterable[ParameterReport]", learns_from: dict[st
             parameter.agree = True
         else:
             site = (sites or {}).get(parameter.name)
+            parameter.held_by = list(holders)  # it stays zero: what holds it, a frozen all-zero weight included
             dead = site is not None and passes_nothing_back(site.op)
             parameter.diagnosis = _stays_zero(parameter.diagnosis, holders, steps_seen, dead)
 
