@@ -13,7 +13,7 @@ from torch import nn
 
 import fxflow
 from fxflow.present.terminal import rich_report
-from fxflow.present.text import render_text
+from fxflow.present.text import format_norm, render_text
 from fxflow.testing import failure_message
 from tests.models import marker_line
 
@@ -159,3 +159,30 @@ def test_why_symbolic_trace_failed_is_shown_only_with_debug_when_a_fallback_work
     assert [note.split(":")[0] for note in report.trace.notes] == ["symbolic_trace failed"]  # JSON keeps it
     assert "symbolic_trace failed" not in render_text(report, width=WIDTH)
     assert "note: symbolic_trace failed: " in render_text(report, width=WIDTH, debug=True)
+
+
+class SigmoidStack(nn.Module):
+    """Twelve sigmoids in a row: the first layers' gradients vanish."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.probe = nn.Linear(8, 8)
+        self.blocks = nn.ModuleList(nn.Linear(8, 8) for _ in range(12))
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.probe(x)
+        for block in self.blocks:
+            h = torch.sigmoid(block(h))  # squash
+        return h
+
+
+def test_a_vanishing_paragraph_gives_the_summary_s_ratio() -> None:
+    report = _checked(SigmoidStack)
+    path, line = marker_line(SigmoidStack, "squash")
+    text = render_text(report, width=WIDTH)
+    assert text.split("\n\n")[2].splitlines()[:3] == [
+        "probe.weight, probe.bias (reachable / vanishing): the smallest of their gradient norms is 1/2.0e+10",
+        "of the largest's (1.187e-10 vs 2.36); where it falls most: the gradient shrinks 10^11 (`sigmoid` at",
+        f"{os.path.relpath(path)}:{line}).",
+    ]
+    assert text.endswith("19 vanishing (smallest norm 1.187e-10, 1/2.0e+10 of\nthe largest's 2.36)")
