@@ -186,3 +186,26 @@ def test_a_vanishing_paragraph_gives_the_summary_s_ratio() -> None:
         f"{os.path.relpath(path)}:{line}).",
     ]
     assert text.endswith("19 vanishing (smallest norm 1.187e-10, 1/2.0e+10 of\nthe largest's 2.36)")
+
+
+class DeadRNN(nn.Module):
+    """An nn.RNN whose ReLU units are all dead: torch runs `rnn_relu` in C++, with no Python line."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.rnn = nn.RNN(4, 8, nonlinearity="relu", batch_first=True)
+        with torch.no_grad():
+            self.rnn.bias_ih_l0.fill_(-100.0)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        out, _ = self.rnn(x)  # the user's call
+        return out[:, -1]
+
+
+def test_a_zero_inside_a_recurrent_layer_names_the_layer_and_the_user_s_call() -> None:
+    torch.manual_seed(0)
+    report = fxflow.check(DeadRNN(), torch.randn(2, 5, 4))
+    path, line = marker_line(DeadRNN, "the user's call")
+    assert report.parameter("rnn.weight_ih_l0").diagnosis.startswith(
+        f"exactly 0 after `relu` inside `rnn` (nn.RNN), called at {os.path.relpath(path)}:{line}: every unit is "
+        "inactive on this batch.")
