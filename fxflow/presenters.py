@@ -18,7 +18,7 @@ def _table(report: Report, width: int | None = None) -> str:
 
 
 def _summary(report: Report) -> str:
-    from .present.text import summary_line
+    from .present.summary import summary_line
 
     return summary_line(report)
 

@@ -35,9 +35,11 @@ def assert_gradients_flow(model: Any, inputs: Any = None, *, allow: Iterable[str
 
 def failure_message(report: Report) -> str:
     """The diagnosis: summary line, the dry parameters with their cut sites, then the plain paragraphs."""
-    from .present.text import cut_paragraphs, frozen_holders, summary_line, verdict_of
+    from .present.summary import summary_line
+    from .present.text import cut_paragraphs, frozen_holders
+    from .present.words import verdict_of
 
-    lines = [f"gradients do not reach every parameter of {report.target}", summary_line(report), ""]
+    lines = [f"gradients do not reach every parameter of {report.target}", summary_line(report, api=True), ""]
     width = max((len(p.name) for p in report.problems), default=0)
     for parameter in report.problems:
         verdict = verdict_of(parameter)

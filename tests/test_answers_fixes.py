@@ -124,3 +124,23 @@ def test_the_python_api_says_allow_equals_and_the_cli_says_dash_dash_allow() -> 
     assert "--allow" not in str(report) and "--allow" not in failure_message(report)
     assert "pass `allow=[\"a.*\"]`" in failure_message(report)
     assert "pass --allow 'a.*'" in render_text(report, width=WIDTH)  # the CLI's text keeps its flag
+
+
+class TwoInputs(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(3, 3)
+
+    def forward(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        return self.a(x) + y
+
+
+def test_the_python_api_s_text_names_no_command_line_flag() -> None:
+    report = fxflow.check(TwoInputs())  # no inputs: nothing verified
+    assert report.table().splitlines()[-1] == ("not verified: no backward ran for forward(x, y) (pass inputs: "
+                                               "fxflow.check(model, inputs))")
+    assert report.summary().endswith("(give --input-size or example_inputs())")  # the CLI's words, also in diagrams
+    torch.manual_seed(0)
+    wide = fxflow.check(nn.Sequential(*[nn.Linear(4, 4) for _ in range(21)]), torch.randn(2, 4))
+    folded = next(line for line in wide.table().splitlines() if "without a problem" in line)
+    assert folded.endswith(": report.to_json() has every row") and "--all" not in wide.table()

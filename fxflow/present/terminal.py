@@ -5,7 +5,7 @@ so that what a pipe, a log and the README show is what a terminal shows.
 Color is used only when stdout is a terminal, ``--no-color`` was not given and ``NO_COLOR`` is
 unset or empty (https://no-color.org). The words never change with the color: the cells come
 from :func:`fxflow.present.text.table_rows`, the paragraphs from :func:`fxflow.present.text.cut_paragraphs`,
-the last line from :func:`fxflow.present.text.summary_line`. Progress goes to stderr, only when stderr
+the last line from :func:`fxflow.present.summary.summary_line`. Progress goes to stderr, only when stderr
 is a terminal and ``--quiet`` was not given, and disappears when the step is done.
 """
 from __future__ import annotations
@@ -17,8 +17,8 @@ import sys
 from typing import TYPE_CHECKING, Callable, Iterator, TextIO
 
 from ..verdicts import DynamicVerdict as Dynamic, ReportStatus, StaticVerdict as Static
-from .text import (COLUMNS, cut_paragraphs, render_text, shown_notes, shown_parameters, summary_line, table_rows,
-                   wrap_paragraph)
+from .summary import summary_line
+from .text import COLUMNS, cut_paragraphs, render_text, shown_notes, shown_parameters, table_rows, wrap_paragraph
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
