@@ -208,3 +208,33 @@ def test_a_zero_inside_a_recurrent_layer_names_the_layer_and_the_user_s_call() -
     assert report.parameter("rnn.weight_ih_l0").diagnosis.startswith(
         f"exactly 0 after `relu` inside `rnn` (nn.RNN), called at {os.path.relpath(path)}:{line}: every unit is "
         "inactive on this batch.")
+
+
+def _stop_eights(module: nn.Module, args: tuple, output: torch.Tensor) -> torch.Tensor | None:
+    if isinstance(module, nn.Linear) and module.out_features == 8:
+        return output.detach()  # the global hook
+    return None
+
+
+class TwoLinears(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Linear(8, 4)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(self.a(x))
+
+
+def test_a_global_forward_hook_that_detaches_is_named() -> None:
+    handle = torch.nn.modules.module.register_module_forward_hook(_stop_eights)
+    try:
+        report = _checked(TwoLinears)
+    finally:
+        handle.remove()
+    (site,) = report.parameter("a.weight").cut_by
+    path, line = marker_line(TwoLinears, "the global hook")
+    where = f"{os.path.relpath(path)}:{line - 2}"  # the hook's def line
+    assert (site.op, site.source) == ("_stop_eights hook", where)
+    assert site.reason == (f"the forward hook `_stop_eights` ({where}) on `a` (Linear) returns a result with no "
+                           "autograd history, so the gradient stops here")
