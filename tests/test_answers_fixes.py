@@ -144,3 +144,26 @@ def test_the_python_api_s_text_names_no_command_line_flag() -> None:
     wide = fxflow.check(nn.Sequential(*[nn.Linear(4, 4) for _ in range(21)]), torch.randn(2, 4))
     folded = next(line for line in wide.table().splitlines() if "without a problem" in line)
     assert folded.endswith(": report.to_json() has every row") and "--all" not in wide.table()
+
+
+@torch.no_grad()
+def _doubled(module: nn.Module, args: tuple) -> tuple:
+    return (args[0] * 2,)
+
+
+class PreHooked(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.a = nn.Linear(8, 8)
+        self.b = nn.Linear(8, 4)
+        self.b.register_forward_pre_hook(_doubled)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.b(self.a(x))
+
+
+def test_a_no_grad_pre_hook_gets_the_pre_hook_s_fix() -> None:
+    text = render_text(_check(PreHooked), width=WIDTH)
+    assert _paragraphs(text).splitlines()[-2:] == [
+        "fix: return the module's new input from the pre-hook with its history: no `detach`, no",
+        "  `@torch.no_grad()` on it; for a deliberate freeze, pass --allow 'a.*'"]

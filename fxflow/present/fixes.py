@@ -54,6 +54,8 @@ FIXES: tuple[Fix, ...] = (
         "keep a floating dtype on the gradient path; cast only what serves as an index"),
     Fix("hook", "a forward hook whose result has no history",
         "return the module's output from the hook without detaching it"),
+    Fix("pre-hook", "a forward pre-hook that hands the module an input with no history",
+        "return the module's new input from the pre-hook with its history: no `detach`, no `@torch.no_grad()` on it"),
     Fix("function", "a custom `autograd.Function` (`Name.apply`)",
         "return a gradient for this input from the Function's `backward` instead of `None`"),
     Fix("no-derivative", "an op with no derivative (`floor_divide`, `heaviside`, ...)",
@@ -93,8 +95,8 @@ FIXES: tuple[Fix, ...] = (
 _BY_CAUSE = {fix.cause: fix for fix in FIXES}
 BUILT_IN_FORWARD = "built-in-forward"
 # the causes a cut site can have (site_cause's answers, but the zero derivative's)
-CUT_CAUSES = ("grad-region", "detach", "straight-through", "numpy-round-trip", "python-data", "nearest-lookup", "index", "comparison", "cast", "hook", "function",
-              "no-derivative", "cut")
+CUT_CAUSES = ("grad-region", "detach", "straight-through", "numpy-round-trip", "python-data", "nearest-lookup", "index",
+              "comparison", "cast", "hook", "pre-hook", "function", "no-derivative", "cut")
 ZERO_CAUSES = ("zero-derivative", "zero-by-construction")  # site_cause's answers for an exact zero
 
 _COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge", "isclose", "equal", "logical_not", "logical_and", "logical_or"}
@@ -112,6 +114,8 @@ def site_cause(site: CutSite, zero: bool = False) -> str:
         return "grad-region"
     if op.endswith(" hook"):
         return "hook"
+    if op.endswith(" pre-hook"):
+        return "pre-hook"
     if op.endswith(".apply"):
         return "function"
     if op in ("detach", "detach_", "data"):
