@@ -167,3 +167,26 @@ def test_a_no_grad_pre_hook_gets_the_pre_hook_s_fix() -> None:
     assert _paragraphs(text).splitlines()[-2:] == [
         "fix: return the module's new input from the pre-hook with its history: no `detach`, no",
         "  `@torch.no_grad()` on it; for a deliberate freeze, pass --allow 'a.*'"]
+
+
+class StateDictCall(nn.Module):
+    """state_dict() hands functional_call detached copies: the inner layer never learns."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.inner = nn.Linear(8, 8)
+        self.head = nn.Linear(8, 2)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = torch.func.functional_call(self.inner, self.inner.state_dict(), (x,))
+        return self.head(h)
+
+
+def test_a_path_the_graph_sees_and_the_run_does_not_take_gets_a_fix_that_points_somewhere() -> None:
+    text = render_text(_check(StateDictCall), width=WIDTH)
+    assert "see the cut or the static verdict named above" not in text  # there is none above
+    assert _paragraphs(text).splitlines()[-4:] == [
+        "fix: find what stood in for these parameters at run time: a `state_dict()` (detached copies) fed to",
+        "  `torch.func.functional_call`, a `.data` or `.detach()` inside a custom Function, or a branch the",
+        "  trace did not take; feed the parameters themselves (`dict(module.named_parameters())`); for a",
+        "  deliberate freeze, pass --allow 'inner.*'"]

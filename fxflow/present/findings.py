@@ -159,7 +159,7 @@ def findings(report: Report, known: Iterable[str] = ()) -> list[Finding]:
         verb = "is" if len(parameters) == 1 else "are"
         message = f"{name_list([p.name for p in parameters])} {verb} {verdict}" + (f": {sentences(diagnosis)}" if diagnosis else "")
         names = [p.name for p in parameters]
-        cause, words = held_cause(report, parameters, verdict_cause(verdict, names))
+        cause, words = held_cause(report, parameters, verdict_cause(verdict, names, parameters[0].static))
         unallowed = [p.name for p in parameters if not p.allowed]  # an --allow given already is not offered again
         finding = Finding(rule, ERROR, message, path, line, names, fix=fix_line(cause, unallowed, every, words=words))
         result.append(_leveled(finding, failing, allowed, known))

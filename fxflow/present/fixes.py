@@ -85,6 +85,10 @@ FIXES: tuple[Fix, ...] = (
     Fix(Dynamic.ZERO, "`zero` from the real backward (dead ReLU, all-zero mask, an expert no token reached)",
         "check the activations' sign, the mask and the loss weights at the named op"),
     Fix(Dynamic.MISSING, "`missing` from the real backward", "see the cut or the static verdict named above"),
+    Fix("unseen-cut", "`reachable / missing`: the graph sees a path the real run did not take",
+        "find what stood in for these parameters at run time: a `state_dict()` (detached copies) fed to "
+        "`torch.func.functional_call`, a `.data` or `.detach()` inside a custom Function, or a branch the trace did "
+        "not take; feed the parameters themselves (`dict(module.named_parameters())`)"),
     Fix(Dynamic.NONFINITE, "`nonfinite` (NaN or inf in the gradient)",
         "guard the op where the NaN is born: clamp its input, add an epsilon, or scale the loss", deliberate=False),
     Fix(Dynamic.VANISHING, "`vanishing` (a warning)",
@@ -134,11 +138,14 @@ def site_cause(site: CutSite, zero: bool = False) -> str:
     return "cut"
 
 
-def verdict_cause(verdict: str, names: Iterable[str] = ()) -> str:
+def verdict_cause(verdict: str, names: Iterable[str] = (), static: str | None = None) -> str:
     """The cause of a group no cut site explains, from its verdict (and, for unregistered rows,
-    the form of their names: ``layers[0].weight`` is a module kept in a plain list)."""
+    the form of their names: ``layers[0].weight`` is a module kept in a plain list; for a
+    ``missing`` gradient the graph calls ``reachable``, a cut the graph could not see)."""
     if verdict == Static.UNREGISTERED and any("[" in name for name in names):
         return "unregistered-list"
+    if verdict == Dynamic.MISSING and static == Static.REACHABLE:
+        return "unseen-cut"
     return verdict if verdict in _BY_CAUSE else Dynamic.MISSING
 
 

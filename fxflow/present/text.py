@@ -149,7 +149,7 @@ def cut_paragraphs(report: Report, api: bool = False) -> list[str]:
                 continue
         names = [p.name for p in group]
         cause, words = held_cause(report, group, verdict_cause(dynamic if static == Static.REACHABLE and dynamic
-                                                               else static, names))
+                                                               else static, names, static))
         if dynamic == Dynamic.VANISHING:  # the summary's measure first, then where the gradient falls most
             diagnosis = f"{group_size(report, group)}; where it falls most: {diagnosis}"
         paragraphs.append(f"{name_list(names)} ({static} / {dynamic}): {sentences(diagnosis)}."
