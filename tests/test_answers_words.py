@@ -63,6 +63,11 @@ def _checked(model_class: type, **options: object) -> fxflow.Report:
     return fxflow.check(model_class(), torch.randn(4, 8), **options)
 
 
+def _mistake_line() -> str:
+    path, line = marker_line(FrozenLoRA, "the mistake")
+    return f"{os.path.relpath(path)}:{line}"
+
+
 def _adapter_line() -> str:
     path, line = marker_line(FrozenLoRA, "adapter")
     return f"{os.path.relpath(path)}:{line}"
@@ -79,8 +84,8 @@ def test_a_frozen_zero_lora_b_is_named_as_what_holds_lora_a() -> None:
 lora_A (reachable / zero): exactly 0 after `matmul` at {_adapter_line()}: `lora_B` (all
 zeros and frozen: requires_grad=False) scales what it passes back to 0. No weight with a gradient
 could move what zeroes it: lora_B gets no gradient either, so it never learns.
-fix: unfreeze `lora_B` (`requires_grad_(True)`): an all-zero weight that no optimizer step moves
-  holds this gradient at exactly 0 for good"""
+fix: unfreeze `lora_B` (frozen at {_mistake_line()}) with `requires_grad_(True)`: an
+  all-zero weight that no optimizer step moves holds this gradient at exactly 0 for good"""
     assert text.endswith("problem: 1 of 4 parameters will not learn: 1 with an exactly zero gradient; 3 frozen\n")
 
 

@@ -80,8 +80,8 @@ FIXES: tuple[Fix, ...] = (
     Fix(Static.UNREGISTERED, "`unregistered`, a tensor made with `requires_grad=True`",
         "make it an `nn.Parameter` (or `register_buffer` when it should not learn)", deliberate=False),
     Fix("frozen-holder", "`zero` held by a frozen all-zero parameter (a LoRA `B` frozen by mistake)",
-        "unfreeze {holders} (`requires_grad_(True)`): an all-zero weight that no optimizer step moves holds this "
-        "gradient at exactly 0 for good", deliberate=False),
+        "unfreeze {holders} with `requires_grad_(True)`: an all-zero weight that no optimizer step moves holds "
+        "this gradient at exactly 0 for good", deliberate=False),
     Fix(Dynamic.ZERO, "`zero` from the real backward (dead ReLU, all-zero mask, an expert no token reached)",
         "check the activations' sign, the mask and the loss weights at the named op"),
     Fix(Dynamic.MISSING, "`missing` from the real backward", "see the cut or the static verdict named above"),

@@ -28,6 +28,17 @@ class Idiom:
     words: dict[str, str] = field(default_factory=dict)
 
 
+def freeze_line(path: str, name: str) -> int | None:
+    """The line of ``path`` that freezes the parameter ``name`` (``self.lora_B.requires_grad_(False)``,
+    ``...lora_B.requires_grad = False``), when one line plainly does."""
+    attribute = re.escape(name.rpartition(".")[2])
+    pattern = re.compile(rf"\b{attribute}\b[\w.\[\]]*\.requires_grad(?:_\(\s*False\s*\)|\s*=\s*False\b)")
+    for number, text in enumerate(linecache.getlines(path), 1):
+        if pattern.search(text):
+            return number
+    return None
+
+
 def source_text(source: str | None) -> str:
     """The text of ``file:line`` (empty when unreadable)."""
     if not source:

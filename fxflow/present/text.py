@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from ..verdicts import DynamicVerdict as Dynamic, OptimizerVerdict, StaticVerdict as Static
 from .fixes import fix_line, site_cause, site_words, verdict_cause
 from .fresh import fresh_paragraph, fresh_tensor_sources
+from .idioms import freeze_line
 from .summary import allowed_problems, group_size, summary_line, vanishing_size  # noqa: F401 - this module's face
 from .words import format_norm, name_list, nonfinite_sentence, sentences, tally, verdict_of  # noqa: F401
 
@@ -187,7 +188,15 @@ def held_cause(report: Report, group: list[ParameterReport], cause: str) -> tupl
     holders = frozen_holders(report, group) if cause == Dynamic.ZERO else []
     if not holders:
         return cause, None
-    return "frozen-holder", {"holders": ", ".join(f"`{name}`" for name in holders)}
+    found = _AT_SOURCE.search(group[0].diagnosis or "")  # the zero's file: most likely the model's own
+    named = []
+    for name in holders:
+        line = freeze_line(found[1], name) if found else None
+        named.append(f"`{name}`" + (f" (frozen at {found[1]}:{line})" if line else ""))
+    return "frozen-holder", {"holders": ", ".join(named)}
+
+
+_AT_SOURCE = re.compile(r"` at (\S+?):\d+")  # where fxflow.diagnose.localize placed a zero: "`matmul` at m.py:15"
 
 
 def _fix_for(group: list[ParameterReport], cause: str, every: list[str], api: bool = False,
