@@ -243,3 +243,12 @@ def test_a_global_forward_hook_that_detaches_is_named() -> None:
     assert (site.op, site.source) == ("_stop_eights hook", where)
     assert site.reason == (f"the forward hook `_stop_eights` ({where}) on `a` (Linear) returns a result with no "
                            "autograd history, so the gradient stops here")
+
+
+def test_the_picture_marks_the_frozen_zero_weight_as_what_holds_the_zero() -> None:
+    from fxflow.render import to_svg_text
+    from render_helpers import parse_svg
+
+    nodes, _, _ = parse_svg(to_svg_text(_checked(FrozenLoRA)))
+    assert nodes["param.lora_B"].text == "lora_B (frozen zeros: holds lora_A at 0)"
+    assert "fxflow-frozen" in nodes["param.lora_B"].classes

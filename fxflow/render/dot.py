@@ -111,9 +111,11 @@ def _paramtooltip(name: str, state: str, parameter: "ParameterReport | None") ->
 
 
 def _param_node(name: str, state: str, cluster: tuple[str, ...], parameter: "ParameterReport | None",
-                *extra_classes: str) -> tuple[str, dict[str, str]]:
+                *extra_classes: str, holds: tuple[str, ...] = ()) -> tuple[str, dict[str, str]]:
     words = _relative(name, cluster)
-    if parameter is not None and parameter.static == StaticVerdict.UNREGISTERED:
+    if holds:  # a frozen all-zero weight that holds others' gradients at 0: the cause, not a bystander
+        words += f" (frozen zeros: hold{'s' if len(holds) == 1 else ''} {', '.join(holds)} at 0)"
+    elif parameter is not None and parameter.static == StaticVerdict.UNREGISTERED:
         words += " (unregistered)"  # reached, but in no optimizer: the table's word for it
     elif state == NodeState.FAILED and parameter is not None and parameter.dynamic:
         words += f" ({parameter.dynamic} grad)"  # which way the real backward failed it
@@ -229,7 +231,9 @@ def _emit_item(graph: graphviz.Digraph, item: Item, ctx: _Context, title: str | 
     if item.kind in ("module", "fold", "run"):
         label, attrs = _box_node(item, ctx.view)
     elif item.kind == "param" and item.base is not None:
-        label, attrs = _param_node(item.base.param or "", item.state, item.cluster, ctx.params.get(item.base.param or ""))
+        name = item.base.param or ""
+        holds = tuple(p.name for p in ctx.params.values() if name in p.held_by) if item.state == NodeState.FROZEN else ()
+        label, attrs = _param_node(name, item.state, item.cluster, ctx.params.get(name), holds=holds)
     else:
         assert item.base is not None
         label, attrs = _op_node(item, item.base, ctx.view, ctx.norms)
