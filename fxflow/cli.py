@@ -21,9 +21,10 @@ from .present.text import FOLD_ROWS
 from .verdicts import ReportStatus
 
 EXIT_CODES = """exit codes:
-  0  a real backward reached every trainable parameter (or --no-backward found nothing wrong)
+  0  a real backward reached every trainable parameter (or --no-backward or --device meta found nothing wrong)
   1  a parameter will not learn, or loss.backward() raises (with --baseline: a problem it does not know)
   2  the check could not run (one line on stderr says why), or no backward ran: not verified
+     (--strict: also a --device meta run, which verifies the structure only)
 """
 EXAMPLES = """examples:
   fxflow check examples/seed.py:Net
@@ -59,20 +60,30 @@ class _UsageError(Exception):
     pass
 
 
-def _add_common(parser: argparse.ArgumentParser) -> None:
+# --strict in each command's own words
+STRICT_HELP = {
+    "check": "an --allow pattern that matches no parameter is an error; a --device meta run, which verifies "
+             "structure only, exits 2 (not verified) instead of 0",
+    "render": "exit codes as check (1 when a parameter will not learn); an --allow pattern that matches no "
+              "parameter is an error",
+    "diff": "an --allow pattern that matches no parameter is an error",
+}
+
+
+def _add_common(parser: argparse.ArgumentParser, command: str) -> None:
     parser.add_argument("target", help="path/to/file.py[:Name] or package.module:Name (Name found when the file has one model)")
-    _add_check_options(parser)
+    _add_check_options(parser, command)
 
 
-def _add_check_options(parser: argparse.ArgumentParser) -> None:
-    """How a target is built and checked: shared by check, render and diff."""
+def _add_check_options(parser: argparse.ArgumentParser, command: str) -> None:
+    """How a target is built and checked: shared by check, render and diff (``command``: whose help)."""
     parser.add_argument("--arg", action="append", default=[], metavar="KEY=VALUE",
                         help="constructor argument (a Python literal); repeatable")
     parser.add_argument("--input-size", action="append", default=[], metavar="SIZES[:DTYPE]",
                         help="one per forward input, e.g. 16,10 or 2,7:long; repeatable")
     parser.add_argument("--allow", action="append", default=[], metavar="GLOB",
                         help="parameters allowed to be dry (e.g. 'target_net.*'); repeatable")
-    parser.add_argument("--strict", action="store_true", help="an --allow pattern that matches no parameter is an error; render: exit codes as check")
+    parser.add_argument("--strict", action="store_true", help=STRICT_HELP[command])
     parser.add_argument("--seed", type=int, default=0, help="torch seed for the model and inputs (default 0)")
     parser.add_argument("--vanishing", type=float, default=1e-3, metavar="FACTOR",
                         help="gradient RMS below FACTOR x the largest is vanishing (default 1e-3)")
@@ -96,7 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", parser_class=_Parser, metavar="{check,render,diff}")
     check = commands.add_parser("check", help="table, JSON and exit code", epilog=EXAMPLES,
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
-    _add_common(check)
+    _add_common(check, "check")
     check.add_argument("--format", choices=FORMATS, default="text",
                        help="text (default), json, github (workflow annotations) or sarif (code scanning)")
     check.add_argument("--all", action="store_true", dest="all_rows",
@@ -112,7 +123,7 @@ def build_parser() -> argparse.ArgumentParser:
     diff.add_argument("old", help="a JSON report (fxflow check --json) or a target")
     diff.add_argument("new", help="a JSON report or a target")
     diff.add_argument("--format", choices=("text", "json"), default="text", help="text (default) or json")
-    _add_check_options(diff)
+    _add_check_options(diff, "diff")
     _add_render(commands)
     return parser
 
@@ -137,7 +148,7 @@ def _add_render(commands: Any) -> None:
     """The ``render`` subcommand's arguments."""
     render = commands.add_parser("render", help="draw the colored gradient-flow diagram", epilog=RENDER_EXAMPLES,
                                  formatter_class=argparse.RawDescriptionHelpFormatter)
-    _add_common(render)
+    _add_common(render, "render")
     render.add_argument("-o", "--output", required=True,
                         help="file to write (.svg .png .pdf .dot .html), or - for DOT on stdout")
     render.add_argument("--format", choices=("svg", "png", "pdf", "dot", "html"), help="overrides the extension")
@@ -252,7 +263,8 @@ def _show_check(options: argparse.Namespace, report: Any) -> int:
     else:
         from .present.terminal import Terminal
 
-        terminal = Terminal(color=not options.no_color, quiet=options.quiet, all_rows=options.all_rows)
+        terminal = Terminal(color=not options.no_color, quiet=options.quiet, all_rows=options.all_rows,
+                            debug=options.debug)
         try:
             terminal.show(report)
             if comparison is not None:
@@ -261,7 +273,7 @@ def _show_check(options: argparse.Namespace, report: Any) -> int:
             _emit("")
     if comparison is not None and report.status != ReportStatus.NOT_VERIFIED:
         return 0 if comparison.ok else 1
-    return report.exit_code
+    return _exit_code(options, report)
 
 
 def _check_allow_patterns(options: argparse.Namespace, report: Any) -> None:
@@ -340,8 +352,15 @@ def _render(options: argparse.Namespace, report: Any) -> str | None:
 
 
 def _render_exit(options: argparse.Namespace, report: Any) -> int:
-    """0 once the picture is written; with --strict, check's exit code."""
-    return report.exit_code if options.strict else 0
+    """0 once the picture is written; with --strict, check's exit code (and 2 for structure only)."""
+    return _exit_code(options, report) if options.strict else 0
+
+
+def _exit_code(options: argparse.Namespace, report: Any) -> int:
+    """The report's exit code; with --strict, a meta run's "structure verified" is not enough (2)."""
+    if options.strict and report.status == ReportStatus.STRUCTURE_VERIFIED:
+        return 2
+    return report.exit_code
 
 
 def main(argv: Sequence[str] | None = None) -> int:

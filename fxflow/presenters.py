@@ -14,11 +14,11 @@ from .report import Report, register_presenter
 def _table(report: Report, width: int | None = None) -> str:
     from .present.text import render_text
 
-    return render_text(report, width=width)
+    return render_text(report, width=width, api=True)  # a Python face: fix lines say allow=[...]
 
 
 def _summary(report: Report) -> str:
-    from .present.text import summary_line
+    from .present.summary import summary_line
 
     return summary_line(report)
 

@@ -152,9 +152,12 @@ class Report:
     def status(self) -> ReportStatus:
         """``ok``, ``problem`` (something will not learn), ``static only`` (``--no-backward`` was asked
         for and the graph found nothing wrong) or ``not verified`` (no backward ran, none was
-        declined, and the graph alone found nothing wrong)."""
+        declined, and the graph alone found nothing wrong); ``structure verified`` where ``ok`` comes
+        from a backward with no values (the meta device): it sees which parameters a gradient reaches,
+        not whether it is zero, NaN or vanishing."""
         if self.ok:
-            return ReportStatus.OK
+            measured = not any(p.dynamic == PRESENT for p in self.parameters)
+            return ReportStatus.OK if measured else ReportStatus.STRUCTURE_VERIFIED
         if self.static_only and self._clean():
             return ReportStatus.STATIC_ONLY
         if not (self.verified or self.static_only) and not self.problems and not self.backward_raises:
@@ -300,7 +303,7 @@ def presenter(view: str) -> Callable[..., Any]:
     return _PRESENTERS[view]
 
 
-_EXIT_CODES = {ReportStatus.OK: 0, ReportStatus.STATIC_ONLY: 0, ReportStatus.PROBLEM: 1, ReportStatus.NOT_VERIFIED: 2}
+_EXIT_CODES = {ReportStatus.OK: 0, ReportStatus.STATIC_ONLY: 0, ReportStatus.STRUCTURE_VERIFIED: 0, ReportStatus.PROBLEM: 1, ReportStatus.NOT_VERIFIED: 2}
 
 
 def _parameter_dict(parameter: ParameterReport) -> dict[str, Any]:

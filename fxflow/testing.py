@@ -35,9 +35,11 @@ def assert_gradients_flow(model: Any, inputs: Any = None, *, allow: Iterable[str
 
 def failure_message(report: Report) -> str:
     """The diagnosis: summary line, the dry parameters with their cut sites, then the plain paragraphs."""
-    from .present.text import cut_paragraphs, summary_line, verdict_of
+    from .present.summary import summary_line
+    from .present.text import cut_paragraphs, frozen_holders
+    from .present.words import verdict_of
 
-    lines = [f"gradients do not reach every parameter of {report.target}", summary_line(report), ""]
+    lines = [f"gradients do not reach every parameter of {report.target}", summary_line(report, api=True), ""]
     width = max((len(p.name) for p in report.problems), default=0)
     for parameter in report.problems:
         verdict = verdict_of(parameter)
@@ -45,10 +47,16 @@ def failure_message(report: Report) -> str:
             verdict += f"/{parameter.dynamic}"
         where = "; ".join(f"{s.op} @ {s.source or s.node}" for s in parameter.cut_by)
         lines.append(f"  {parameter.name.ljust(width)}  {verdict}" + (f"  cut by {where}" if where else ""))
-    paragraphs = cut_paragraphs(report)
+    paragraphs = cut_paragraphs(report, api=True)
     if paragraphs:
         lines.append("")
         lines.extend(paragraphs)
     lines.append("")
-    lines.append("allow deliberate dryness with allow=('pattern.*',); frozen parameters never fail")
+    holders = frozen_holders(report, report.problems)
+    if holders:  # the bug is a frozen parameter: never say frozen ones cannot fail
+        one = len(holders) == 1
+        lines.append(f"the frozen all-zero {', '.join(holders)} hold{'s' if one else ''} the others at zero: "
+                     f"unfreeze {'it' if one else 'them'}, or allow deliberate dryness with allow=('pattern.*',)")
+    else:
+        lines.append("allow deliberate dryness with allow=('pattern.*',); frozen parameters never fail")
     return "\n".join(lines)

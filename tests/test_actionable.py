@@ -49,8 +49,8 @@ def _fix_after(text: str, first_words: str) -> str:
 # -- 1. one line of fix per failing group, chosen by the cause ---------------------------------
 @pytest.mark.parametrize("model_class, inputs, paragraph, fix", [
     (Detach, float_input, "detach at", "fix: remove the detach, or use a straight-through estimator"),
-    (Argmax, float_input, "argmax at", "fix: for argmax routing, weight the outputs by softmax probabilities or use "
-                                       "`F.gumbel_softmax(logits, hard=True)`"),
+    (Argmax, float_input, "argmax at", "fix: `argmax` returns indices, which carry no gradient: for routing, weight "
+                                       "the outputs by softmax probabilities or use `F.gumbel_softmax(logits, hard=True)`"),
     (NoGrad, float_input, "no_grad at", "fix: move the call out of `torch.no_grad()`"),
     (Compare, float_input, "gt at", "fix: use a soft threshold such as `torch.sigmoid((x - t) / temperature)`"),
     (CastLong, float_input, "to_int64 at", "fix: keep a floating dtype on the gradient path"),
@@ -205,7 +205,7 @@ def test_layers_in_a_list_are_drawn_called_and_marked_unregistered(tmp_path):
     assert not [c for c in clusters if "fxflow-never-called" in c.classes]
     for name in ("blocks[0].weight", "blocks[0].bias", "blocks[1].weight", "blocks[1].bias"):
         node = nodes[f"param.{name}"]
-        assert "fxflow-wet" in node.classes and f"{name} (unregistered)" in node.text
+        assert "fxflow-failed" in node.classes and f"{name} (unregistered)" in node.text  # fails: never wet
         assert any(edge.title.startswith(f"param.{name}->") for edge in edges)  # wired where it was called
 
 

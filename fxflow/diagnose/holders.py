@@ -5,7 +5,9 @@ BatchNorm whose weight is 0), the factor that zeroed it comes in through the op'
 that factor is computed from a trainable parameter that is all zeros (LoRA's ``B``, adaLN-Zero's
 modulation, a zero convolution, ReZero's α), the first optimizer step moves it and the zero lifts:
 that parameter *holds* the gradient. If no such parameter is there, the zero comes from something
-no step changes (a constant, a buffer, a frozen or detached parameter, the batch).
+no step changes (a constant, a buffer, a frozen or detached parameter, the batch). A frozen all-zero
+parameter (a LoRA ``B`` frozen by mistake) has no node in the autograd graph: the one the module
+calling the product owns is named, a holder that no step will ever move.
 
 Also home of :func:`memoized_pass`, the one walk of autograd's graph that localization runs (here
 towards the leaves, in :mod:`fxflow.diagnose.localize` towards the loss): each node is folded once
@@ -56,10 +58,16 @@ def _inputs(node: Node) -> Iterable[Node]:
 class ZeroHolders:
     """Finds the holders of zeros in one autograd graph (memoized across the parameters explained)."""
 
-    def __init__(self, names: dict[int, str]) -> None:
+    def __init__(self, names: dict[int, str], parameters: Iterable[torch.Tensor] = ()) -> None:
         self.names = names  # id(parameter) -> qualified name
         self._zero: dict[int, bool] = {}
         self._below: dict[Node, frozenset[str]] = {}  # node -> the all-zero trainable parameters behind it
+        self.frozen = sorted(names[id(p)] for p in parameters if id(p) in names and not p.requires_grad
+                             and not p.is_meta and p.numel() and not bool(torch.count_nonzero(p.detach())))
+
+    def frozen_in(self, module: str | None) -> list[str]:
+        """The frozen all-zero parameters that ``module`` (a qualified name; None or "" the model) owns itself."""
+        return [name for name in self.frozen if name.rpartition(".")[0] == (module or "")]
 
     def across(self, death: Node, came_from: Node) -> list[str]:
         """The all-zero trainable parameters behind ``death``'s inputs other than ``came_from``, sorted."""

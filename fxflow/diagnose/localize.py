@@ -49,7 +49,8 @@ class Localizer:
     """Reads a traced run and explains one parameter's zero or vanishing gradient."""
 
     def __init__(self, graph: AutogradGraph, norms: GradientNorms, origins: OriginRecorder,
-                 final: dict[int, float], holders: ZeroHolders | None = None) -> None:
+                 final: dict[int, float], holders: ZeroHolders | None = None,
+                 modules: dict[str, torch.nn.Module] | None = None) -> None:
         self.graph, self.norms, self.origins = graph, norms, origins
         self.final = final  # id(parameter) -> norm of the gradient the real backward gave it
         self._main: dict[Node, Node | None] = {}
@@ -57,6 +58,7 @@ class Localizer:
         self._stretches: dict[tuple[Node, Node], _Stretch] = {}
         self._borrowed: dict[Node, NodeOrigin] = {}
         self.holders = holders
+        self.modules = modules or {}  # qualified name -> module ("" the model)
         self.held_by: dict[Node, list[str]] = {}  # parameter leaf -> the zero-valued weights that zeroed it
         self._own: dict[Node, Zeroing | None] = {}  # node -> the zeroing seen at the node itself
         self._zeroings: dict[Node, tuple[int, Zeroing] | None] = {}  # node -> (steps to, nearest zeroing)
@@ -89,6 +91,8 @@ class Localizer:
                 self._sites[found] = (self._zeroed_at(found.node, found.nonzero_inputs), None)
             else:
                 holders = self.holders.across(found.node, found.came_from) if self.holders is not None else []
+                if not holders and self.holders is not None and self.origin(found.node).op in _PRODUCTS:
+                    holders = self.holders.frozen_in(self.origin(found.node).module)  # no step moves these
                 self._sites[found] = (self._zero_after(found.node, holders), holders)
         site, holders = self._sites[found]
         if holders is not None:
@@ -135,12 +139,15 @@ class Localizer:
     def _zero_after(self, node: Node, holders: list[str]) -> CutSite:
         origin = self.origin(node)
         op, where = origin.op or _node_op(node), _at(origin.source)  # a call with no __name__: its backward's
+        where = self._inside(origin.module) + where  # an op with no Python line of its own: the module that ran it
         if op == "cond":
             reason = f"exactly 0 after `torch.cond`{where}: the branch that uses it was not taken on this batch"
         elif derivatives.zero_derivative_edges(node) is not False:
             reason = f"`{op}`{where} has a derivative of exactly 0 everywhere, so nothing passes back through it"
         elif holders:
-            reason = (f"exactly 0 after `{op}`{where}: {_listed(holders)} (all zeros) "
+            frozen = self.holders is not None and all(name in self.holders.frozen for name in holders)
+            kind = "all zeros and frozen: requires_grad=False" if frozen else "all zeros"
+            reason = (f"exactly 0 after `{op}`{where}: {_listed(holders)} ({kind}) "
                       f"scale{'s' if len(holders) == 1 else ''} what it passes back to 0")
         elif op in _GATES:
             reason = f"exactly 0 after `{op}`{where}: {_GATES[op]}"
@@ -153,6 +160,15 @@ class Localizer:
         else:
             reason = f"exactly 0 after `{op}`{where}: it passes back 0 for every element on this batch"
         return CutSite(node.name(), op, origin.source, reason)
+
+    def _inside(self, module: str | None) -> str:
+        """`` inside `rnn` (nn.RNN)`` where torch's own module ran the op in C++ (a recurrent layer's
+        ``rnn_relu``): the user sees neither the op nor a line of it, only the module they called."""
+        found = self.modules.get(module or "")
+        if not isinstance(found, torch.nn.RNNBase):
+            return ""
+        kind = f"nn.{type(found).__name__}"
+        return f" inside `{module}` ({kind}), called" if module else f" inside the checked model itself ({kind}), called"
 
     def _zeroed_at(self, node: Node, nonzero_inputs: int) -> CutSite:
         key = id(node.variable) if hasattr(node, "variable") else node
@@ -327,7 +343,8 @@ def localize(model: torch.nn.Module, trace: BackwardTrace, gradient_norms: dict[
         return {}
     names = {id(p): name for name, p in model.named_parameters()}
     final = {key: gradient_norms.get(name, 0.0) for key, name in names.items()}
-    localizer = Localizer(graph, trace.norms, trace.origins, final, ZeroHolders(names))
+    localizer = Localizer(graph, trace.norms, trace.origins, final, ZeroHolders(names, model.parameters()),
+                          dict(model.named_modules()))
     found: dict[str, CutSite] = {}
     for name, parameter in targets.items():
         leaf = graph.leaves[id(parameter)]

@@ -21,6 +21,7 @@ LOSS_GIVEN = "the given loss function"
 LOSS_OUTPUT = "the model's `loss` output"
 LOSS_FIRST_OUTPUT = "the model's first output (its loss: labels were given)"
 LOSS_PROJECTION = "random projection of all outputs (the model returns no loss)"
+LOSS_SCALAR_OUTPUT = "the model's output (a single number, used as the loss)"
 
 
 def floating_outputs(value: Any) -> list[torch.Tensor]:
@@ -71,8 +72,8 @@ def _own_loss(outputs: Any, labels_given: bool) -> tuple[torch.Tensor | None, st
         candidate, description = (outputs[0] if outputs and labels_given else None), LOSS_FIRST_OUTPUT
     elif not isinstance(outputs, torch.Tensor):
         candidate, description = getattr(outputs, "loss", None), LOSS_OUTPUT
-    else:
-        candidate, description = None, ""
+    else:  # a forward that returns one number returns its loss
+        candidate, description = outputs, LOSS_SCALAR_OUTPUT
     scalar = isinstance(candidate, torch.Tensor) and candidate.numel() == 1 and (
         candidate.is_floating_point() or candidate.is_complex())
     return (candidate, description) if scalar else (None, "")

@@ -18,7 +18,7 @@ from typing import Any
 
 from ..errors import FxflowError
 from .findings import split_source
-from .text import verdict_of
+from .words import verdict_of
 from ..report import ParameterReport, Report
 from ..verdicts import CutSite
 

@@ -16,9 +16,11 @@ from typing import Iterable
 
 from ..report import ParameterReport, Report
 from ..verdicts import CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static
-from .fixes import fix_line, site_cause, verdict_cause
+from .fixes import fix_line, site_fix, verdict_cause
 from .fresh import fresh_paragraph, fresh_tensor_sources
-from .text import allowed_problems, name_list, nonfinite_sentence, vanishing_size, verdict_of
+from .summary import allowed_problems, vanishing_size
+from .text import held_cause
+from .words import name_list, nonfinite_sentence, sentences, verdict_of
 
 ERROR, WARNING, NOTE = "error", "warning", "note"  # SARIF's level words; GitHub says "notice" for note
 
@@ -143,7 +145,7 @@ def findings(report: Report, known: Iterable[str] = ()) -> list[Finding]:
         effect = f"gives {names} an exactly zero gradient" if zero else f"cuts {names} off from the output"
         path, line, via = _in_checked_file(site, target_path)
         finding = Finding(Static.ZERO if zero else Static.CUT, ERROR, f"{site.op}{via} {effect}: {site.reason}", path, line,
-                          [p.name for p in victims], fix=fix_line(site_cause(site, zero), [p.name for p in victims], every))
+                          [p.name for p in victims], fix=site_fix(site, [p.name for p in victims if not p.allowed], every, zero))
         result.append(_leveled(finding, failing, allowed, known))
     groups: dict[tuple[str, str | None], list[ParameterReport]] = {}
     for parameter in report.parameters:
@@ -155,9 +157,11 @@ def findings(report: Report, known: Iterable[str] = ()) -> list[Finding]:
         rule = ZERO_GRADIENT if verdict == Dynamic.ZERO else str(verdict)
         rule = rule if rule in RULES else Dynamic.MISSING
         verb = "is" if len(parameters) == 1 else "are"
-        message = f"{name_list([p.name for p in parameters])} {verb} {verdict}" + (f": {diagnosis}" if diagnosis else "")
+        message = f"{name_list([p.name for p in parameters])} {verb} {verdict}" + (f": {sentences(diagnosis)}" if diagnosis else "")
         names = [p.name for p in parameters]
-        finding = Finding(rule, ERROR, message, path, line, names, fix=fix_line(verdict_cause(verdict, names), names, every))
+        cause, words = held_cause(report, parameters, verdict_cause(verdict, names, parameters[0].static))
+        unallowed = [p.name for p in parameters if not p.allowed]  # an --allow given already is not offered again
+        finding = Finding(rule, ERROR, message, path, line, names, fix=fix_line(cause, unallowed, every, words=words))
         result.append(_leveled(finding, failing, allowed, known))
     for source in fresh_tensor_sources(report):  # no parameter to fail, so a warning at the line
         path, line = split_source(source)

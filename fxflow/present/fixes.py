@@ -11,9 +11,10 @@ from __future__ import annotations
 import glob
 import os
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Iterable, Mapping
 
 from ..verdicts import CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static, constant_reason, raises_reason
+from .idioms import detach_idiom
 
 
 @dataclass(frozen=True)
@@ -31,17 +32,30 @@ FIXES: tuple[Fix, ...] = (
         "move the call out of `torch.no_grad()` (or end the region before the layers that must learn)"),
     Fix("detach", "`detach`, `detach_`, `data`",
         "remove the detach, or use a straight-through estimator: `x + (f(x) - x).detach()`"),
+    Fix("straight-through", "`detach` in `z + (q - z).detach()` (a straight-through estimator already)",
+        "this line is already a straight-through estimator: its gradient goes to `{passes}`, never to `{skips}`; "
+        "train what makes `{skips}` with a loss of its own (VQ-VAE's codebook loss "
+        "`(({skips} - {passes}.detach()) ** 2).mean()`), or update it without gradients (EMA)"),
+    Fix("numpy-round-trip", "`detach` that feeds `.numpy()`",
+        "this detach is there to feed `.numpy()`: do that step with the torch op on the tensor itself "
+        "(`torch.tanh(h)` for `np.tanh(h.detach().numpy())`), then drop the detach and the NumPy round trip"),
     Fix("python-data", "`item`, `tolist`, `numpy` (the tensor left torch)",
         "keep the computation in torch ops: a Python number or NumPy array carries no gradient"),
-    Fix("index", "`argmax`, `argmin`, `argsort`, `topk` indices (argmax routing)",
-        "for argmax routing, weight the outputs by softmax probabilities or use "
-        "`F.gumbel_softmax(logits, hard=True)` instead of selecting by the index"),
+    Fix("nearest-lookup", "`argmin` (a nearest-entry lookup, as in a VQ codebook)",
+        "`argmin` picks the nearest entry by its index, and an index carries no gradient back to the distances: "
+        "give the entries a loss of their own (VQ-VAE's codebook loss `((q - z.detach()) ** 2).mean()`), or "
+        "weight every entry by `torch.softmax(-distances / temperature, -1)` instead of picking one"),
+    Fix("index", "`argmax`, `argsort`, `topk`, ... indices (routing by an index)",
+        "`{op}` returns indices, which carry no gradient: for routing, weight the outputs by softmax "
+        "probabilities or use `F.gumbel_softmax(logits, hard=True)` instead of selecting by the index"),
     Fix("comparison", "`gt`, `eq`, `lt`, ... (a bool mask)",
         "use a soft threshold such as `torch.sigmoid((x - t) / temperature)`, or a straight-through estimator"),
     Fix("cast", "`to_int64`, `to_bool`, ... (an integer or bool cast)",
         "keep a floating dtype on the gradient path; cast only what serves as an index"),
     Fix("hook", "a forward hook whose result has no history",
         "return the module's output from the hook without detaching it"),
+    Fix("pre-hook", "a forward pre-hook that hands the module an input with no history",
+        "return the module's new input from the pre-hook with its history: no `detach`, no `@torch.no_grad()` on it"),
     Fix("function", "a custom `autograd.Function` (`Name.apply`)",
         "return a gradient for this input from the Function's `backward` instead of `None`"),
     Fix("no-derivative", "an op with no derivative (`floor_divide`, `heaviside`, ...)",
@@ -65,9 +79,16 @@ FIXES: tuple[Fix, ...] = (
         deliberate=False),
     Fix(Static.UNREGISTERED, "`unregistered`, a tensor made with `requires_grad=True`",
         "make it an `nn.Parameter` (or `register_buffer` when it should not learn)", deliberate=False),
+    Fix("frozen-holder", "`zero` held by a frozen all-zero parameter (a LoRA `B` frozen by mistake)",
+        "unfreeze {holders} with `requires_grad_(True)`: an all-zero weight that no optimizer step moves holds "
+        "this gradient at exactly 0 for good", deliberate=False),
     Fix(Dynamic.ZERO, "`zero` from the real backward (dead ReLU, all-zero mask, an expert no token reached)",
         "check the activations' sign, the mask and the loss weights at the named op"),
     Fix(Dynamic.MISSING, "`missing` from the real backward", "see the cut or the static verdict named above"),
+    Fix("unseen-cut", "`reachable / missing`: the graph sees a path the real run did not take",
+        "find what stood in for these parameters at run time: a `state_dict()` (detached copies) fed to "
+        "`torch.func.functional_call`, a `.data` or `.detach()` inside a custom Function, or a branch the trace did "
+        "not take; feed the parameters themselves (`dict(module.named_parameters())`)"),
     Fix(Dynamic.NONFINITE, "`nonfinite` (NaN or inf in the gradient)",
         "guard the op where the NaN is born: clamp its input, add an epsilon, or scale the loss", deliberate=False),
     Fix(Dynamic.VANISHING, "`vanishing` (a warning)",
@@ -78,8 +99,8 @@ FIXES: tuple[Fix, ...] = (
 _BY_CAUSE = {fix.cause: fix for fix in FIXES}
 BUILT_IN_FORWARD = "built-in-forward"
 # the causes a cut site can have (site_cause's answers, but the zero derivative's)
-CUT_CAUSES = ("grad-region", "detach", "python-data", "index", "comparison", "cast", "hook", "function",
-              "no-derivative", "cut")
+CUT_CAUSES = ("grad-region", "detach", "straight-through", "numpy-round-trip", "python-data", "nearest-lookup", "index",
+              "comparison", "cast", "hook", "pre-hook", "function", "no-derivative", "cut")
 ZERO_CAUSES = ("zero-derivative", "zero-by-construction")  # site_cause's answers for an exact zero
 
 _COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge", "isclose", "equal", "logical_not", "logical_and", "logical_or"}
@@ -97,36 +118,68 @@ def site_cause(site: CutSite, zero: bool = False) -> str:
         return "grad-region"
     if op.endswith(" hook"):
         return "hook"
+    if op.endswith(" pre-hook"):
+        return "pre-hook"
     if op.endswith(".apply"):
         return "function"
     if op in ("detach", "detach_", "data"):
-        return "detach"
+        idiom = detach_idiom(site.source) if op == "detach" else None
+        return idiom.name if idiom else "detach"
     if op in ("item", "tolist", "numpy") or "plain Python data" in site.reason:
         return "python-data"
     if op.startswith("to_"):
         return "cast"
     if op in _COMPARISONS or "the comparison" in site.reason:
         return "comparison"
+    if op == "argmin":
+        return "nearest-lookup"
     if op in _INDEX_OPS or "(indices or flags)" in site.reason:
         return "index"
     return "cut"
 
 
-def verdict_cause(verdict: str, names: Iterable[str] = ()) -> str:
+def verdict_cause(verdict: str, names: Iterable[str] = (), static: str | None = None) -> str:
     """The cause of a group no cut site explains, from its verdict (and, for unregistered rows,
-    the form of their names: ``layers[0].weight`` is a module kept in a plain list)."""
+    the form of their names: ``layers[0].weight`` is a module kept in a plain list; for a
+    ``missing`` gradient the graph calls ``reachable``, a cut the graph could not see)."""
     if verdict == Static.UNREGISTERED and any("[" in name for name in names):
         return "unregistered-list"
+    if verdict == Dynamic.MISSING and static == Static.REACHABLE:
+        return "unseen-cut"
     return verdict if verdict in _BY_CAUSE else Dynamic.MISSING
 
 
-def fix_line(cause: str, names: Iterable[str] = (), every: Iterable[str] = ()) -> str:
-    """``fix: ...`` for a cause; where dryness may be meant, how ``--allow`` accepts ``names`` (and
-    no other of ``every``, the model's parameter names)."""
+# What a fix says where it has no line to fill its words from (the docs' table, SARIF's rule help).
+_GENERIC_WORDS = {"op": "argmax", "passes": "z", "skips": "q", "holders": "`lora_B`"}
+
+
+def site_words(site: CutSite) -> dict[str, str]:
+    """The words a cut site's fix fills in: its op, and what a straight-through line passes and skips."""
+    idiom = detach_idiom(site.source) if site.op == "detach" else None
+    return {"op": site.op, **(idiom.words if idiom else {})}
+
+
+def site_fix(site: CutSite, names: Iterable[str], every: Iterable[str], zero: bool = False, api: bool = False) -> str:
+    """The fix line for the parameters ``names`` that a cut site (or, with ``zero``, a zeroing op) dries."""
+    return fix_line(site_cause(site, zero), names, every, api=api, words=site_words(site))
+
+
+def fix_line(cause: str, names: Iterable[str] = (), every: Iterable[str] = (), api: bool = False,
+             words: Mapping[str, str] | None = None) -> str:
+    """``fix: ...`` for a cause; where dryness may be meant, how to accept ``names`` (and no other of
+    ``every``, the model's parameter names): ``--allow 'x.*'`` on the command line, ``allow=["x.*"]``
+    with ``api`` (a message of the Python API)."""
     fix = _BY_CAUSE[cause]
     patterns = allow_patterns(list(names), list(every)) if fix.deliberate else []
-    allow = " ".join(f"--allow '{pattern}'" for pattern in patterns)
-    return f"fix: {fix.text}" + (f"; for a deliberate freeze, pass {allow}" if allow else "")
+    if api:
+        allow = "`allow=[" + ", ".join(f'"{pattern}"' for pattern in patterns) + "]`" if patterns else ""
+    else:
+        allow = " ".join(f"--allow '{pattern}'" for pattern in patterns)
+    return f"fix: {_filled(fix.text, words)}" + (f"; for a deliberate freeze, pass {allow}" if allow else "")
+
+
+def _filled(text: str, words: Mapping[str, str] | None) -> str:
+    return text.format_map({**_GENERIC_WORDS, **(words or {})})
 
 
 def fix_when(cause: str) -> str:
@@ -135,8 +188,8 @@ def fix_when(cause: str) -> str:
 
 
 def fix_text(cause: str) -> str:
-    """The fix alone, as a sentence (SARIF's rule help)."""
-    text = _BY_CAUSE[cause].text
+    """The fix alone, as a sentence (SARIF's rule help), in its generic words."""
+    text = _filled(_BY_CAUSE[cause].text, None)
     return text[0].upper() + text[1:] + "."
 
 
@@ -166,5 +219,5 @@ def allow_patterns(names: list[str], every: list[str]) -> list[str]:
 def fixes_markdown() -> str:
     """The table docs/verdicts.md shows under "The fix line"."""
     lines = ["| cause | the report's fix line |", "|---|---|"]
-    lines += [f"| {fix.when} | {fix.text} |" for fix in FIXES]
+    lines += [f"| {fix.when} | {_filled(fix.text, None)} |" for fix in FIXES]
     return "\n".join(lines)

@@ -11,7 +11,7 @@ from typing import Iterable
 
 from ..report import Report
 from .findings import ERROR, NOTE, WARNING, findings
-from .text import summary_line
+from .summary import summary_line
 
 _COMMANDS = {ERROR: "error", WARNING: "warning", NOTE: "notice"}
 

@@ -5,7 +5,7 @@ so that what a pipe, a log and the README show is what a terminal shows.
 Color is used only when stdout is a terminal, ``--no-color`` was not given and ``NO_COLOR`` is
 unset or empty (https://no-color.org). The words never change with the color: the cells come
 from :func:`fxflow.present.text.table_rows`, the paragraphs from :func:`fxflow.present.text.cut_paragraphs`,
-the last line from :func:`fxflow.present.text.summary_line`. Progress goes to stderr, only when stderr
+the last line from :func:`fxflow.present.summary.summary_line`. Progress goes to stderr, only when stderr
 is a terminal and ``--quiet`` was not given, and disappears when the step is done.
 """
 from __future__ import annotations
@@ -17,7 +17,8 @@ import sys
 from typing import TYPE_CHECKING, Callable, Iterator, TextIO
 
 from ..verdicts import DynamicVerdict as Dynamic, ReportStatus, StaticVerdict as Static
-from .text import COLUMNS, cut_paragraphs, render_text, shown_parameters, summary_line, table_rows, wrap_paragraph
+from .summary import summary_line
+from .text import COLUMNS, cut_paragraphs, render_text, shown_notes, shown_parameters, table_rows, wrap_paragraph
 
 if TYPE_CHECKING:  # pragma: no cover
     from rich.console import Console
@@ -47,16 +48,17 @@ def _style(cell: str) -> str:
     return STYLES.get(cell.split(" ", 1)[0], "")
 
 
-def rich_report(report: "Report", console: "Console", all_rows: bool = False) -> None:
+def rich_report(report: "Report", console: "Console", all_rows: bool = False, debug: bool = False) -> None:
     """Print the report on a rich console: colored verdicts, the same words as the plain text."""
     from rich.table import Table
     from rich.text import Text
 
     console.print(Text.assemble(("fxflow check ", "bold"), (report.target, "bold cyan"),
                                 f"  [trace: {report.trace.method}, {report.trace.nodes} nodes]"))
-    console.print()
     table = Table(box=None, pad_edge=False, header_style="bold", show_edge=False)
     parameters, folded = shown_parameters(report, all_rows)
+    if parameters or folded:
+        console.print()
     rows = table_rows(report, parameters)
     longest_site = max((len(site) for row in rows for site in row[-1].split(", ")), default=0)
     for index, column in enumerate(COLUMNS):  # a cut-by cell wraps between its sites, never inside one
@@ -68,7 +70,8 @@ def rich_report(report: "Report", console: "Console", all_rows: bool = False) ->
         if cut.endswith("[disagree]"):
             cut_text.stylize("bold magenta", len(cut) - len("[disagree]"))
         table.add_row(name, shape, Text(static, _style(static)), Text(dynamic, _style(dynamic)), norm, cut_text)
-    console.print(table)
+    if parameters:  # no header over no rows
+        console.print(table)
     if folded:
         console.print(Text(folded, "dim"), highlight=False)
     paragraphs = cut_paragraphs(report)
@@ -80,7 +83,7 @@ def rich_report(report: "Report", console: "Console", all_rows: bool = False) ->
             if fix >= 0:
                 text.stylize("bold green", fix + 1, fix + 5)
             console.print(text, highlight=False)
-    notes = report.trace.notes + report.notes
+    notes = shown_notes(report, debug)
     if notes or report.loss:
         console.print()
         if report.loss:
@@ -97,8 +100,9 @@ class Terminal:
     """Where ``fxflow check`` writes: rich on a terminal; plain when piped, ``--no-color`` or ``NO_COLOR``."""
 
     def __init__(self, color: bool = True, quiet: bool = False, file: TextIO | None = None,
-                 err: TextIO | None = None, all_rows: bool = False) -> None:
+                 err: TextIO | None = None, all_rows: bool = False, debug: bool = False) -> None:
         self.all_rows = all_rows  # --all: every parameter's row, however many
+        self.debug = debug  # --debug: every note, why each failed capture failed too
         self.file = file if file is not None else sys.stdout
         self.err = err if err is not None else sys.stderr
         self.quiet = quiet
@@ -136,9 +140,10 @@ class Terminal:
         if self.quiet:
             print(summary_line(report), file=self.file)
         elif self.color:
-            rich_report(report, self.console(), self.all_rows)
+            rich_report(report, self.console(), self.all_rows, self.debug)
         else:
-            print(render_text(report, width=plain_width(self.file), all_rows=self.all_rows), file=self.file)
+            print(render_text(report, width=plain_width(self.file), all_rows=self.all_rows, debug=self.debug),
+                  file=self.file)
 
 
 PIPED_WIDTH = 100  # the width plain text wraps at when piped with no COLUMNS (the README's samples)

@@ -1,4 +1,5 @@
-"""The terminal report: a table like the seed's printout, one paragraph per cut, a summary line.
+"""The terminal report: a table like the seed's printout, one paragraph per cut, a summary line
+(:mod:`fxflow.present.summary`), in the words of :mod:`fxflow.present.words`.
 
 Widths: with a width (the terminal's, or ``COLUMNS``), paragraphs wrap at it and a table wider
 than it wraps its last column ("cut by") inside that column; the other columns never wrap, so
@@ -7,19 +8,18 @@ paragraph (the API's default; the CLI always passes one, 100 when piped).
 """
 from __future__ import annotations
 
-import math
 import re
 import textwrap
-from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..verdicts import (FAILING_DYNAMIC, FAILING_STATIC, DynamicVerdict as Dynamic, OptimizerVerdict, ReportStatus,
-                        StaticVerdict as Static)
-from .fixes import fix_line, site_cause, verdict_cause
+from ..verdicts import DynamicVerdict as Dynamic, OptimizerVerdict, StaticVerdict as Static
+from .fixes import fix_line, site_cause, site_words, verdict_cause
 from .fresh import fresh_paragraph, fresh_tensor_sources
+from .idioms import freeze_line
+from .summary import allowed_problems, group_size, summary_line, vanishing_size  # noqa: F401 - this module's face
+from .words import format_norm, name_list, nonfinite_sentence, sentences, tally, verdict_of  # noqa: F401
 
 if TYPE_CHECKING:  # pragma: no cover - the report imports this module to present itself
-    from ..diagnose.nonfinite import NonfiniteSite
     from ..report import ParameterReport, Report
 
 COLUMNS = ("parameter", "shape", "static", "dynamic", "grad norm", "cut by")  # the table, in any presenter
@@ -29,19 +29,6 @@ _MIN_LAST_COLUMN = 16  # narrower than this, wrapping the last column would be u
 
 def _shape(parameter: ParameterReport) -> str:
     return "x".join(str(s) for s in parameter.shape) or "scalar"
-
-
-def format_norm(norm: float | None) -> str:
-    """A gradient norm with its magnitude visible: ``7.038``, ``0.1841``, ``1.2e-25``; ``-`` for none.
-
-    Four significant digits (``%.4g``), so a vanishing ``1.2e-25`` never prints as ``0.000000``,
-    which would read as an exactly zero gradient.
-    """
-    if norm is None:
-        return "-"
-    if not math.isfinite(norm):
-        return str(norm)  # nan, inf
-    return f"{norm:.4g}"
 
 
 def _cut_by(parameter: ParameterReport) -> str:
@@ -57,7 +44,12 @@ def _static(parameter: ParameterReport) -> str:
 FOLD_ROWS = 40  # above this many parameters the table shows the ones with a problem and one line for the rest
 
 
-def shown_parameters(report: Report, all_rows: bool = False) -> tuple[list[ParameterReport], str | None]:
+# Where the rest is, in each face's words: the command line's flags, or the Python API's
+_EVERY_ROW = {False: "--all lists every row", True: "report.to_json() has every row"}
+_JSON = {False: "--json", True: "report.to_json()"}
+
+
+def shown_parameters(report: Report, all_rows: bool = False, api: bool = False) -> tuple[list[ParameterReport], str | None]:
     """The parameters the table lists, and the line that stands for the others: above
     :data:`FOLD_ROWS` rows (unless ``all_rows``), only those that fail the check (or would, but for
     ``--allow``) or where the graph and the backward disagree are listed."""
@@ -69,7 +61,8 @@ def shown_parameters(report: Report, all_rows: bool = False) -> tuple[list[Param
     if not rest:
         return parameters, None
     noun = "parameter" if len(rest) == 1 else "parameters"
-    return shown, f"... {len(rest)} more {noun} without a problem ({_tally(rest, words={})}): --all lists every row"
+    more = "... " + f"{len(rest)} more {noun}" if shown else f"{len(rest)} {noun}, all"
+    return shown, f"{more} without a problem ({tally(rest, words={})}): {_EVERY_ROW[api]}"
 
 
 def table_rows(report: Report, parameters: list[ParameterReport] | None = None) -> list[tuple[str, ...]]:
@@ -81,10 +74,12 @@ def table_rows(report: Report, parameters: list[ParameterReport] | None = None) 
     ]
 
 
-def plain_table(report: Report, width: int | None = None, all_rows: bool = False) -> str:
+def plain_table(report: Report, width: int | None = None, all_rows: bool = False, api: bool = False) -> str:
     """The aligned table; at ``width``, the last column wraps inside itself between its sites (a
     site, ``op @ file:line``, never splits); above FOLD_ROWS rows, one line for those without a problem."""
-    parameters, folded = shown_parameters(report, all_rows)
+    parameters, folded = shown_parameters(report, all_rows, api)
+    if not parameters:  # no row to head: the fold line alone, or nothing
+        return folded or ""
     rows = [COLUMNS] + table_rows(report, parameters)
     widths = [max(len(row[i]) for row in rows) for i in range(len(COLUMNS) - 1)]
     indent = sum(widths) + len(_GAP) * len(widths)
@@ -113,8 +108,9 @@ def _wrap_cell(cell: str, room: int) -> list[str]:
     return pieces
 
 
-def cut_paragraphs(report: Report) -> list[str]:
-    """One plain-words paragraph per cutting (or zeroing) node, then per unused module and disagreement."""
+def cut_paragraphs(report: Report, api: bool = False) -> list[str]:
+    """One plain-words paragraph per cutting (or zeroing) node, then per unused module and disagreement;
+    with ``api``, fix lines say ``allow=[...]`` (the Python API's argument), not ``--allow``."""
     # where the real backward raises (one with no line of its own is a note already)
     every = [p.name for p in report.parameters]
     paragraphs = [f"At {site.source}: {site.reason}.\n{fix_line('backward-raises')}"
@@ -133,7 +129,7 @@ def cut_paragraphs(report: Report) -> list[str]:
         zero = bool(victims) and all(p.static == Static.ZERO for p in victims)
         effect = f"gives {name_list(names)} an exactly zero gradient" if zero else f"cuts {name_list(names)} off from the output"
         paragraphs.append(f"{site.op}{where} (node {site.node}) {effect}: {site.reason}."
-                          + _fix_for(victims, site_cause(site, zero), every))
+                          + _fix_for(victims, site_cause(site, zero), every, api, site_words(site)))
     grouped: dict[tuple[str, str], list[ParameterReport]] = {}  # one line per verdict and reason, not per parameter
     diagnosed: dict[tuple[str, str | None, str | None], list[ParameterReport]] = {}
     dry_dynamic = (Dynamic.ZERO, Dynamic.NONFINITE, Dynamic.MISSING, Dynamic.VANISHING)
@@ -153,11 +149,15 @@ def cut_paragraphs(report: Report) -> list[str]:
             if shown_vanishing > _VANISHING_PARAGRAPHS:
                 continue
         names = [p.name for p in group]
-        cause = verdict_cause(dynamic if static == Static.REACHABLE and dynamic else static, names)
-        paragraphs.append(f"{name_list(names)} ({static} / {dynamic}): {diagnosis}." + _fix_for(group, cause, every))
+        cause, words = held_cause(report, group, verdict_cause(dynamic if static == Static.REACHABLE and dynamic
+                                                               else static, names, static))
+        if dynamic == Dynamic.VANISHING:  # the summary's measure first, then where the gradient falls most
+            diagnosis = f"{group_size(report, group)}; where it falls most: {diagnosis}"
+        paragraphs.append(f"{name_list(names)} ({static} / {dynamic}): {sentences(diagnosis)}."
+                          + _fix_for(group, cause, every, api, words))
     if shown_vanishing > _VANISHING_PARAGRAPHS:
         hidden = shown_vanishing - _VANISHING_PARAGRAPHS
-        paragraphs.append(f"{hidden} more place{'s' if hidden != 1 else ''} where a gradient vanishes: see --json.")
+        paragraphs.append(f"{hidden} more place{'s' if hidden != 1 else ''} where a gradient vanishes: see {_JSON[api]}.")
     shown: dict[str, list[ParameterReport]] = {}  # per verdict, the groups past the first few, merged
     for (static, diagnosis), group in grouped.items():
         names = [p.name for p in group]
@@ -166,22 +166,48 @@ def cut_paragraphs(report: Report) -> list[str]:
                 [key for key in grouped if key[0] == static].index((static, diagnosis)) >= _GROUP_PARAGRAPHS - 1:
             shown.setdefault(static, []).extend(group)
             continue
-        paragraphs.append(f"{name_list(names)} {verb} {_GROUPED[static]}: {diagnosis}."
-                          + _fix_for(group, verdict_cause(static, names), every))
+        paragraphs.append(f"{name_list(names)} {verb} {_GROUPED[static]}: {sentences(diagnosis)}."
+                          + _fix_for(group, verdict_cause(static, names), every, api))
     for static, group in shown.items():  # eight experts no token reached: one paragraph, not eight
         names = [p.name for p in group]
         paragraphs.append(f"{name_list(names)} are {_GROUPED[static]} too, each for its own module's reason "
-                          "(--json has every one)." + _fix_for(group, verdict_cause(static, names), every))
+                          f"({_JSON[api]} has every one)." + _fix_for(group, verdict_cause(static, names), every, api))
     return paragraphs
 
 
-def _fix_for(group: list[ParameterReport], cause: str, every: list[str]) -> str:
+def frozen_holders(report: Report, group: list[ParameterReport]) -> list[str]:
+    """The frozen parameters that hold ``group``'s gradients at exactly zero (their ``held_by``), when
+    every holder is frozen: the zero is then for good, and unfreezing them is the fix."""
+    frozen = {p.name for p in report.parameters if p.static == Static.FROZEN}
+    held = sorted({name for parameter in group for name in parameter.held_by})
+    return held if held and all(name in frozen for name in held) else []
+
+
+def held_cause(report: Report, group: list[ParameterReport], cause: str) -> tuple[str, dict[str, str] | None]:
+    """A zero group's cause, made ``frozen-holder`` (with the holders' names) when frozen weights hold it."""
+    holders = frozen_holders(report, group) if cause == Dynamic.ZERO else []
+    if not holders:
+        return cause, None
+    found = _AT_SOURCE.search(group[0].diagnosis or "")  # the zero's file: most likely the model's own
+    named = []
+    for name in holders:
+        line = freeze_line(found[1], name) if found else None
+        named.append(f"`{name}`" + (f" (frozen at {found[1]}:{line})" if line else ""))
+    return "frozen-holder", {"holders": ", ".join(named)}
+
+
+_AT_SOURCE = re.compile(r"` at (\S+?):\d+")  # where fxflow.diagnose.localize placed a zero: "`matmul` at m.py:15"
+
+
+def _fix_for(group: list[ParameterReport], cause: str, every: list[str], api: bool = False,
+             words: dict[str, str] | None = None) -> str:
     """The fix line that ends a group's paragraph: only for a group that fails the check (or would,
     but for --allow)."""
     failing = [p for p in group if p.problem or p.allowed]
     if not failing:
         return ""
-    return "\n" + fix_line(cause, [p.name for p in failing], every)
+    unallowed = [p.name for p in failing if not p.allowed]  # never offer an --allow that was given already
+    return "\n" + fix_line(cause, unallowed, every, api=api, words=words)
 
 
 # Verdicts whose parameters share one paragraph per reason: how the paragraph calls them.
@@ -190,164 +216,38 @@ _GROUPED = {Static.UNUSED: "unused", Static.UNKNOWN: "unknown",
             Dynamic.INTERMITTENT: "used on some steps only"}
 
 
-def nonfinite_sentence(site: "NonfiniteSite") -> str:
-    """Where a NaN or inf was born, in one sentence (the text report and the CI findings say it alike)."""
-    where = f" @ {site.source}" if site.source else ""
-    module = f" in {site.module}" if site.module else ""
-    made = "in the forward" if site.phase == "forward" else "in the backward"
-    return f"a non-finite value is born {made} at {site.op}{where}{module}: {site.reason}"
-
-
-def name_list(names: list[str], limit: int = 6) -> str:
-    """``a, b, c``; past ``limit`` names, the first ones and ``and N more``."""
-    if len(names) <= limit:
-        return ", ".join(names)
-    return ", ".join(names[:limit]) + f" and {len(names) - limit} more"
-
-
-# How the summary's tally says a verdict where the bare word would not read: a zero, static or
-# dynamic alike (the two members are the same string).
-_KIND_WORDS = {Static.ZERO: "with an exactly zero gradient"}
 _VANISHING_PARAGRAPHS = 3  # vanishing explanations shown in the text; the JSON has all
 _GROUP_PARAGRAPHS = 3  # paragraphs per grouped verdict (unused, ...); past it, the rest share one
 
 
-def vanishing_size(report: Report) -> str:
-    """`` (smallest norm 0.1511, 1/400 of the largest's 60.4)``: how small the smallest vanishing
-    gradient is, next to the largest in the model (what "vanishing" is measured against)."""
-    norms = [p.grad_norm for p in report.parameters if p.grad_norm is not None and math.isfinite(p.grad_norm)]
-    smallest = min((p.grad_norm for p in report.parameters
-                    if p.dynamic == Dynamic.VANISHING and p.grad_norm is not None), default=None)
-    if smallest is None:
-        return ""
-    largest = max(norms, default=0.0)
-    if smallest <= 0 or largest <= smallest:
-        return f" (smallest norm {format_norm(smallest)})"
-    return f" (smallest norm {format_norm(smallest)}, {_fraction(smallest / largest)} of the largest's {format_norm(largest)})"
+_CAPTURE_FAILED = re.compile(r"^(symbolic_trace|runtime|torch\.export) failed: ")  # fxflow.capture's notes
 
 
-def _fraction(ratio: float) -> str:
-    """0.0025 -> ``1/400``; 2.9e-7 -> ``1/3.4e+06``: two significant digits."""
-    denominator = float(f"{1 / ratio:.2g}")
-    return f"1/{denominator:.0f}" if denominator < 1e5 else f"1/{denominator:.1e}"
+def shown_notes(report: Report, debug: bool = False) -> list[str]:
+    """The notes a reader is shown: why an earlier capture failed matters only when none worked
+    (``--debug`` and the JSON keep it whenever one failed)."""
+    notes = report.trace.notes + report.notes
+    if debug or report.trace.method == "none":
+        return notes
+    return [note for note in notes if not _CAPTURE_FAILED.match(note)]
 
 
-def verdict_of(parameter: ParameterReport) -> str:
-    """The one word that says what is wrong (or right) with a parameter: the static verdict,
-    unless the graph says reachable, then what the real backward found; "not optimized" when the
-    gradient is fine but no optimizer group applies it."""
-    word = parameter.dynamic if parameter.static == Static.REACHABLE and parameter.dynamic else parameter.static
-    if parameter.optimizer == OptimizerVerdict.NOT_OPTIMIZED and word not in FAILING_STATIC | FAILING_DYNAMIC:
-        return OptimizerVerdict.NOT_OPTIMIZED  # the gradient arrives; no optimizer group applies it
-    return word
-
-
-def _tally(parameters: list[ParameterReport], words: dict[str, str] = _KIND_WORDS) -> str:
-    """``4 cut, 1 unused``: counts per verdict, in a stable order."""
-    kinds: dict[str, int] = {}
-    for parameter in parameters:
-        kinds[verdict_of(parameter)] = kinds.get(verdict_of(parameter), 0) + 1
-    return ", ".join(f"{n} {words.get(kind, kind)}" for kind, n in sorted(kinds.items()))
-
-
-def allowed_problems(report: Report) -> list[ParameterReport]:
-    """Parameters that would fail the check but match an ``--allow`` pattern."""
-    return [p for p in report.parameters if p.allowed and replace(p, allowed=False).problem]
-
-
-def summary_line(report: Report) -> str:
-    """One line: how many parameters are dry and why; what was allowed; what is vanishing."""
-    total = len(report.parameters)
-    if total == 0:
-        return "nothing to train: the model has no parameters"
-    if report.everything_frozen:
-        return f"problem: {NOTHING_LEARNS}"
-    problems = report.problems
-    frozen = report.counts()[Static.FROZEN]
-    tail = ""
-    allowed = allowed_problems(report)
-    if allowed:
-        kinds = {verdict_of(p) for p in allowed}  # "4 allowed (cut)", "5 allowed (4 cut, 1 unused)"
-        tail += f"; {len(allowed)} allowed ({kinds.pop() if len(kinds) == 1 else _tally(allowed, words={})})"
-    if frozen:
-        tail += f"; {frozen} frozen"
-    vanishing = [p for p in report.parameters if p.dynamic == Dynamic.VANISHING]
-    if vanishing:
-        tail += f"; {len(vanishing)} vanishing{vanishing_size(report)}"
-    unknown = sum(1 for p in report.parameters if p.static == Static.UNKNOWN)
-    if unknown:  # the backward alone spoke for these: say so next to any "ok"
-        why = "nothing captured" if report.trace.method == "none" else "an op that never ran decides them"
-        tail += f"; {unknown} static verdict{'s' if unknown > 1 else ''} unknown ({why})"
-    fresh = fresh_tensor_sources(report)
-    if fresh:  # not a parameter, so no row: the summary still names the line
-        tail += f"; {len(fresh)} layer{'s' if len(fresh) > 1 else ''} built inside forward (at {fresh[0]})"
-    disagreements = sum(1 for p in report.parameters if p.agree is False)
-    if disagreements:
-        tail += f"; {disagreements} static/runtime disagreement{'s' if disagreements > 1 else ''}"
-    if report.nonfinite:  # where the NaN came from, next to the parameters it reached
-        first = report.nonfinite[0]
-        tail += f"; first non-finite value from {first.op} @ {first.source or first.module or '?'} ({first.phase})"
-    if report.backward_raises:  # training stops at the first step, whatever the verdicts
-        first = report.backward_raises[0]
-        raises = f"loss.backward() raises at {first.op} @ {first.source}" if first.source else \
-            f"loss.backward() raises {first.reason}"
-        if not problems:
-            return f"problem: {raises}{tail}"
-        tail = f"; {raises}{tail}"
-    held = [p for p in report.parameters if p.dynamic == Dynamic.HELD]
-    if held:  # not a problem, but a reader of the table should know why those rows start at zero
-        latest = max(p.learns_from_step or 2 for p in held)
-        tail += f"; {len(held)} held by zero-initialized weights (learn from step {'2' if latest == 2 else f'2-{latest}'})"
-    unconfirmed = report.unconfirmed
-    if report.status == ReportStatus.NOT_VERIFIED and unconfirmed:
-        return (f"not verified: {len(unconfirmed)} of {total} parameters got an exactly zero gradient that one step "
-                f"cannot confirm (a zero-initialized weight may hold them until step 2){tail}")
-    if report.status == ReportStatus.NOT_VERIFIED:
-        return f"{not_verified(report)}{tail}"
-    if not report.verified and not report.static_only:
-        tail += f"; {not_verified(report)}"
-    if not problems and report.static_only:
-        return (f"static only (--no-backward): all {total - frozen} trainable parameters have a differentiable "
-                f"path to the output; no backward ran to confirm it{tail}")
-    if not problems:
-        if allowed:
-            return f"ok: no unexpected problems{tail}"
-        return f"ok: all {total - frozen} trainable parameters get a gradient{tail}"
-    where = ""
-    sites = [(p.static, s) for p in problems if p.static in (Static.CUT, Static.ZERO) for s in p.cut_by]
-    if sites:  # a real cut first: it is the one that starves
-        static, first = next((item for item in sites if item[0] == Static.CUT), sites[0])
-        label = "first cut" if static == Static.CUT else "first zero"
-        where = f" ({label}: {first.op} @ {first.source or first.node})"
-    return f"problem: {len(problems)} of {total} parameters will not learn: {_tally(problems)}{where}{tail}"
-
-
-NOTHING_LEARNS = "nothing will learn: every parameter is frozen (loss.backward() would raise)"
-NOT_VERIFIED = "not verified: no backward ran (give --input-size or example_inputs())"
-_NO_INPUTS_FOR = re.compile(r"no example inputs for (forward\(.*?\)):")  # fxflow.prepare.inputs.no_inputs_note
-
-
-def not_verified(report: Report) -> str:
-    """Why nothing is verified, naming forward's arguments when a note has them (what to give inputs for)."""
-    for note in report.trace.notes + report.notes:
-        found = _NO_INPUTS_FOR.match(note)
-        if found:
-            return f"not verified: no backward ran for {found[1]} (give --input-size or example_inputs())"
-    return NOT_VERIFIED
-
-
-def render_text(report: Report, width: int | None = None, all_rows: bool = False) -> str:
+def render_text(report: Report, width: int | None = None, all_rows: bool = False, api: bool = False,
+                debug: bool = False) -> str:
     """The whole text report; ``width`` wraps paragraphs and the table's last column (None: no wrap);
-    ``all_rows`` lists every parameter even above FOLD_ROWS."""
-    parts = [f"fxflow check {report.target}  [trace: {report.trace.method}, {report.trace.nodes} nodes]", ""]
-    parts.append(plain_table(report, width, all_rows))
-    paragraphs = cut_paragraphs(report)
-    notes = ([f"loss: {report.loss}"] if report.loss else []) + [f"note: {note}" for note in report.trace.notes + report.notes]
+    ``all_rows`` lists every parameter even above FOLD_ROWS; ``api``: fix lines speak the Python API;
+    ``debug``: every note, why each failed capture failed too."""
+    parts = [f"fxflow check {report.target}  [trace: {report.trace.method}, {report.trace.nodes} nodes]"]
+    table = plain_table(report, width, all_rows, api)
+    if table:
+        parts.extend(["", table])
+    paragraphs = cut_paragraphs(report, api)
+    notes = ([f"loss: {report.loss}"] if report.loss else []) + [f"note: {note}" for note in shown_notes(report, debug)]
     for block in (paragraphs, notes):
         if block:
             parts.append("")
             parts.extend(wrap_paragraph(text, width) for text in block)
-    parts.extend(["", wrap_paragraph(summary_line(report), width)])
+    parts.extend(["", wrap_paragraph(summary_line(report, api), width)])
     return "\n".join(parts)
 
 

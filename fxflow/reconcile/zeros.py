@@ -47,6 +47,7 @@ def classify_zeros(parameters: "Iterable[ParameterReport]", learns_from: dict[st
             parameter.diagnosis = _still_reviving(found, steps_seen)
         else:
             site = (sites or {}).get(parameter.name)
+            parameter.held_by = list(holders)  # it stays zero: what holds it, a frozen all-zero weight included
             dead = site is not None and passes_nothing_back(site.op)
             parameter.diagnosis = _stays_zero(found, [h for h in holders if h in still_zero], steps_seen, dead)
 

@@ -111,12 +111,14 @@ def _paramtooltip(name: str, state: str, parameter: "ParameterReport | None") ->
 
 
 def _param_node(name: str, state: str, cluster: tuple[str, ...], parameter: "ParameterReport | None",
-                *extra_classes: str) -> tuple[str, dict[str, str]]:
+                *extra_classes: str, holds: tuple[str, ...] = ()) -> tuple[str, dict[str, str]]:
     words = _relative(name, cluster)
-    if state == NodeState.FAILED and parameter is not None and parameter.dynamic:
-        words += f" ({parameter.dynamic} grad)"  # which way the real backward failed it
+    if holds:  # a frozen all-zero weight that holds others' gradients at 0: the cause, not a bystander
+        words += f" (frozen zeros: hold{'s' if len(holds) == 1 else ''} {', '.join(holds)} at 0)"
     elif parameter is not None and parameter.static == StaticVerdict.UNREGISTERED:
         words += " (unregistered)"  # reached, but in no optimizer: the table's word for it
+    elif state == NodeState.FAILED and parameter is not None and parameter.dynamic:
+        words += f" ({parameter.dynamic} grad)"  # which way the real backward failed it
     elif parameter is not None and parameter.dynamic == DynamicVerdict.INTERMITTENT:
         steps = parameter.steps_with_gradient or 0
         words += f" ({steps} of {counted(steps + len(parameter.missed_steps), 'step')})"  # the table's "intermittent"
@@ -229,7 +231,9 @@ def _emit_item(graph: graphviz.Digraph, item: Item, ctx: _Context, title: str | 
     if item.kind in ("module", "fold", "run"):
         label, attrs = _box_node(item, ctx.view)
     elif item.kind == "param" and item.base is not None:
-        label, attrs = _param_node(item.base.param or "", item.state, item.cluster, ctx.params.get(item.base.param or ""))
+        name = item.base.param or ""
+        holds = tuple(p.name for p in ctx.params.values() if name in p.held_by) if item.state == NodeState.FROZEN else ()
+        label, attrs = _param_node(name, item.state, item.cluster, ctx.params.get(name), holds=holds)
     else:
         assert item.base is not None
         label, attrs = _op_node(item, item.base, ctx.view, ctx.norms)
@@ -329,7 +333,7 @@ def _emit_links(graph: graphviz.Digraph, links: list[Link]) -> None:
         graph.edge(link.source, link.target, **attrs)
 
 
-def _title(report: "Report", view: View) -> str:
+def _title(report: "Report", view: View, legend_shown: bool = True) -> str:
     counts = report.counts()
     total = sum(counts.values())
     parts = [f"{n} {verdict}" for verdict, n in counts.items() if n]
@@ -340,17 +344,18 @@ def _title(report: "Report", view: View) -> str:
     lines.append(small(f"trace: {trace.method}, {counted(trace.nodes, 'node')}; backward: {'yes' if report.backward else 'no'}", "#546e7a"))
     lines.extend(small(note, "#8a3b00") for note in view.notes)
     text = "<br/>".join(lines)
-    legend = legend_table(view)
+    legend = legend_table(view) if legend_shown else None
     if legend is None:
         return "<" + text + ">"
     return f'<<table border="0" cellspacing="0"><tr><td>{text}</td></tr><tr><td>{legend}</td></tr></table>>'
 
 
 
-def dot_source(report: "Report", view: View) -> str:
-    """The complete DOT text for ``report`` drawn as ``view``."""
+def dot_source(report: "Report", view: View, legend: bool = True) -> str:
+    """The complete DOT text for ``report`` drawn as ``view``; ``legend=False`` leaves the legend out
+    of the drawing (the HTML page shows it beside the drawing, where panning never hides it)."""
     graph = graphviz.Digraph("fxflow", graph_attr={
-        "newrank": "true", "rankdir": "TB", "fontname": style.FONT, "labelloc": "t", "label": _title(report, view),
+        "newrank": "true", "rankdir": "TB", "fontname": style.FONT, "labelloc": "t", "label": _title(report, view, legend),
         "nodesep": "0.2", "ranksep": "0.2", "bgcolor": "white", "compound": "false",
     }, node_attr={"fontname": style.FONT, "fontsize": "11", "shape": "box", "style": "rounded,filled",
                   "height": "0.3", "margin": "0.1,0.04"},

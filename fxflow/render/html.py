@@ -25,6 +25,7 @@ from . import style
 from .dot import shape_text
 from .health_chart import health_section
 from .layout import NODE_BUDGET, build_view, painted
+from .legend import legend_items
 from .view import STATE_WORDS, Item, View, box_summary
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -117,7 +118,7 @@ def _view_data(page: PageView, norms: dict[str, float], parameters: dict) -> dic
     clusters = {q: index for item in view.items for index, q in enumerate(item.cluster)}
     return {"id": page.id, "title": page.title, "nodes": nodes, "clusters": clusters,
             "edges": [[link.source, link.target, link.state] for link in view.links],
-            "notes": view.notes, "count": view.count()}
+            "notes": view.notes, "count": view.count(), "legend": legend_items(view)}
 
 
 def _svg(report: "Report", view: View) -> str:
@@ -125,7 +126,7 @@ def _svg(report: "Report", view: View) -> str:
     from .dot import dot_source
     from .engine import run
 
-    text = run(dot_source(report, view), "svg").decode("utf-8")
+    text = run(dot_source(report, view, legend=False), "svg").decode("utf-8")  # the page shows the legend
     text = text[text.index("<svg"):]
     text = re.sub(r"<!--.*?-->\n?", "", text, flags=re.S)  # Graphviz's comments repeat each node's id
     text = _GEOMETRY.sub(lambda m: _COORDINATE.sub(r"\1", m[0]), text)  # a tenth of a point is finer than any screen shows
@@ -174,6 +175,7 @@ def build_html(report: "Report", *, depth: int | None = None, focus: bool = Fals
     ids = {page.id for page, _, _ in kept}
     data = {
         "target": report.target, "summary": report.summary(), "views": [view_data for _, _, view_data in kept],
+        "nodes": report.trace.nodes,
         "parameters": _parameter_rows(report), "aliases": {k: v for k, v in aliases.items() if v in ids},
         "colors": {state: {"fill": look.fill, "border": look.border, "font": look.font} for state, look in style.NODE_STYLES.items()},
     }
@@ -184,7 +186,8 @@ def build_html(report: "Report", *, depth: int | None = None, focus: bool = Fals
 <meta name="viewport" content="width=device-width, initial-scale=1">
 <style>{CSS}</style></head>
 <body>
-<header><h1>{title}</h1><p id="fx-summary">{html.escape(report.summary())}</p></header>
+<header><h1>{title}</h1><p id="fx-summary">{html.escape(report.summary())}</p>
+<p id="fx-trace">{html.escape(trace_line(report))}</p></header>
 <div id="fx-toolbar">
  <input id="fx-search" type="search" placeholder="search parameter, module or op" aria-label="search">
  <span id="fx-search-count"></span>
@@ -196,6 +199,7 @@ def build_html(report: "Report", *, depth: int | None = None, focus: bool = Fals
 </div>
 <main>
  <section id="fx-diagram" tabindex="0"></section>
+ <div id="fx-legend" aria-label="legend"></div>
  <aside id="fx-side">
   {health_section(report)}
   <div id="fx-panel"><p class="fx-hint">Click a node for its details; click a table row to light up its path.</p></div>
@@ -210,6 +214,12 @@ def build_html(report: "Report", *, depth: int | None = None, focus: bool = Fals
 <script>{SCRIPT}</script>
 </body></html>
 """
+
+
+def trace_line(report: "Report") -> str:
+    """How the graph was captured, in the words of the CLI's first line (its node count included)."""
+    trace = report.trace
+    return f"trace: {trace.method}, {trace.nodes} node{'' if trace.nodes == 1 else 's'}"
 
 
 def notebook_html(report: "Report") -> str:

@@ -123,15 +123,17 @@ def _name_unregistered(graph: "nx.DiGraph", bases: list[Base], report: "Report")
                 and graph.in_degree(base.name) == 0 and rows.get(shape)):
             parameter = rows[shape].pop(0)
             base.kind, base.param, base.key = "param", parameter.name, "param." + parameter.name
+            base.unregistered = True
             base.state = NodeState.DRY if parameter.dynamic == DynamicVerdict.MISSING else NodeState.WET
 
 
 def painted(state: str, parameter: "ParameterReport | None") -> str:
     """The state a parameter is drawn with: its graph state, unless the table fails it while the
     graph says the gradient arrives (a dead ReLU's exact zeros, an expert no token reached). An
-    unregistered tensor fails for its optimizer, not its gradient: drawn as its gradient is."""
+    unregistered tensor the gradient reaches fails for its optimizer: failed too, never wet."""
     if parameter is not None and parameter.static == StaticVerdict.UNREGISTERED:
-        return state
+        reached = parameter.dynamic not in (None, DynamicVerdict.MISSING)
+        return NodeState.FAILED if reached else state
     if parameter is not None and parameter.problem and state in (NodeState.WET, NodeState.INERT):
         return NodeState.FAILED
     return state

@@ -10,6 +10,8 @@ legend (half its height): one column there would only make the picture taller th
 """
 from __future__ import annotations
 
+import re
+
 from ..verdicts import NodeState
 from . import style
 from .labels import MARKER_COLOR, html_text
@@ -26,14 +28,19 @@ RANK_PT = 44  # about one rank of the drawing, box and gap, in points
 _LINES = {"solid": "\u2014\u2014", "dashed": "- - -", "dotted": "\u00b7 \u00b7 \u00b7"}
 
 
+UNREGISTERED_WORDS = "unregistered: reached, but not in model.parameters(), so no optimizer gets it"
+
+
 def legend_entries(view: View, font: int = LEGEND_FONT) -> list[tuple[str, str]]:
     """(swatch cell, words) for every state, shape and wire the picture uses, in legend order:
     nothing is explained that is not drawn."""
     items = view.items
     uncalled = view.uncalled()
-    states = {i.state for i in items} | {s for n in uncalled for _, s in n.params}
+    unregistered = [i for i in items if i.base is not None and i.base.unregistered]
+    states = {i.state for i in items if i not in unregistered} | {s for n in uncalled for _, s in n.params}
     kinds = {i.kind for i in items}
     entries = [(_swatch(state), words) for state, words in style.LEGEND if state in states]
+    entries += [(_swatch(state), UNREGISTERED_WORDS) for state in sorted({i.state for i in unregistered})]
     if "param" in kinds or (uncalled and not view.collapse_never):
         entries.append((_swatch(NodeState.INERT, shape="param"), "square: a parameter"))
     if kinds & {"module", "run"} or (view.collapse_never and uncalled):
@@ -52,6 +59,24 @@ def legend_entries(view: View, font: int = LEGEND_FONT) -> list[tuple[str, str]]
             entries.append((f'<td width="18"><font point-size="{font}" color="{look.color}"><b>{line}</b></font></td>',
                             f"wire: {words}"))
     return entries
+
+
+_COLOR = re.compile(r'\b(bgcolor|color)="([^"]*)"')
+
+
+def legend_items(view: View) -> list[dict[str, str]]:
+    """The legend as plain data for the HTML page: each entry's words and its swatch's colors
+    (``fill`` and ``border`` for a box, ``color`` for a wire) and ``line`` (dashed, double, ...)."""
+    items = []
+    for swatch, words in legend_entries(view):
+        colors = {("fill" if key == "bgcolor" else "border"): value for key, value in _COLOR.findall(swatch)}
+        if "fill" not in colors:  # a wire sample (or the mask marker): its text color
+            colors = {"color": colors.get("border", "#455a64"), "sample": re.sub(r"<[^>]*>", "", swatch)}
+        colors["words"] = words
+        colors["line"] = "dashed" if 'style="dashed"' in swatch else "double" if 'border="3"' in swatch else \
+            "bold" if 'border="2"' in swatch else "solid"
+        items.append(colors)
+    return items
 
 
 def _swatch(state: str, shape: str = "state") -> str:

@@ -27,6 +27,7 @@ class Base:
     order: int
     attrs: dict[str, Any]
     param: str | None = None  # qualified parameter name, for parameter nodes
+    unregistered: bool = False  # a tensor the backward reached that model.parameters() does not list
 
 
 @dataclass

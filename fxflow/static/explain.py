@@ -125,12 +125,13 @@ def _hooks(node: fx.Node, kind: str) -> list[tuple[str, str | None]]:
     its ``kind`` table (``_forward_hooks``, ``_forward_pre_hooks``): a hook that detaches, or runs
     under ``no_grad``, is where such a call loses its history, and the module's own line is not.
     A decorated hook's line is its first decorator's (``@torch.no_grad()``); a lambda's, the line
-    that registered it."""
+    that registered it. Global hooks (``register_module_forward_hook``) run on every module: theirs too."""
     owner = node.graph.owning_module
     if node.op != "call_module" or owner is None:
         return []
     hooks = []
-    for hook in getattr(owner.get_submodule(node.target), kind).values():
+    every = getattr(torch.nn.modules.module, f"_global{kind}", {})  # _global_forward_hooks, ..._pre_hooks
+    for hook in [*getattr(owner.get_submodule(node.target), kind).values(), *every.values()]:
         function = inspect.unwrap(hook.func if isinstance(hook, functools.partial) else hook)
         code = getattr(function, "__code__", None)
         where = f"{display_path(code.co_filename)}:{code.co_firstlineno}" if code is not None else None

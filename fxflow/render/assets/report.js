@@ -13,7 +13,7 @@
     views[view.id] = view;
     var option = document.createElement("option");
     option.value = view.id;
-    option.textContent = view.title + " (" + view.count + " boxes)";
+    option.textContent = view.title + " (" + view.count + " boxes drawn)";  // the graph's nodes: #fx-trace
     select.appendChild(option);
   });
 
@@ -54,6 +54,8 @@
       edges.push({source: ends[0], target: ends[1], g: g});
     });
     document.getElementById("fx-notes").textContent = current.notes.join(" | ");
+    fillLegend(current.legend || []);
+    document.getElementById("fx-goto-cut").hidden = cutKey() === null;  // never offered where there is none
     panel.replaceChildren(el("p", HINT, "fx-hint"));  // what the last view selected is not in this one
     fit();
     if (search.value) runSearch();
@@ -160,6 +162,29 @@
     select_(key);
     centerOn(key, true);
   });
+  var legend = document.getElementById("fx-legend");
+  function fillLegend(entries) {  // beside the drawing, not in it: panning and zooming never hide it
+    var details = el("details"), list = el("ul");
+    details.open = true;
+    details.appendChild(el("summary", "legend"));
+    entries.forEach(function (entry) {
+      var item = el("li"), swatch = el("span", entry.sample || null, "fx-swatch");
+      if (entry.fill) {
+        swatch.style.background = entry.fill;
+        swatch.style.border = (entry.line === "double" ? "3px double " : entry.line === "bold" ? "2px solid " :
+                               entry.line === "dashed" ? "1px dashed " : "1px solid ") + entry.border;
+      } else {
+        swatch.classList.add("fx-wire");
+        swatch.style.color = entry.color;
+      }
+      item.appendChild(swatch);
+      item.appendChild(el("span", entry.words));
+      list.appendChild(item);
+    });
+    details.appendChild(list);
+    legend.replaceChildren(details);
+    legend.hidden = !entries.length;
+  }
   function row(list, term, value) {
     if (value === null || value === undefined || value === "" || (Array.isArray(value) && !value.length)) return;
     list.appendChild(el("dt", term));
