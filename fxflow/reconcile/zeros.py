@@ -27,9 +27,12 @@ def classify_zeros(parameters: "Iterable[ParameterReport]", learns_from: dict[st
     made (:mod:`fxflow.diagnose.localize`), when located; ``rounding``: the parameters whose gradient
     was round-off (zero up to rounding), by the step it was seen on."""
     rounding = rounding or {}
+    parameters = list(parameters)
     chosen = [p for p in parameters if p.static in (Static.REACHABLE, Static.UNKNOWN)
               and (p.dynamic == Dynamic.ZERO or (learns_from is not None and p.name in learns_from))]
+    # the holders that stay zero too: the zeros no step lifted, and frozen weights (no step moves them)
     still_zero = {p.name for p in chosen if learns_from is None or p.name not in learns_from}
+    still_zero |= {p.name for p in parameters if p.static == Static.FROZEN}
     for parameter in chosen:
         verdict, code = zero_verdict(parameter.name, learns_from, steps_seen, exhausted, parameter.name in rounding)
         holders = held_by.get(parameter.name, [])
