@@ -114,7 +114,7 @@ def check(
             guard.inputs_as_found()  # a forward that wrote its input: every later stage sees it as given
             real_run = run if run.mode == "real" else None
         rounded: list[str] = []  # gradients at rounding level: exactly zero in exact arithmetic
-        if real_run is not None and result.measurable:
+        if real_run is not None and result is not None and result.measurable:
             rounded = round_off_to_zero(result, RoundingCheck(real_run.model, example, _run_on(real_run, drawn_from)))
         verdicts = dynamic_verdicts(result, vanishing) if result is not None else {}
         zeros = [name for name, verdict in verdicts.items() if verdict == Dynamic.ZERO]

@@ -456,3 +456,16 @@ def test_a_gan_with_two_optimizers_learns_on_alternate_backward_calls():
     assert report.ok, [(p.name, p.dynamic) for p in report.parameters]
     assert {p.name for p in report.parameters if p.dynamic == "intermittent"} == \
         {name for name, _ in gan.generator.named_parameters(prefix="generator")}
+
+
+@pytest.mark.parametrize("loop", sorted(LOOPS))
+@pytest.mark.parametrize("cut", [False, True], ids=["healthy", "cut"])
+def test_every_loop_style_gives_the_verdicts_check_gives(loop, cut):
+    torch.manual_seed(0)
+    model = Net(cut=cut)
+    twin = copy.deepcopy(model)
+    x, y = data(0)
+    checked = fxflow.check(twin, x, loss_fn=lambda out: F.cross_entropy(out, y), optimizer=optimizer_for(loop, twin))
+    report = watched(model, loop).report
+    assert {p.name: p.dynamic for p in report.parameters} == {p.name: p.dynamic for p in checked.parameters}
+    assert report.ok == checked.ok

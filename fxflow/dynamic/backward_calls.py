@@ -59,6 +59,7 @@ class BackwardCall:
     totals: dict[str, float] = field(default_factory=dict)  # sum of |g| (0: exactly zero; inf/NaN kept)
     updated_after: bool = False  # an optimizer step (or an in-place change of a parameter) followed it
     scale: float = 1.0  # the loss scale its gradients carry (a GradScaler's), divided out when read
+    closed: bool = False  # whether an update followed it is decided (when the next call begins, or at the end)
 
     @property
     def nonfinite(self) -> bool:
@@ -268,8 +269,9 @@ class BackwardCalls:
     # -- updates -----------------------------------------------------------------------------
     def _close(self, call: BackwardCall) -> None:
         """Whether an update followed ``call``: an optimizer step ran, or a parameter changed in place."""
-        if call.updated_after:
-            return
+        if call.closed:
+            return  # decided when the next call began: later steps belong to later calls
+        call.closed = True
         call.updated_after = self._stepped or self._versions() != call.versions
         if call.updated_after:
             self.updates += 1
