@@ -29,7 +29,8 @@ from .dynamic.lookahead import LookAhead, look_ahead
 from .dynamic.gradients import dynamic_verdicts
 from .report import Report
 from .prepare.inputs import infer_inputs
-from .core.state import LazyModules, ModelSnapshot, guarded, materialize_lazy, untouched
+from .core.lazy import LazyModules, materialize_lazy
+from .core.state import ModelSnapshot, guarded, untouched
 from .dynamic.optimizer import will_update
 from .dynamic.redraw import redraw
 from .core.observer import ForwardPart
@@ -93,7 +94,7 @@ def check(
     # The run and the tracing run forward's Python, which can change the model; the recording and the
     # passes allocate many small objects that all stay alive, which would set off full collections
     # of the user's whole heap: the collector waits until the report is made.
-    with guarded(model, example) as guard, gc_paused():
+    with guarded(model, example, lazy) as guard, gc_paused():
         # The real forward and backward go first: a forward that raises is the model's own error,
         # and the run-time capture is the recording of this very forward.
         result: ProbeResult | None = None

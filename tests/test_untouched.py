@@ -169,3 +169,26 @@ def test_lazy_modules_come_back_lazy():
     assert float(model.ema) == 0.0
     model(x)  # and the user's first step still initializes them, the optimizer's parameters included
     assert type(model.fc) is nn.Linear and optimizer.param_groups[0]["params"][0] is model.fc.weight
+
+
+class LazyThatRefusesToTrain(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.LazyLinear(3)
+        self.calls = 0  # a plain int the initializing forward counts too
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        if torch.is_grad_enabled():  # the check's real run raises; the initializing forward does not
+            raise RuntimeError("refuses")
+        return self.fc(x)
+
+
+def test_lazy_modules_come_back_lazy_when_the_check_raises():
+    model = LazyThatRefusesToTrain()
+    try:
+        fxflow.check(model, torch.randn(2, 4))
+    except fxflow.FxflowError as error:
+        assert "refuses" in str(error)
+    assert type(model.fc) is nn.LazyLinear and isinstance(model.fc.weight, nn.parameter.UninitializedParameter)
+    assert model.calls == 0
