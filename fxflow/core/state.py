@@ -185,8 +185,9 @@ class TensorValues:
     """Copies of some tensors' values, written back into the same tensors where they changed.
 
     For what the model's state does not cover: plain tensor attributes of its modules and the
-    caller's inputs, which a forward may write in place. Above ``limit`` bytes in all nothing is
-    copied: a change is then only detected (version counter) and noted.
+    caller's inputs, which a forward may write in place. Dense tensors are copied up to ``limit``
+    bytes in all; above it, and for sparse, nested, quantized or subclassed tensors, a change is only
+    detected (version counter) and noted.
     """
 
     what: str  # "an input tensor": the notes' words
@@ -194,10 +195,16 @@ class TensorValues:
 
     @classmethod
     def save(cls, tensors: list[torch.Tensor], what: str, limit: int = _PARAMETER_COPY_LIMIT_BYTES) -> "TensorValues":
-        values = [t for t in tensors if not t.is_meta and not _is_fake(t)]
-        copy = sum(t.numel() * t.element_size() for t in values) <= limit
+        tensors = [t for t in tensors if not t.is_meta and type(t).__name__ != "FakeTensor"]  # no values to keep
+        dense = [t for t in tensors if _dense(t)]
+        copy = sum(t.numel() * t.element_size() for t in dense) <= limit
+        saved = cls(what)
         with torch.no_grad():
-            return cls(what, [(t, t._version, t.detach().clone() if copy else None) for t in values])
+            for tensor in tensors:
+                with contextlib.suppress(Exception):  # a tensor with no version counter cannot be watched
+                    saved.tensors.append((tensor, tensor._version,
+                                          tensor.detach().clone() if copy and _dense(tensor) else None))
+        return saved
 
     def restore(self) -> list[str]:
         """Write back what changed; notes about changes that had no copy to come back from."""
@@ -206,14 +213,17 @@ class TensorValues:
             for tensor, version, copy in self.tensors:
                 if copy is None:
                     if tensor._version != version:
-                        notes.append(f"forward changed {self.what} in place; it was too large to keep a copy")
+                        notes.append(f"forward changed {self.what} in place; no copy of it was kept to put back "
+                                     "(too large, or not a plain dense tensor)")
                 elif _changed(tensor, version, copy):
                     tensor.copy_(copy)
         return sorted(set(notes))
 
 
-def _is_fake(tensor: torch.Tensor) -> bool:
-    return type(tensor).__name__ == "FakeTensor"
+def _dense(tensor: torch.Tensor) -> bool:
+    """A plain dense tensor holding values: what is copied and compared bit for bit."""
+    return (type(tensor) in (torch.Tensor, torch.nn.Parameter) and tensor.layout == torch.strided
+            and not tensor.is_meta and not tensor.is_nested and not tensor.is_quantized)
 
 
 def plain_tensor_attributes(model: torch.nn.Module) -> list[torch.Tensor]:
