@@ -88,7 +88,9 @@ def check(
     prepared = prepare(model, inputs, device, infer)
     model, runner, example, fake, notes = (prepared.module, prepared.runner, prepared.example, prepared.fake,
                                            prepared.notes)
-    lazy = materialize_lazy(runner, lambda: runner(*example), example) if example is not None and not fake else LazyModules()
+    lazy = LazyModules()  # lazy modules get their shapes for the check, and are lazy again after it
+    if example is not None and not fake:
+        lazy = materialize_lazy(runner, lambda: runner(*example), example)
     notes.extend(lazy.notes)
 
     # The run and the tracing run forward's Python, which can change the model; the recording and the
@@ -195,7 +197,8 @@ def redraw_of(run: ModelRun, example: tuple[Any, ...], dry: list[str], seed: int
 
 
 def look_ahead_of(run: ModelRun, example: tuple[Any, ...], zeros: list[str],
-                  movable: Callable[[str], bool] | None = None, as_found: Callable[[], None] | None = None) -> LookAhead:
+                  movable: Callable[[str], bool] | None = None,
+                  as_found: Callable[[], None] | None = None) -> LookAhead:
     """:func:`fxflow.dynamic.lookahead.look_ahead` on the model of ``run``, whose first backward left
     ``zeros`` exactly zero: each rerun is ``run``'s forward and backward again, from the same random
     draws; the model's buffers, grads and random state are put back afterwards."""
