@@ -196,3 +196,17 @@ def test_lazy_modules_come_back_lazy_when_the_check_raises():
         assert "refuses" in str(error)
     assert type(model.fc) is nn.LazyLinear and isinstance(model.fc.weight, nn.parameter.UninitializedParameter)
     assert model.calls == 0
+
+
+def test_values_too_large_to_copy_are_noted_and_the_others_still_restored():
+    from fxflow.core.state import TensorValues
+
+    large, small = torch.zeros(1000), torch.zeros(10)
+    saved = TensorValues.save([large, small], "a plain tensor attribute", limit=100)
+    large.add_(1)
+    small.add_(1)
+    notes = saved.restore()
+    assert float(small.abs().sum()) == 0.0  # it fitted: put back
+    assert float(large.sum()) == 1000.0 and notes == [
+        "forward changed a plain tensor attribute in place; no copy of it was kept to put back "
+        "(too large, or not a plain dense tensor)"]

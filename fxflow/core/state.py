@@ -185,9 +185,9 @@ class TensorValues:
     """Copies of some tensors' values, written back into the same tensors where they changed.
 
     For what the model's state does not cover: plain tensor attributes of its modules and the
-    caller's inputs, which a forward may write in place. Dense tensors are copied up to ``limit``
-    bytes in all; above it, and for sparse, nested, quantized or subclassed tensors, a change is only
-    detected (version counter) and noted.
+    caller's inputs, which a forward may write in place. Dense tensors are copied while ``limit``
+    bytes in all allow; for the others, and for sparse, nested, quantized or subclassed tensors, a
+    change is only detected (version counter) and noted.
     """
 
     what: str  # "an input tensor": the notes' words
@@ -195,15 +195,16 @@ class TensorValues:
 
     @classmethod
     def save(cls, tensors: list[torch.Tensor], what: str, limit: int = _PARAMETER_COPY_LIMIT_BYTES) -> "TensorValues":
-        tensors = [t for t in tensors if not t.is_meta and type(t).__name__ != "FakeTensor"]  # no values to keep
-        dense = [t for t in tensors if _dense(t)]
-        copy = sum(t.numel() * t.element_size() for t in dense) <= limit
-        saved = cls(what)
+        saved, budget = cls(what), limit
         with torch.no_grad():
             for tensor in tensors:
-                with contextlib.suppress(Exception):  # a tensor with no version counter cannot be watched
-                    saved.tensors.append((tensor, tensor._version,
-                                          tensor.detach().clone() if copy and _dense(tensor) else None))
+                if tensor.is_meta or type(tensor).__name__ == "FakeTensor":  # no values to keep
+                    continue
+                size = tensor.numel() * tensor.element_size() if _dense(tensor) else None
+                copy = size is not None and size <= budget
+                budget -= size if copy else 0
+                with contextlib.suppress(Exception):  # an inference tensor has no version counter to watch
+                    saved.tensors.append((tensor, tensor._version, tensor.detach().clone() if copy else None))
         return saved
 
     def restore(self) -> list[str]:
