@@ -351,3 +351,13 @@ def test_sparse_and_quantized_attributes_and_inputs_do_not_end_the_check():
     edges = torch.tensor([[0, 1, 2], [1, 2, 0]])
     report = fxflow.check(HoldsOddTensors(), (torch.randn(3, 3), torch.sparse_coo_tensor(edges, torch.ones(3), (3, 3))))
     assert {p.name: str(p.dynamic.value) for p in report.parameters} == {"lin.weight": "ok", "lin.bias": "ok"}
+
+
+def test_dict_keyed_by_a_non_string_says_so():
+    """``model(**{0: x})`` raises TypeError in Python itself: the check says why, not AttributeError."""
+    try:
+        fxflow.check(TakesAnyKeys(), {0: torch.randn(2, 3)})
+    except fxflow.FxflowError as error:
+        assert "keys must be strings: not 0" in str(error)
+    else:
+        raise AssertionError("a call Python refuses was checked")
