@@ -31,8 +31,8 @@ from .dynamic.gradients import GradInfo
 from .dynamic.gradients import dynamic_verdicts
 from .report import Report
 from .prepare.inputs import infer_inputs
-from .core.state import (LazyModules, ModelSnapshot, RandomState, guarded, materialize_lazy,
-                         preserved_module_attributes, untouched)
+from .core.lazy import LazyModules, materialize_lazy
+from .core.state import ModelSnapshot, RandomState, guarded, preserved_module_attributes, untouched
 from .dynamic.optimizer import will_update
 from .dynamic.redraw import DRAWS, redraw
 from .dynamic.generators import ModelGenerators
@@ -91,13 +91,15 @@ def check(
     prepared = prepare(model, inputs, device, infer)
     model, runner, example, fake, notes = (prepared.module, prepared.runner, prepared.example, prepared.fake,
                                            prepared.notes)
-    lazy = materialize_lazy(runner, lambda: runner(*example), example) if example is not None and not fake else LazyModules()
+    lazy = LazyModules()  # lazy modules get their shapes for the check, and are lazy again after it
+    if example is not None and not fake:
+        lazy = materialize_lazy(runner, lambda: runner(*example), example)
     notes.extend(lazy.notes)
 
     # The run and the tracing run forward's Python, which can change the model; the recording and the
     # passes allocate many small objects that all stay alive, which would set off full collections
     # of the user's whole heap: the collector waits until the report is made.
-    with guarded(model, example) as guard, gc_paused(), ModelGenerators.kept(model) as (generators, drawn_from):
+    with guarded(model, example, lazy) as guard, gc_paused(), ModelGenerators.kept(model) as (generators, drawn_from):
         # The real forward and backward go first: a forward that raises is the model's own error,
         # and the run-time capture is the recording of this very forward.
         result: ProbeResult | None = None

@@ -327,3 +327,37 @@ def test_argument_names_are_valid_distinct_and_keep_usable_keys():
     assert len(set(names)) == len(names)
     source = f"def forward(self, {', '.join(names)}):\n    pass\n"
     compile(source, "<forward>", "exec")  # a SyntaxError here is what the check raised before
+
+
+# -- tensors fxflow cannot copy are watched, not a reason to fail --------------------------------
+
+
+class HoldsOddTensors(nn.Module):
+    """A graph model's sparse adjacency as a plain attribute, and other tensors a bitwise copy cannot read."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        edges = torch.tensor([[0, 1, 2], [1, 2, 0]])
+        self.adjacency = torch.sparse_coo_tensor(edges, torch.ones(3), (3, 3))
+        self.compressed = self.adjacency.to_sparse_csr()
+        self.quantized = torch.quantize_per_tensor(torch.randn(3), 0.1, 0, torch.qint8)
+
+    def forward(self, x: torch.Tensor, extra: torch.Tensor) -> torch.Tensor:
+        return torch.sparse.mm(self.adjacency, self.lin(x)) + torch.sparse.mm(extra, x)
+
+
+def test_sparse_and_quantized_attributes_and_inputs_do_not_end_the_check():
+    edges = torch.tensor([[0, 1, 2], [1, 2, 0]])
+    report = fxflow.check(HoldsOddTensors(), (torch.randn(3, 3), torch.sparse_coo_tensor(edges, torch.ones(3), (3, 3))))
+    assert {p.name: str(p.dynamic.value) for p in report.parameters} == {"lin.weight": "ok", "lin.bias": "ok"}
+
+
+def test_dict_keyed_by_a_non_string_says_so():
+    """``model(**{0: x})`` raises TypeError in Python itself: the check says why, not AttributeError."""
+    try:
+        fxflow.check(TakesAnyKeys(), {0: torch.randn(2, 3)})
+    except fxflow.FxflowError as error:
+        assert "keys must be strings: not 0" in str(error)
+    else:
+        raise AssertionError("a call Python refuses was checked")

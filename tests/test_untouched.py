@@ -72,17 +72,21 @@ class WritesEverything(nn.Module):
 
 
 def _bytes(tensors: dict[str, torch.Tensor]) -> dict[str, bytes]:
-    return {name: t.detach().reshape(-1).contiguous().view(torch.uint8).numpy().tobytes() for name, t in tensors.items()}
+    return {name: t.detach().reshape(-1).view(torch.uint8).numpy().tobytes() for name, t in tensors.items()}
+
+
+def _model_and_input(model: WritesEverything, x: torch.Tensor) -> dict[str, bytes]:
+    """The state dict, the plain tensor attributes and the input, as bytes."""
+    return _bytes({**model.state_dict(), "ema": model.ema, "calls": model.calls, "cache": model.cache["last"], "x": x})
 
 
 def test_model_and_inputs_are_byte_identical_after_a_check():
     torch.manual_seed(0)
     model, x = WritesEverything(), torch.randn(5, 3)
-    before = _bytes({**model.state_dict(), "ema": model.ema, "calls": model.calls, "cache": model.cache["last"], "x": x})
+    before = _model_and_input(model, x)
     report = fxflow.check(model, x)
     assert len(model.log.inputs) >= 2  # the real run and the look-ahead's rerun ran forward
-    after = _bytes({**model.state_dict(), "ema": model.ema, "calls": model.calls, "cache": model.cache["last"], "x": x})
-    assert after == before
+    assert _model_and_input(model, x) == before
     assert not [note for note in report.notes if "in place" in note], report.notes
 
 
@@ -169,3 +173,40 @@ def test_lazy_modules_come_back_lazy():
     assert float(model.ema) == 0.0
     model(x)  # and the user's first step still initializes them, the optimizer's parameters included
     assert type(model.fc) is nn.Linear and optimizer.param_groups[0]["params"][0] is model.fc.weight
+
+
+class LazyThatRefusesToTrain(nn.Module):
+    def __init__(self) -> None:
+        super().__init__()
+        self.fc = nn.LazyLinear(3)
+        self.calls = 0  # a plain int the initializing forward counts too
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        self.calls += 1
+        if torch.is_grad_enabled():  # the check's real run raises; the initializing forward does not
+            raise RuntimeError("refuses")
+        return self.fc(x)
+
+
+def test_lazy_modules_come_back_lazy_when_the_check_raises():
+    model = LazyThatRefusesToTrain()
+    try:
+        fxflow.check(model, torch.randn(2, 4))
+    except fxflow.FxflowError as error:
+        assert "refuses" in str(error)
+    assert type(model.fc) is nn.LazyLinear and isinstance(model.fc.weight, nn.parameter.UninitializedParameter)
+    assert model.calls == 0
+
+
+def test_values_too_large_to_copy_are_noted_and_the_others_still_restored():
+    from fxflow.core.state import TensorValues
+
+    large, small = torch.zeros(1000), torch.zeros(10)
+    saved = TensorValues.save([large, small], "a plain tensor attribute", limit=100)
+    large.add_(1)
+    small.add_(1)
+    notes = saved.restore()
+    assert float(small.abs().sum()) == 0.0  # it fitted: put back
+    assert float(large.sum()) == 1000.0 and notes == [
+        "forward changed a plain tensor attribute in place; no copy of it was kept to put back "
+        "(too large, or not a plain dense tensor)"]

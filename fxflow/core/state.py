@@ -5,9 +5,12 @@ import contextlib
 import random
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterable, Iterator
+from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import torch
+
+if TYPE_CHECKING:  # pragma: no cover
+    from .lazy import LazyModules
 
 # Parameters are cloned for restoring only up to this size; above it an in-place change made by
 # forward is detected through the tensor version counter and reported instead.
@@ -22,14 +25,15 @@ def preserved_module_attributes(model: torch.nn.Module) -> Iterator[None]:
     of plain containers held in attributes (``self.cache.append(h)``) are restored in place, so a
     trace leaves no Proxy and a fake-tensor run no fake tensor behind.
     """
-    saved = _saved_attributes(model.modules())
+    saved = saved_attributes(model.modules())
     try:
         yield
     finally:
-        _put_back(saved)
+        put_back_attributes(saved)
 
 
-def _saved_attributes(modules: Iterable[torch.nn.Module]) -> list:
+def saved_attributes(modules: Iterable[torch.nn.Module]) -> list:
+    """What :func:`put_back_attributes` needs to give ``modules`` their attributes back."""
     saved = []
     for module in modules:
         # The tables are plain dicts, except on a torch.jit.script'ed module, whose C++ tables
@@ -49,7 +53,8 @@ def _saved_attributes(modules: Iterable[torch.nn.Module]) -> list:
     return saved
 
 
-def _put_back(saved: list) -> None:
+def put_back_attributes(saved: list) -> None:
+    """Each module's attributes as :func:`saved_attributes` found them, plain containers' contents included."""
     for module, attributes, filled, empty in saved:
         module.__dict__.clear()
         module.__dict__.update(attributes)
@@ -117,66 +122,6 @@ def _restore_container(container: Any, content: Any) -> None:
 
 
 @dataclass
-class LazyModules:
-    """Lazy modules (``nn.LazyLinear``...) initialized for a check, and how to make them lazy again."""
-
-    notes: list[str] = field(default_factory=list)
-    modules: list[tuple[torch.nn.Module, type]] = field(default_factory=list)
-    attributes: list = field(default_factory=list)  # the lazy modules' own attributes and hook tables
-    tensors: list[tuple[torch.Tensor, type, torch.Tensor]] = field(default_factory=list)  # class, placeholder
-
-    def restore(self) -> None:
-        """The user's modules lazy again: their class, hooks and uninitialized parameters and buffers
-        (the same objects, so an optimizer built on them still holds them)."""
-        for tensor, kind, placeholder in self.tensors:
-            tensor.data = placeholder
-            tensor.__class__ = kind
-        for module, kind in self.modules:
-            module.__class__ = kind
-        _put_back(self.attributes)
-
-
-def materialize_lazy(model: torch.nn.Module, call: Callable[[], Any], inputs: Any = ()) -> LazyModules:
-    """Initialize lazy modules by one forward, as the first training step would: their parameters
-    have no shape before it, so nothing can be checked. :meth:`LazyModules.restore` makes them lazy
-    again once the check is done.
-
-    The forward runs in eval mode without autograd, so no running statistic or dropout draw
-    changes; the random state, the values of everything else the forward writes (initialized
-    weights, plain tensor attributes, ``inputs``) are put back: only the lazy tensors get their
-    shape and initial values.
-    """
-    uninitialized = torch.nn.parameter.UninitializedTensorMixin
-    lazy = [name for name, p in model.named_parameters() if isinstance(p, uninitialized)]
-    if not lazy:
-        return LazyModules()
-    modules = [m for m in model.modules() if isinstance(m, torch.nn.modules.lazy.LazyModuleMixin)]
-    undo = LazyModules(modules=[(m, type(m)) for m in modules], attributes=_saved_attributes(modules), tensors=[
-        (t, type(t), t.data) for m in modules for t in [*m._parameters.values(), *m._buffers.values()]
-        if isinstance(t, uninitialized)])
-    initialized = [t for t in [*model.parameters(), *model.buffers()] if not isinstance(t, uninitialized)]
-    written = TensorValues.save(initialized + plain_tensor_attributes(model) + inputs_of(inputs), "a tensor")
-    training = {module: module.training for module in model.modules()}
-    random_state = RandomState.save()
-    try:
-        model.eval()
-        with torch.no_grad():
-            call()
-    except BaseException:
-        undo.restore()
-        raise
-    finally:
-        for module, mode in training.items():
-            module.training = mode
-        random_state.restore()
-        written.restore()
-    shown = ", ".join(lazy[:3]) + (" ..." if len(lazy) > 3 else "")
-    undo.notes.append(f"lazy parameters ({shown}) had no shape yet: one forward without autograd initialized them "
-                      "for the check, as the first training step would, and they are lazy again after it")
-    return undo
-
-
-@dataclass
 class Guard:
     """What :func:`guarded` yields: notes about anything that could not be restored, and the inputs' values."""
 
@@ -190,7 +135,7 @@ class Guard:
 
 
 @contextlib.contextmanager
-def guarded(model: torch.nn.Module, inputs: Any = ()) -> Iterator[Guard]:
+def guarded(model: torch.nn.Module, inputs: Any = (), lazy: "LazyModules | None" = None) -> Iterator[Guard]:
     """Whatever runs inside leaves ``model``, the tensors in ``inputs`` and the global random
     generators exactly as found.
 
@@ -198,7 +143,8 @@ def guarded(model: torch.nn.Module, inputs: Any = ()) -> Iterator[Guard]:
     ``self.steps += 1`` on a buffer really happens; a running average kept as a plain tensor is
     written in place), flags, attributes and RNG state are put back on exit, and so are the values
     of the caller's input tensors a forward writes in place. Every ``.grad`` is None inside, and the
-    user's own grad tensors come back untouched.
+    user's own grad tensors come back untouched. ``lazy``: made lazy again if what runs inside raises
+    (otherwise the caller does, once it no longer needs the shapes).
     """
     snapshot = ModelSnapshot.save(model)
     guard = Guard([], TensorValues.save(inputs_of(inputs), "an input tensor"))
@@ -207,9 +153,17 @@ def guarded(model: torch.nn.Module, inputs: Any = ()) -> Iterator[Guard]:
             for parameter in snapshot.grads:  # a backward inside must not add into the user's grads
                 parameter.grad = None
             yield guard
-    finally:
-        guard.notes.extend(snapshot.restore())
-        guard.inputs_as_found()
+    except BaseException:
+        _restore_all(snapshot, guard)
+        if lazy is not None:
+            lazy.restore()
+        raise
+    _restore_all(snapshot, guard)
+
+
+def _restore_all(snapshot: "ModelSnapshot", guard: Guard) -> None:
+    guard.notes.extend(snapshot.restore())
+    guard.inputs_as_found()
 
 
 @contextlib.contextmanager
@@ -231,8 +185,9 @@ class TensorValues:
     """Copies of some tensors' values, written back into the same tensors where they changed.
 
     For what the model's state does not cover: plain tensor attributes of its modules and the
-    caller's inputs, which a forward may write in place. Above ``limit`` bytes in all nothing is
-    copied: a change is then only detected (version counter) and noted.
+    caller's inputs, which a forward may write in place. Dense tensors are copied while ``limit``
+    bytes in all allow; for the others, and for sparse, nested, quantized or subclassed tensors, a
+    change is only detected (version counter) and noted.
     """
 
     what: str  # "an input tensor": the notes' words
@@ -240,10 +195,17 @@ class TensorValues:
 
     @classmethod
     def save(cls, tensors: list[torch.Tensor], what: str, limit: int = _PARAMETER_COPY_LIMIT_BYTES) -> "TensorValues":
-        values = [t for t in tensors if not t.is_meta and not _is_fake(t)]
-        copy = sum(t.numel() * t.element_size() for t in values) <= limit
+        saved, budget = cls(what), limit
         with torch.no_grad():
-            return cls(what, [(t, t._version, t.detach().clone() if copy else None) for t in values])
+            for tensor in tensors:
+                if tensor.is_meta or type(tensor).__name__ == "FakeTensor":  # no values to keep
+                    continue
+                size = tensor.numel() * tensor.element_size() if _dense(tensor) else None
+                copy = size is not None and size <= budget
+                budget -= size if copy else 0
+                with contextlib.suppress(Exception):  # an inference tensor has no version counter to watch
+                    saved.tensors.append((tensor, tensor._version, tensor.detach().clone() if copy else None))
+        return saved
 
     def restore(self) -> list[str]:
         """Write back what changed; notes about changes that had no copy to come back from."""
@@ -252,14 +214,17 @@ class TensorValues:
             for tensor, version, copy in self.tensors:
                 if copy is None:
                     if tensor._version != version:
-                        notes.append(f"forward changed {self.what} in place; it was too large to keep a copy")
+                        notes.append(f"forward changed {self.what} in place; no copy of it was kept to put back "
+                                     "(too large, or not a plain dense tensor)")
                 elif _changed(tensor, version, copy):
                     tensor.copy_(copy)
         return sorted(set(notes))
 
 
-def _is_fake(tensor: torch.Tensor) -> bool:
-    return type(tensor).__name__ == "FakeTensor"
+def _dense(tensor: torch.Tensor) -> bool:
+    """A plain dense tensor holding values: what is copied and compared bit for bit."""
+    return (type(tensor) in (torch.Tensor, torch.nn.Parameter) and tensor.layout == torch.strided
+            and not tensor.is_meta and not tensor.is_nested and not tensor.is_quantized)
 
 
 def plain_tensor_attributes(model: torch.nn.Module) -> list[torch.Tensor]:

@@ -16,6 +16,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from ..errors import FxflowError
 from .unwrap import meta_inputs, unwrap
 from .inputs import as_call_inputs, infer_inputs, no_inputs_note
 
@@ -34,6 +35,10 @@ class Prepared:
 def prepare(model: nn.Module, inputs: Any, device: str | torch.device | None, infer: bool) -> Prepared:
     """The module to check (unwrapped, on its device), its example inputs, and whether the run is fake."""
     model, _, notes = unwrap(model)
+    if isinstance(inputs, dict) and not all(isinstance(key, str) for key in inputs):
+        key = next(key for key in inputs if not isinstance(key, str))
+        raise FxflowError(f"dict inputs are passed as model(**inputs), whose keys must be strings: not {key!r}",
+                          hint="pass positional inputs as a tuple")
     example, keywords = as_call_inputs(inputs, model)  # validates a dict's keys against forward
     if isinstance(inputs, dict):  # called as model(**inputs): the tensors are the capture's inputs
         names, example, keywords = split_keywords(inputs)
