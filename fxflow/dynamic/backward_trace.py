@@ -112,7 +112,7 @@ class GradientNorms:
                 positions = [p for p, g in enumerate(grad_inputs) if g is not None and p not in skip]
                 grads += [grad_inputs[p] for p in positions]
                 norms = gradient_norms(grads)
-                self.arriving[node] = math.sqrt(sum(n * n for n in norms[:arrived]))
+                self.arriving[node] = norms[0] if arrived == 1 else math.sqrt(sum(n * n for n in norms[:arrived]))
                 for position, norm in zip(positions, norms[arrived:]):
                     self.passed[(node, position)] = norm
             except Exception:  # a gradient with no norm to take (a nested tensor): that node goes unmeasured,
@@ -143,8 +143,8 @@ def gradient_norms(grads: list[torch.Tensor]) -> list[float]:
         norms = torch._foreach_norm(grads, 2, dtype=dtype)
     except (RuntimeError, TypeError, NotImplementedError):  # sparse, nested, or mixed widths: one at a time
         return [_exact(grad) for grad in grads]
-    values = [norm.item() for norm in norms]
-    return [value if _FLOAT32_SAFE <= value < math.inf else _exact(grad) for value, grad in zip(values, grads)]
+    return [value if _FLOAT32_SAFE <= (value := norm.item()) < math.inf else _exact(grad)
+            for norm, grad in zip(norms, grads)]
 
 
 def _exact(grad: torch.Tensor) -> float:
