@@ -25,7 +25,7 @@ import torch
 from ..core.observer import ForwardPart
 from ..core.source import ModuleStack, current_user_source, source_of_stack_trace
 from ..core.tensors import gradient_norm
-from .recorder import leaves, running_recorder
+from .recorder import RunRecorder, leaves, running_recorder
 
 Node = Any  # torch.autograd.graph.Node (C++ nodes have no common Python base class to annotate with)
 
@@ -48,6 +48,11 @@ class OriginRecorder(ForwardPart):
         self.origins: dict[Node, NodeOrigin] = {}
         self.hooks: dict[Any, str | None] = {}  # grad_fn (or id of a leaf) -> line that registered a hook
         self.modules = ModuleStack(model)  # entered around the forward with this mode
+        self.recording: RunRecorder | None = None  # the run-time capture entered before this, if one was
+
+    def __enter__(self) -> "OriginRecorder":
+        self.recording = running_recorder()  # entered earlier, so it sees each call first
+        return super().__enter__()
 
     def observe(self, func: Callable, args: tuple, kwargs: dict, result: Any) -> None:
         try:
@@ -63,15 +68,13 @@ class OriginRecorder(ForwardPart):
         for tensor in leaves(result):
             node = tensor.grad_fn if isinstance(tensor, torch.Tensor) else None
             if node is not None and node not in self.origins:
-                self.origins[node] = NodeOrigin(name, _source(result, tensor), self.modules.innermost)
+                self.origins[node] = NodeOrigin(name, self._source(result, tensor), self.modules.innermost)
 
-
-def _source(result: Any, tensor: torch.Tensor) -> str | None:
-    """The user's line of the call that returned ``tensor``: read from the stack trace the run-time capture
-    recorded for it, when it records this forward (its parts see a call first), else from the stack."""
-    recorder = running_recorder()
-    trace = recorder.stack_trace_of(result, tensor) if recorder is not None else None
-    return source_of_stack_trace(trace) if trace is not None else current_user_source()
+    def _source(self, result: Any, tensor: torch.Tensor) -> str | None:
+        """The user's line of the call that returned ``tensor``: read from the stack trace the run-time capture
+        has just recorded for it, when one records this forward, else from the stack."""
+        trace = self.recording.stack_trace_of(result, tensor) if self.recording is not None else None
+        return source_of_stack_trace(trace) if trace is not None else current_user_source()
 
 
 def _call_name(func: Callable) -> str:
@@ -112,7 +115,7 @@ class GradientNorms:
                 positions = [p for p, g in enumerate(grad_inputs) if g is not None and p not in skip]
                 grads += [grad_inputs[p] for p in positions]
                 norms = gradient_norms(grads)
-                self.arriving[node] = math.sqrt(sum(n * n for n in norms[:arrived]))
+                self.arriving[node] = norms[0] if arrived == 1 else math.sqrt(sum(n * n for n in norms[:arrived]))
                 for position, norm in zip(positions, norms[arrived:]):
                     self.passed[(node, position)] = norm
             except Exception:  # a gradient with no norm to take (a nested tensor): that node goes unmeasured,
@@ -143,8 +146,8 @@ def gradient_norms(grads: list[torch.Tensor]) -> list[float]:
         norms = torch._foreach_norm(grads, 2, dtype=dtype)
     except (RuntimeError, TypeError, NotImplementedError):  # sparse, nested, or mixed widths: one at a time
         return [_exact(grad) for grad in grads]
-    values = [norm.item() for norm in norms]
-    return [value if _FLOAT32_SAFE <= value < math.inf else _exact(grad) for value, grad in zip(values, grads)]
+    return [value if _FLOAT32_SAFE <= (value := norm.item()) < math.inf else _exact(grad)
+            for norm, grad in zip(norms, grads)]
 
 
 def _exact(grad: torch.Tensor) -> float:
