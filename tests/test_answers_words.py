@@ -13,7 +13,7 @@ from torch import nn
 
 import fxflow
 from fxflow.present.terminal import rich_report
-from fxflow.present.text import format_norm, render_text
+from fxflow.present.text import render_text
 from fxflow.testing import failure_message
 from tests.models import marker_line
 
