@@ -13,7 +13,7 @@ from torch import nn
 
 import fxflow
 from fxflow.present.terminal import rich_report
-from fxflow.present.text import format_norm, render_text
+from fxflow.present.text import render_text
 from fxflow.testing import failure_message
 from tests.models import marker_line
 
@@ -136,7 +136,8 @@ def test_one_parameter_is_singular() -> None:
 def test_a_model_with_no_parameter_has_no_table_and_says_what_ran() -> None:
     text = render_text(_checked(NoParameters), width=WIDTH)
     assert text.splitlines()[1:3] == ["", "loss: random projection of all outputs (the model returns no loss)"]
-    assert text.endswith("\n\nnothing to train: the model has no parameters")
+    assert text.endswith("note: no parameter, so no gradient to check: here `verified` means only that the forward "
+                         "ran\n\nnothing to train: the model has no parameters")
 
 
 def test_a_folded_table_with_no_problem_row_has_no_lone_header() -> None:
