@@ -16,9 +16,8 @@ from ..dynamic.health import flags as health_flags
 from .norms import call_norms
 from . import backward_raises, parameter_reports, uncertainty, uncertainty_notes, unregistered_reports
 from ..report import Report, TraceInfo
-from ..dynamic.steps import StepTally, apply_steps
-from .redrawn import mark_redrawn
-from .zeros import classify_zeros
+from ..dynamic.steps import StepTally
+from .evidence import Evidence, settle
 from ..core.distributed import guidance as ddp_guidance
 from ..prepare.inputs import device_of
 from ..verdicts import CutSite, DynamicVerdict as Dynamic
@@ -76,21 +75,7 @@ def assemble_report(model: torch.nn.Module, *, target: str, captured: "Capture |
                 parameter.diagnosis = (f"the gradient contains NaN or inf, first made by {born.op} @ "
                                        f"{born.source or born.module or '?'} in the {born.phase}")
     counted = steps.steps if steps is not None else 1
-    look = result.look_ahead if result is not None else None
-    if look is not None:  # check: the look-ahead's steps tell designed zero-inits from dead units
-        classify_zeros(parameters, look.learns_from, result.held_by, look.steps, result.explanations,
-                       exhausted=look.exhausted, rounding=look.rounding)
-        if look.note:
-            notes.append(look.note)
-    elif steps is not None and counted > 1 and watched:  # real steps: the ones from which a zero learned
-        learned = {name: step for name in steps.received if (step := steps.learns_from(name)) is not None}
-        classify_zeros(parameters, learned, result.held_by if result is not None else {}, counted)
-    elif result is not None and result.measurable and counted == 1 and watched:
-        classify_zeros(parameters, None, result.held_by, 1)  # one watched step: an exact zero is unconfirmed
-    if result is not None:
-        mark_redrawn(parameters, result.redrawn, result.random_draws)
-    if counted > 1:
-        apply_steps(parameters, steps)
+    notes.extend(settle(parameters, Evidence.of(result, steps, watched)))  # what came after the first backward
     guidance = ddp_guidance(parameters, ddp, counted, steps.without_gradient if steps is not None else None)
     if ddp is not None or counted > 1:  # the one DDP note: from the many steps' counts when there are some
         notes.append(guidance.message())
