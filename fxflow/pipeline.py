@@ -26,7 +26,7 @@ from .dynamic.probe import ModelRun, ProbeResult, on_meta, run_model
 from .reconcile.assemble import assemble_report
 from .diagnose import diagnose
 from .dynamic.lookahead import LookAhead, look_ahead
-from .dynamic.rounding import Relative, RoundingCheck, RunOn, relative_sizes, round_off_to_zero
+from .dynamic.rounding import SUSPECT, Relative, RoundingCheck, RunOn, relative_sizes, round_off_to_zero
 from .dynamic.gradients import GradInfo
 from .dynamic.gradients import dynamic_verdicts
 from .report import Report
@@ -132,7 +132,8 @@ def check(
                    if name in trainable and verdict in (Dynamic.MISSING, Dynamic.ZERO) and name not in learned]
             if dry:
                 step("drawing the model's random numbers again", phase="redraw")
-                result.redrawn, result.random_draws = redraw_of(real_run, example, dry, seed, generators)
+                rounding = result.look_ahead.rounding if result.look_ahead is not None else {}
+                result.redrawn, result.random_draws = redraw_of(real_run, example, dry, seed, generators, rounding)
 
         step("capturing the graph", phase="capture")
         captured = capture(runner, example, methods=capture_methods, recorded=recorded)
@@ -206,11 +207,13 @@ REDRAW_LIMIT = 64  # draws at most, while recent draws still reach parameters th
 
 
 def redraw_of(run: ModelRun, example: tuple[Any, ...], dry: list[str], seed: int,
-              generators: ModelGenerators | None = None) -> tuple[dict[str, int], list[str]]:
+              generators: ModelGenerators | None = None,
+              rounded: Collection[str] = ()) -> tuple[dict[str, int], list[str]]:
     """:func:`fxflow.dynamic.redraw.redraw` on the model of ``run``: ``dry`` parameters that other draws
     of its random numbers reach (the global generators' and ``generators``, those the model holds), and
     ``op @ file:line`` of the calls that drew; the model's buffers, grads and random state are put back
-    afterwards (the generators it holds by the caller)."""
+    afterwards (the generators it holds by the caller). ``rounded``: parameters whose gradient was
+    round-off; another draw reaches one only with a gradient above round-off's size."""
     snapshot = ModelSnapshot.save(run.model, copy_parameters=False)  # nothing moves the weights here
     draws_made = iter(range(seed + 1, seed + 1 + 10**6))  # redraw reruns once per seed, seed + 1 first
 
@@ -219,7 +222,12 @@ def redraw_of(run: ModelRun, example: tuple[Any, ...], dry: list[str], seed: int
             generators.seed(next(draws_made))
     try:
         draws = RandomDraws()  # where the forward draws: the report names those lines
-        rerun = _alive_after(run, example, same_draws=False, watchers=[draws], before=reseed)
+        again = _alive_after(run, example, same_draws=False, watchers=[draws], before=reseed)
+
+        def rerun() -> Relative | None:  # round-off again is no gradient (fxflow.dynamic.rounding)
+            relative = again()
+            return relative if relative is None else {
+                name: 0.0 if name in rounded and size < SUSPECT else size for name, size in relative.items()}
         found: dict[str, int] = {}
         # Rounds of DRAWS draws, for as long as three times the draws it took to reach the last parameter
         # reached: a 1-of-8 choice per batch shows its last branch after about 20 draws (then missed 2 times
