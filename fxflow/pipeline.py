@@ -145,7 +145,10 @@ def check(
 
         # zeros by construction are looked for only behind the exact zeros training has not explained:
         # what the look-ahead revived or another random draw reached learns, whatever the code says
-        suspects = _unexplained(zeros, result) if result is not None and real_run is not None else None
+        suspects = None
+        if result is not None and real_run is not None:  # the first step's zeros nothing later lifted
+            lifted = {**(result.look_ahead.learns_from if result.look_ahead is not None else {}), **result.redrawn}
+            suspects = [name for name in zeros if name not in lifted]
         static, static_notes = analyze_capture(captured, runner, example, step=step,
                                                loss_output=result.loss_output if result is not None else None,
                                                zero_suspects=suspects)
@@ -167,12 +170,6 @@ def check(
             judge_optimizer(report, user_model, optimizers, schedulers)
     report.timings = clock.finish()
     return report
-
-
-def _unexplained(zeros: list[str], result: ProbeResult) -> list[str]:
-    """The first step's exact zeros that no look-ahead step and no other draw of the random numbers lifted."""
-    learned = result.look_ahead.learns_from if result.look_ahead is not None else {}
-    return [name for name in zeros if name not in learned and name not in result.redrawn]
 
 
 def _alive_after(run: ModelRun, example: tuple[Any, ...], same_draws: bool = True,
