@@ -26,7 +26,7 @@ from .dynamic.probe import ModelRun, ProbeResult, on_meta, run_model
 from .reconcile.assemble import assemble_report
 from .diagnose import diagnose
 from .dynamic.lookahead import LookAhead, look_ahead
-from .dynamic.rounding import Relative, RoundingCheck, RunOn, relative_sizes, round_off_to_zero
+from .dynamic.rounding import SUSPECT, Relative, RoundingCheck, RunOn, relative_sizes, round_off_to_zero
 from .dynamic.gradients import GradInfo
 from .dynamic.gradients import dynamic_verdicts
 from .report import Report
@@ -137,7 +137,8 @@ def check(
                    if name in trainable and verdict in (Dynamic.MISSING, Dynamic.ZERO) and name not in learned]
             if dry:
                 step("drawing the model's random numbers again", phase="redraw")
-                result.redrawn, result.random_draws = redraw_of(real_run, example, dry, seed, generators,
+                rounding = result.look_ahead.rounding if result.look_ahead is not None else {}
+                result.redrawn, result.random_draws = redraw_of(real_run, example, dry, seed, generators, rounding,
                                                                 guard.inputs_as_found)
 
         step("capturing the graph", phase="capture")
@@ -150,7 +151,10 @@ def check(
 
         # zeros by construction are looked for only behind the exact zeros training has not explained:
         # what the look-ahead revived or another random draw reached learns, whatever the code says
-        suspects = _unexplained(zeros, result) if result is not None and real_run is not None else None
+        suspects = None
+        if result is not None and real_run is not None:  # the first step's zeros nothing later lifted
+            lifted = {**(result.look_ahead.learns_from if result.look_ahead is not None else {}), **result.redrawn}
+            suspects = [name for name in zeros if name not in lifted]
         static, static_notes = analyze_capture(captured, runner, example, step=step,
                                                loss_output=result.loss_output if result is not None else None,
                                                zero_suspects=suspects)
@@ -173,12 +177,6 @@ def check(
     report.timings = clock.finish()
     lazy.restore()  # the report is made: the user's lazy modules become lazy again
     return report
-
-
-def _unexplained(zeros: list[str], result: ProbeResult) -> list[str]:
-    """The first step's exact zeros that no look-ahead step and no other draw of the random numbers lifted."""
-    learned = result.look_ahead.learns_from if result.look_ahead is not None else {}
-    return [name for name in zeros if name not in learned and name not in result.redrawn]
 
 
 def _alive_after(run: ModelRun, example: tuple[Any, ...], same_draws: bool = True,
@@ -220,11 +218,14 @@ REDRAW_LIMIT = 64  # draws at most, while recent draws still reach parameters th
 
 def redraw_of(run: ModelRun, example: tuple[Any, ...], dry: list[str], seed: int,
               generators: ModelGenerators | None = None,
+              rounded: Collection[str] = (),
               as_found: Callable[[], None] | None = None) -> tuple[dict[str, int], list[str]]:
     """:func:`fxflow.dynamic.redraw.redraw` on the model of ``run``: ``dry`` parameters that other draws
     of its random numbers reach (the global generators' and ``generators``, those the model holds), and
     ``op @ file:line`` of the calls that drew; the model's buffers, grads and random state are put back
-    afterwards (the generators it holds by the caller)."""
+    afterwards (the generators it holds by the caller). ``rounded``: parameters whose gradient was
+    round-off; another draw reaches one only with a gradient above round-off's size. ``as_found`` puts
+    the inputs back after each rerun."""
     snapshot = ModelSnapshot.save(run.model, copy_parameters=False)  # nothing moves the weights here
     draws_made = iter(range(seed + 1, seed + 1 + 10**6))  # redraw reruns once per seed, seed + 1 first
 
@@ -233,7 +234,12 @@ def redraw_of(run: ModelRun, example: tuple[Any, ...], dry: list[str], seed: int
             generators.seed(next(draws_made))
     try:
         draws = RandomDraws()  # where the forward draws: the report names those lines
-        rerun = _alive_after(run, example, same_draws=False, watchers=[draws], before=reseed, as_found=as_found)
+        again = _alive_after(run, example, same_draws=False, watchers=[draws], before=reseed, as_found=as_found)
+
+        def rerun() -> Relative | None:  # round-off again is no gradient (fxflow.dynamic.rounding)
+            relative = again()
+            return relative if relative is None else {
+                name: 0.0 if name in rounded and size < SUSPECT else size for name, size in relative.items()}
         found: dict[str, int] = {}
         # Rounds of DRAWS draws, for as long as three times the draws it took to reach the last parameter
         # reached: a 1-of-8 choice per batch shows its last branch after about 20 draws (then missed 2 times

@@ -16,9 +16,8 @@ from ..dynamic.health import flags as health_flags, layer_of
 from .norms import call_norms
 from . import backward_raises, parameter_reports, uncertainty, uncertainty_notes, unregistered_reports
 from ..report import ParameterReport, Report, TraceInfo
-from ..dynamic.steps import StepTally, apply_steps
-from .redrawn import mark_redrawn
-from .zeros import classify_zeros
+from ..dynamic.steps import StepTally
+from .evidence import Evidence, settle
 from ..core.distributed import guidance as ddp_guidance
 from ..prepare.inputs import device_of
 from ..verdicts import CutSite, DynamicVerdict as Dynamic
@@ -76,23 +75,7 @@ def assemble_report(model: torch.nn.Module, *, target: str, captured: "Capture |
                 parameter.diagnosis = (f"the gradient contains NaN or inf, first made by {born.op} @ "
                                        f"{born.source or born.module or '?'} in the {born.phase}")
     counted = steps.steps if steps is not None else 1
-    look = result.look_ahead if result is not None else None
-    if look is not None:  # check: the look-ahead's steps tell designed zero-inits from dead units
-        classify_zeros(parameters, look.learns_from, result.held_by, look.steps, result.explanations,
-                       exhausted=look.exhausted, rounding=look.rounding)
-        if look.note:
-            notes.append(look.note)
-    elif steps is not None and watched and (result is None or result.measurable):
-        # the loop's own optimizer steps tell designed zero-inits from dead units, where some were seen
-        held_by = result.held_by if result is not None else {}
-        open_ = [p for p in parameters if p.name in steps.unconfirmed]
-        classify_zeros([p for p in parameters if p.name not in steps.unconfirmed], steps.learned, held_by,
-                       steps.updates_seen + 1)
-        classify_zeros(open_, None, held_by, 1)
-    if result is not None:
-        mark_redrawn(parameters, result.redrawn, result.random_draws)
-    if counted > 1:
-        apply_steps(parameters, steps)
+    notes.extend(settle(parameters, Evidence.of(result, steps, watched)))  # what came after the first backward
     guidance = ddp_guidance(parameters, ddp, counted, steps.without_gradient if steps is not None else None)
     # The one DDP note, from the many steps' counts when there are some: in a watched loop only under
     # DDP; check(steps=N) gives it always (a model is checked before it is wrapped, often for DDP's error).

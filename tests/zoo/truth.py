@@ -7,7 +7,8 @@ gradient is None, exactly zero, or nonzero. ``disagreements`` lists the paramete
 whose verdicts contradict that:
 
 * a nonzero gradient: static ``reachable``, dynamic ``ok``/``vanishing``/``nonfinite``;
-* an exactly zero gradient: static ``reachable`` or ``zero``, dynamic ``zero``; ``held`` only when real
+* an exactly zero gradient (or one at rounding level: zero in exact arithmetic): static ``reachable`` or
+  ``zero``, dynamic ``zero``; ``held`` only when real
   optimizer steps (``first_learning_step``) give it a first nonzero gradient on the very step fxflow's
   ``learns_from_step`` names, never for an exact zero as such;
 * no gradient (None): static ``cut``/``unused``/``frozen``, dynamic ``missing``.
@@ -83,11 +84,54 @@ def _backward(model: torch.nn.Module, inputs: Any, seed: int) -> None:
             loss.backward()
 
 
+# docs/verdicts.md, "A gradient at rounding level is zero": under SUSPECT of the largest gradient's RMS,
+# and falling by more than COLLAPSE relative to the largest when the same step runs in float64
+ROUNDING_SUSPECT, ROUNDING_COLLAPSE = 1e-5, 1e-3
+
+
 def real_gradients(model: torch.nn.Module, inputs: Any, seed: int = 0) -> dict[str, Truth]:
-    """{parameter name: what a plain forward/backward left in its ``.grad``}; the model is left as found."""
+    """{parameter name: what a plain forward/backward left in its ``.grad``}, a gradient at rounding level
+    counted as zero (the same step on a float64 copy, as docs/verdicts.md says); the model is left as found."""
     with Untouched(model):
         _backward(model, inputs, seed)
-        return {name: _truth(p.grad) for name, p in model.named_parameters()}
+        truth = {name: _truth(p.grad) for name, p in model.named_parameters()}
+        truth.update({name: Truth.ZERO for name in _round_off(model, inputs, list(truth), seed)})
+        return truth
+
+
+def _round_off(model: torch.nn.Module, inputs: Any, names: list[str], seed: int = 0) -> set[str]:
+    """Which of ``names``' gradients, now in ``.grad``, are at rounding level (docs/verdicts.md's rule)."""
+    relative = _relative({name: p.grad for name, p in model.named_parameters()})
+    small = [name for name in names if 0 < relative.get(name, 0.0) < ROUNDING_SUSPECT]
+    if not small or not any(p.dtype == torch.float32 for p in model.parameters()):
+        return set()
+    grads = {name: p.grad for name, p in model.named_parameters()}
+    wide = _relative(_float64_gradients(model, inputs, seed))
+    for name, parameter in model.named_parameters():  # the float64 step ran on a copy: these stay the model's
+        parameter.grad = grads[name]
+    return {name for name in small if wide.get(name, 0.0) < ROUNDING_COLLAPSE * relative[name]}
+
+
+def _relative(grads: dict[str, torch.Tensor | None]) -> dict[str, float]:
+    rms = {name: float(g.double().pow(2).mean().sqrt()) if g is not None and g.numel() else 0.0
+           for name, g in grads.items()}
+    largest = max(rms.values(), default=0.0)
+    return {name: value / largest if largest else 0.0 for name, value in rms.items()}
+
+
+def _float64_gradients(model: torch.nn.Module, inputs: Any, seed: int) -> dict[str, torch.Tensor | None]:
+    """The same plain step on a float64 copy of ``model`` and its floating inputs."""
+    import copy
+
+    wide = copy.deepcopy(model).double()
+
+    def widened(value: Any) -> Any:
+        return value.double() if isinstance(value, torch.Tensor) and value.is_floating_point() else value
+
+    wide_inputs = {key: widened(v) for key, v in inputs.items()} if isinstance(inputs, dict) else \
+        tuple(widened(v) for v in inputs)
+    _backward(wide, wide_inputs, seed)
+    return {name: p.grad for name, p in wide.named_parameters()}
 
 
 def seed_dependent(model: torch.nn.Module, inputs: Any, seeds: tuple[int, ...] = (0, 1, 2)) -> list[str]:
@@ -109,8 +153,10 @@ def first_learning_step(model: torch.nn.Module, inputs: Any, steps: int = STEPS)
         first: dict[str, int | None] = dict.fromkeys(named, None)
         for step in range(1, steps + 1):
             _backward(model, inputs, seed=0)
+            rounded = _round_off(model, inputs, [name for name, p in named.items()
+                                                 if first[name] is None and _truth(p.grad) is Truth.NONZERO])
             for name, parameter in named.items():
-                if first[name] is None and _truth(parameter.grad) is Truth.NONZERO:
+                if first[name] is None and _truth(parameter.grad) is Truth.NONZERO and name not in rounded:
                     first[name] = step
             if optimizer is None or all(first[name] is not None for name, p in named.items() if p.requires_grad):
                 break
