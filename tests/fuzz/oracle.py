@@ -11,7 +11,8 @@ import torch
 
 import fxflow
 from tests.fuzz.generator import Generated, generate, predicted_lines, predicted_verdict
-from tests.models import STATIC_PROMISE, ModelState, grad_kind, projection, real_grads, reference_dynamic, split_source
+from tests.models import (STATIC_PROMISE, ModelState, float64_grads, grad_kind, projection, real_grads,
+                          reference_dynamic, split_source)
 
 
 @dataclass
@@ -65,7 +66,7 @@ def check_seed(seed: int, directory: str, method: str | None = None) -> Outcome:
     except AssertionError as error:
         outcome.problems.append(f"model changed by the check: {error}")
     grads = real_grads(model, inputs, loss_fn=projection)
-    dynamic = reference_dynamic(grads)
+    dynamic = reference_dynamic(grads, wide=lambda: float64_grads(model, inputs, loss_fn=projection))
     if report.trace.method == "none":
         if method is not None:
             outcome.captured = False

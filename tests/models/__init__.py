@@ -67,11 +67,27 @@ def projection(outputs) -> torch.Tensor:
     return sum(terms) if terms else torch.zeros(())
 
 
-def reference_dynamic(grads: dict[str, torch.Tensor | None], factor: float = 1e-3) -> dict[str, str]:
-    """missing / zero / nonfinite / vanishing / ok, computed from real gradients."""
-    rms = {n: float(g.double().norm()) / math.sqrt(max(g.numel(), 1)) for n, g in grads.items()
-           if g is not None and bool(torch.isfinite(g).all())}
+# docs/verdicts.md, "A gradient at rounding level is zero": a gradient under ROUND_OFF_SUSPECT of the largest
+# gradient's RMS whose size relative to the largest falls by more than ROUND_OFF_COLLAPSE when the same step
+# runs in float64 is round-off: zero in exact arithmetic.
+ROUND_OFF_SUSPECT, ROUND_OFF_COLLAPSE = 1e-5, 1e-3
+
+
+def _rms(grads: dict[str, torch.Tensor | None]) -> dict[str, float]:
+    return {n: float(g.double().norm()) / math.sqrt(max(g.numel(), 1)) for n, g in grads.items()
+            if g is not None and bool(torch.isfinite(g).all())}
+
+
+def reference_dynamic(grads: dict[str, torch.Tensor | None], factor: float = 1e-3,
+                      wide: Callable[[], dict[str, torch.Tensor | None]] | None = None) -> dict[str, str]:
+    """missing / zero / nonfinite / vanishing / ok, computed from real gradients; ``wide()``: the same step's
+    gradients in float64 (asked for only when some gradient is that small), which tell round-off (zero in
+    exact arithmetic) from a small real gradient."""
+    rms = _rms(grads)
     largest = max(rms.values(), default=0.0)
+    suspect = any(0 < value < ROUND_OFF_SUSPECT * largest for value in rms.values())
+    wide_rms = _rms(wide()) if wide is not None and suspect else {}
+    wide_largest = max(wide_rms.values(), default=0.0)
     result = {}
     for name, grad in grads.items():
         if grad is None:
@@ -80,11 +96,22 @@ def reference_dynamic(grads: dict[str, torch.Tensor | None], factor: float = 1e-
             result[name] = "nonfinite"
         elif bool((grad == 0).all()):
             result[name] = "zero"
+        elif (name in wide_rms and wide_largest > 0 and rms[name] < ROUND_OFF_SUSPECT * largest
+              and wide_rms[name] / wide_largest < ROUND_OFF_COLLAPSE * rms[name] / largest):
+            result[name] = "zero"  # round-off
         elif rms[name] < factor * largest:
             result[name] = "vanishing"
         else:
             result[name] = "ok"
     return result
+
+
+def float64_grads(model: torch.nn.Module, inputs: Sequence[Any],
+                  loss_fn: Callable[[Any], torch.Tensor] | None = None) -> dict[str, torch.Tensor | None]:
+    """:func:`real_grads` of the same step on a float64 copy of ``model`` and its floating inputs."""
+    wide = copy.deepcopy(model).double()
+    widened = [x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs]
+    return real_grads(wide, widened, loss_fn)
 
 
 # What each static verdict promises about the real gradient.

@@ -106,9 +106,13 @@ def _round_off(model: torch.nn.Module, inputs: Any, names: list[str], seed: int 
     if not small or not any(p.dtype == torch.float32 for p in model.parameters()):
         return set()
     grads = {name: p.grad for name, p in model.named_parameters()}
-    wide = _relative(_float64_gradients(model, inputs, seed))
-    for name, parameter in model.named_parameters():  # the float64 step ran on a copy: these stay the model's
-        parameter.grad = grads[name]
+    try:
+        wide = _relative(_float64_gradients(model, inputs, seed))
+    except Exception:  # noqa: BLE001 - code that cannot run in float64 (a dtype written into forward): as measured
+        return set()
+    finally:
+        for name, parameter in model.named_parameters():  # the float64 step ran on a copy: these stay the model's
+            parameter.grad = grads[name]
     return {name for name in small if wide.get(name, 0.0) < ROUNDING_COLLAPSE * relative[name]}
 
 
