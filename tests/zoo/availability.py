@@ -291,6 +291,7 @@ UNAVAILABLE: dict[str, dict[str, str]] = {'afmoe': {'symbolic_trace': 'TraceErro
  'peft_oft': {'symbolic_trace': 'TraceError', 'torch.export': 'RuntimeError'},
  'peft_osf': {'symbolic_trace': 'TraceError', 'torch.export': 'RuntimeError'},
  'peft_p_tuning': {'symbolic_trace': 'TypeError', 'torch.export': 'RuntimeError'},
+ 'peft_paca': {'symbolic_trace': 'TraceError', 'torch.export': 'RuntimeError'},
  'peft_peanut': {'symbolic_trace': 'TraceError', 'torch.export': 'RuntimeError'},
  'peft_poly': {'symbolic_trace': 'TraceError', 'torch.export': 'GuardOnDataDependentSymNode'},
  'peft_prefix_tuning': {'symbolic_trace': 'TypeError', 'torch.export': 'RuntimeError'},
