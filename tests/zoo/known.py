@@ -21,7 +21,10 @@ VIEW_WRITES = "1. in-place writes through views are lost"
 TWINS = "2. verdicts depend on the twins"
 MULTI_OUTPUT = "3. multi-output leaf modules"
 OPAQUE = "4. custom autograd.Functions the twins cannot see through"
-FAILURE_CLASSES = (VIEW_WRITES, TWINS, MULTI_OUTPUT, OPAQUE)
+# The look-ahead moves nothing on a round-off gradient (docs/verdicts.md), while Adam divides a gradient by
+# its own size, so real Adam steps move such a weight as far as any other and may then give it a real gradient.
+ROUND_OFF_STEPS = "5. round-off that an adaptive optimizer turns into a full step"
+FAILURE_CLASSES = (VIEW_WRITES, TWINS, MULTI_OUTPUT, OPAQUE, ROUND_OFF_STEPS)
 
 # The 35 entries this table held for issue 10 (view writes in Longformer/LED, SpecAugment in
 # wav2vec2-style encoders, in-place dropout, nn.Transformer on meta twins, MultiheadAttention's
@@ -29,7 +32,10 @@ FAILURE_CLASSES = (VIEW_WRITES, TWINS, MULTI_OUTPUT, OPAQUE)
 # them as an argument, sew_d's XSoftmax backward zeroed by a cotangent of ones, encodec's padding
 # from an integer buffer on meta twins) were fixed and are regression tests now
 # (tests/test_zoo_failure_classes.py).
-KNOWN_DISAGREEMENTS: dict[tuple[str, str], str] = {}
+KNOWN_DISAGREEMENTS: dict[tuple[str, str], str] = {
+    ("peft_lily", "default chain"): f"{ROUND_OFF_STEPS}: exits 1, lily_router.default.weight zero up to rounding "
+                                    "after the look-ahead; real Adam steps give it a gradient on step 2",
+}
 
 
 # Models whose default-chain test alone takes 3 to 10 times the median (seconds of one suite run
