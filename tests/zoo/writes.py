@@ -46,6 +46,7 @@ WRITES_IN_FORWARD: frozenset[str] = frozenset({
     'pyg_transformer_conv', 'pyg_edge_conv', 'pyg_nn_conv', 'pyg_gated_graph_conv', 'pyg_tag_conv',
     'pyg_sg_conv', 'pyg_arma_conv', 'pyg_gen_conv', 'pyg_general_conv', 'pyg_res_gated_graph_conv', 'pyg_gcn',
     'pyg_graphsage', 'pyg_gin', 'pyg_gat', 'pyg_edgecnn', 'pyg_pna', 'pyg_graph_classifier',
+    'peft_lokr', 'peft_peanut',
 })
 
 
