@@ -15,7 +15,7 @@ import torch
 
 import fxflow
 from models import zero_init
-from test_training_lookahead import real_steps_in_float64
+from test_training_lookahead import real_first_steps, real_steps_in_float64
 
 TRUTH_STEPS = 5  # real optimizer steps: enough for a chain of two zero-inits (learns from step 3)
 
@@ -28,18 +28,7 @@ def projection_loss(outputs: torch.Tensor) -> torch.Tensor:
 
 def first_steps_with_gradient(model: torch.nn.Module, inputs: tuple, steps: int = TRUTH_STEPS) -> dict[str, int | None]:
     """{trainable parameter: first real Adam step (1-based) with a non-zero gradient, or None}."""
-    model = copy.deepcopy(model)
-    trainable = {name: p for name, p in model.named_parameters() if p.requires_grad}
-    optimizer = torch.optim.Adam(trainable.values(), lr=1e-3)
-    first: dict[str, int | None] = dict.fromkeys(trainable)
-    for step in range(1, steps + 1):
-        optimizer.zero_grad(set_to_none=True)
-        projection_loss(model(*inputs)).backward()
-        for name, parameter in trainable.items():
-            if first[name] is None and parameter.grad is not None and bool(parameter.grad.count_nonzero()):
-                first[name] = step
-        optimizer.step()
-    return first
+    return real_first_steps(model, inputs, steps, loss_fn=projection_loss)
 
 
 def inputs_of(model: torch.nn.Module) -> tuple:

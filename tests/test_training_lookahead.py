@@ -148,15 +148,6 @@ class ZeroChain4(nn.Module):
             h = layer(h)
         return h + x
 
-class AllIgnored(nn.Module):
-    def __init__(self):
-        super().__init__()
-        self.lin = nn.Linear(8, 5)
-    def forward(self, x, labels):
-        return F.cross_entropy(self.lin(x), labels, ignore_index=-100)
-    def example_inputs(self):
-        return (torch.randn(4, 8), torch.full((4,), -100))
-
 
 def checked(model: torch.nn.Module) -> tuple[fxflow.Report, dict[str, int | None]]:
     """fxflow's report and the real Adam steps' truth; the check leaves the model as it found it."""
