@@ -99,7 +99,8 @@ def check(
     # The run and the tracing run forward's Python, which can change the model; the recording and the
     # passes allocate many small objects that all stay alive, which would set off full collections
     # of the user's whole heap: the collector waits until the report is made.
-    with guarded(model, example, lazy) as guard, gc_paused(), ModelGenerators.kept(model) as (generators, drawn_from):
+    with guarded(model, example, lazy) as guard, gc_paused(), \
+            ModelGenerators.kept(model, example or ()) as (generators, drawn_from):  # held or passed in
         # The real forward and backward go first: a forward that raises is the model's own error,
         # and the run-time capture is the recording of this very forward.
         result: ProbeResult | None = None
@@ -204,7 +205,7 @@ def _run_on(run: ModelRun, drawn_from: list[Any]) -> RunOn:
     (``drawn_from``: the states the generators the model holds started the run from)."""
     def run_on(model: torch.nn.Module, inputs: Sequence[Any]) -> dict[str, GradInfo] | None:
         random_state = RandomState.save()  # the redraws go on from the generators as the first run left them
-        ModelGenerators.of(model).restore(drawn_from)  # the copy's own, found in the same order
+        ModelGenerators.of(model, inputs).restore(drawn_from)  # the copy's own, found in the same order
         try:
             _, again = run.again(inputs, model=model)
         finally:
