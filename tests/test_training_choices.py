@@ -66,7 +66,8 @@ class ChoiceOf(nn.Module):
 
 PICKS = {"torch.randint": lambda n: int(torch.randint(0, n, ())),
          "random.choice": lambda n: random.choice(range(n)),
-         "random.randrange": lambda n: random.randrange(n)}
+         "random.randrange": lambda n: random.randrange(n),
+         "torch.multinomial": lambda n: int(torch.multinomial(torch.ones(n), 1))}
 
 
 def used_by_real_steps(model: nn.Module, x: torch.Tensor, steps: int) -> set[str]:
@@ -83,11 +84,11 @@ def used_by_real_steps(model: nn.Module, x: torch.Tensor, steps: int) -> set[str
 
 @pytest.mark.parametrize("pick", sorted(PICKS))
 @pytest.mark.parametrize("seed", [0, 1])
-def test_every_branch_of_a_one_of_twenty_choice_is_used_on_some_steps(pick, seed):
-    """20 branches: about 72 draws to see them all (the coupon collector), more than 64 reruns give."""
+def test_every_branch_of_a_one_of_thirty_choice_is_used_on_some_steps(pick, seed):
+    """30 branches: about 120 draws to see them all (the coupon collector), more than 64 reruns give."""
     torch.manual_seed(seed)
     random.seed(seed)
-    model, x = ChoiceOf(20, PICKS[pick]), torch.randn(4, 8)
+    model, x = ChoiceOf(30, PICKS[pick]), torch.randn(4, 8)
     assert used_by_real_steps(model, x, 400) == {name for name, _ in model.named_parameters()}
     report = fxflow.check(model, (x,), loss_fn=projection_loss, seed=seed)
     assert {p.dynamic for p in report.parameters} == {"ok", "intermittent"}, \
