@@ -16,7 +16,7 @@ from __future__ import annotations
 import dataclasses
 import random
 from collections.abc import Mapping
-from typing import Any, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy
 import torch
@@ -72,6 +72,30 @@ def plain_loss(outputs: Any, labels_given: bool = False, seed: int = 0) -> torch
         term = (tensor * weights).sum()
         terms.append(term.real if term.is_complex() else term)
     return sum(terms[1:], terms[0]) if terms else None
+
+
+def first_learning_steps(model: torch.nn.Module, backward: Callable[[], None], steps: int, lr: float,
+                         learned: Callable[[list[str]], Iterable[str]] | None = None) -> dict[str, int | None]:
+    """{trainable parameter: the first of ``steps`` real Adam steps (``lr``) whose ``backward()`` leaves it a
+    gradient that ``learned`` accepts (``learned(names)``: those of ``names`` that learned; by default the
+    ones with a non-zero ``.grad``), None: none of them}. Steps ``model`` itself: the caller copies it or
+    puts it back. The one loop behind the tests' Adam truth."""
+    trainable = {name: p for name, p in model.named_parameters() if p.requires_grad}
+    learned = learned or (lambda names: [name for name in names if trainable[name].grad is not None
+                                         and bool(trainable[name].grad.count_nonzero())])
+    first: dict[str, int | None] = dict.fromkeys(trainable)
+    if not trainable:
+        return first
+    optimizer = torch.optim.Adam(trainable.values(), lr=lr)
+    for step in range(1, steps + 1):
+        optimizer.zero_grad(set_to_none=True)
+        backward()
+        for name in learned([name for name, found in first.items() if found is None]):
+            first[name] = step
+        if all(found is not None for found in first.values()):
+            break
+        optimizer.step()
+    return first
 
 
 def _floating(value: Any) -> list[torch.Tensor]:

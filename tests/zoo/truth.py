@@ -30,7 +30,7 @@ from typing import Any, Callable
 import torch
 
 from fxflow.verdicts import DynamicVerdict, StaticVerdict
-from gradtruth import Untouched, has_labels, plain_loss
+from gradtruth import Untouched, first_learning_steps, has_labels, plain_loss
 
 STEPS = 3  # optimizer steps a parameter is given to start learning (a zero-initialized factor needs 2)
 HELD_STEPS = 5  # to check a `held`: fxflow's look-ahead names learning steps up to 4
@@ -175,20 +175,12 @@ def first_learning_step(model: torch.nn.Module, inputs: Any, steps: int = STEPS)
     last BatchNorm, LoRA's B factor) from one that never learns."""
     with Untouched(model):
         named = dict(model.named_parameters())
-        trainable = [p for p in named.values() if p.requires_grad]
-        optimizer = torch.optim.Adam(trainable, lr=1e-2) if trainable else None
-        first: dict[str, int | None] = dict.fromkeys(named, None)
-        for step in range(1, steps + 1):
-            _backward(model, inputs, seed=0)
-            rounded = _round_off(model, inputs, [name for name, p in named.items()
-                                                 if first[name] is None and _truth(p.grad) is Truth.NONZERO])
-            for name, parameter in named.items():
-                if first[name] is None and _truth(parameter.grad) is Truth.NONZERO and name not in rounded:
-                    first[name] = step
-            if optimizer is None or all(first[name] is not None for name, p in named.items() if p.requires_grad):
-                break
-            optimizer.step()
-        return first
+
+        def learned(names: list[str]) -> set[str]:
+            nonzero = [name for name in names if _truth(named[name].grad) is Truth.NONZERO]
+            return set(nonzero) - _round_off(model, inputs, nonzero)
+        first = first_learning_steps(model, lambda: _backward(model, inputs, seed=0), steps, lr=1e-2, learned=learned)
+        return {name: first.get(name) for name in named}
 
 
 def _truth(grad: torch.Tensor | None) -> Truth:
