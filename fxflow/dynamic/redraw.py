@@ -140,7 +140,8 @@ class RandomChoices(ForwardPart):
     def python(self, generators: list[Any]) -> Iterator[None]:
         """Note the choices Python's global generator and the ``random.Random`` objects among
         ``generators`` make while inside (their ``_randbelow``, read through the instance)."""
-        instances = [random._inst, *(g for g in generators if isinstance(g, random.Random))]  # type: ignore[attr-defined]
+        held = [generator for generator in generators if isinstance(generator, random.Random)]
+        instances = [random._inst, *held]  # type: ignore[attr-defined]
         wrapped = [instance for instance in dict.fromkeys(instances) if "_randbelow" not in vars(instance)]
         for instance in wrapped:
             instance._randbelow = self._noting(instance._randbelow)
