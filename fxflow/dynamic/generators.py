@@ -4,7 +4,8 @@ A ``torch.Generator``, a NumPy ``Generator`` or ``RandomState``, or a ``random.R
 module's attributes (or in a list, tuple or dict there), or passed to forward among its inputs
 (``model(x, generator=g)``), draws the model's layer drop, its branch choice, its noise. Reseeding
 torch, ``random`` and NumPy leaves them alone, so fxflow finds them here: to tell that the forward
-drew from them, to rerun the look-ahead from the same draws, to draw again with other seeds (:mod:`fxflow.dynamic.redraw`), and to put them back as found.
+drew from them, to rerun the look-ahead from the same draws, to draw again with other seeds
+(:mod:`fxflow.dynamic.redraw`), and to put them back as found.
 """
 from __future__ import annotations
 
