@@ -18,7 +18,7 @@ from typing import Any, NamedTuple
 
 import torch
 import torch.fx as fx
-from torch._subclasses.fake_tensor import is_fake
+from torch._subclasses.fake_tensor import is_fake, unset_fake_temporarily
 from torch.utils._pytree import tree_map
 
 from ..core.history import entry_key
@@ -62,7 +62,8 @@ class Snapshots:
 
     def of(self, value: Any) -> Any:
         """``value`` with every tensor in it replaced by its snapshot; raises :class:`Unsupported`."""
-        return tree_map(lambda leaf: self._snapshot(leaf) if isinstance(leaf, torch.Tensor) else leaf, value)
+        with unset_fake_temporarily():  # plain meta tensors, also when the run was a fake one (device="meta")
+            return tree_map(lambda leaf: self._snapshot(leaf) if isinstance(leaf, torch.Tensor) else leaf, value)
 
     def _snapshot(self, tensor: torch.Tensor) -> torch.Tensor:
         made = self._made.get(id(tensor))

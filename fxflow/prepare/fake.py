@@ -13,10 +13,11 @@ from dataclasses import dataclass, field
 from typing import Any, Iterator
 
 import torch
-from torch._subclasses.fake_tensor import (DataDependentOutputException, DynamicOutputShapeException, FakeTensorMode,
+from torch._subclasses.fake_tensor import (CONSTANT_NUMEL_LIMIT, DataDependentOutputException,
+                                           DynamicOutputShapeException, FakeTensor, FakeTensorMode,
                                            UnsupportedOperatorException)
 from torch.utils._mode_utils import no_dispatch
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_leaves, tree_map
 
 from ..core.source import current_user_source
 from ..core.state import call_with_weights, weights_of
@@ -39,9 +40,19 @@ class StandInFakeMode(FakeTensorMode):
 
     def dispatch(self, func: Any, types: Any, args: Any = (), kwargs: Any = None) -> Any:
         try:
-            return super().dispatch(func, types, args, kwargs)
+            result = super().dispatch(func, types, args, kwargs)
         except _NO_FAKE_ANSWER:
             return self._on_stand_ins(func, args, kwargs or {})
+        if (isinstance(result, FakeTensor) and result.constant is None and result.numel() <= CONSTANT_NUMEL_LIMIT
+                and result.device.type == "cpu" and result.layout == torch.strided
+                and not any(isinstance(x, torch.Tensor) for x in tree_leaves((args, kwargs)))):
+            # A scalar forward makes from nothing (``torch.rand([])`` for a layer drop) holds its real value, as in
+            # a real run: what is computed from it, and a branch on it, follow the real run's (the fake mode
+            # propagates constants), where a stand-in would decide it one way always.
+            with no_dispatch():
+                real = func(*args, **(kwargs or {}))
+            return self.fake_tensor_converter.from_real_tensor(self, real, make_constant=True)
+        return result
 
     def _on_stand_ins(self, func: Any, args: Any, kwargs: Any) -> Any:
         devices: list[torch.device] = []
@@ -55,7 +66,8 @@ class StandInFakeMode(FakeTensorMode):
 
         with no_dispatch():
             result = func(*tree_map(real, args), **tree_map(real, kwargs))
-        site = f"{getattr(func, '__name__', func)} @ {current_user_source() or 'an unknown line'}"
+        name = getattr(getattr(func, "overloadpacket", func), "__name__", str(func)).strip("_")
+        site = f"{name} @ {current_user_source() or 'an unknown line'}"
         if site not in self.stand_ins:
             self.stand_ins.append(site)
         device = devices[0] if devices else torch.device("cpu")
