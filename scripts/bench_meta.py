@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -59,26 +60,18 @@ with FakeTensorMode(allow_non_fake_inputs=True):
 '''
 
 
-def measured(command: list[str], env: dict[str, str]) -> tuple[float, float, str]:
-    """Wall seconds of the whole process, its peak RSS in MiB, and its stdout."""
+def measured(command: list[str], env: dict[str, str]) -> tuple[float, float, float, str]:
+    """Wall seconds of the whole process, its CPU seconds (user + system), its peak RSS in MiB, and its stdout."""
     started = time.perf_counter()
     child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True, cwd=ROOT)
     out, err = child.communicate()
     seconds = time.perf_counter() - started
-    # communicate() reaped it: the rusage of the waited-for children is the kernel's own account
-    peak = _peak_of_children()
+    # communicate() reaped it: the kernel's account of the waited-for children is this child's alone, as each
+    # run is measured from a fresh helper process (``--one``) whose only child it is
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
     if child.returncode not in (0, 1):  # 1: the check found a problem, still a complete run
         raise SystemExit(f"{' '.join(command[:4])} ... exited {child.returncode}:\n{err[-2000:]}")
-    return seconds, peak, out
-
-
-
-def _peak_of_children() -> float:
-    """The largest peak RSS (MiB) among the children reaped so far: ``ru_maxrss`` of RUSAGE_CHILDREN is the
-    maximum over them all, so each run is measured from a fresh helper process (``--one``), its only child."""
-    import resource
-
-    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024
+    return seconds, usage.ru_utime + usage.ru_stime, usage.ru_maxrss / 1024, out
 
 
 def one(kind: str, folder: str) -> dict[str, float | str]:
@@ -90,8 +83,8 @@ def one(kind: str, folder: str) -> dict[str, float | str]:
     else:
         command = [sys.executable, "-m", "fxflow", "check", os.path.join(folder, "model.py:build"), "--device", "meta",
                    "--json"]
-    seconds, peak, out = measured(command, env)
-    found: dict[str, float | str] = {"seconds": seconds, "MiB": peak}
+    seconds, cpu, peak, out = measured(command, env)
+    found: dict[str, float | str] = {"seconds": seconds, "cpu": cpu, "MiB": peak}
     if kind == "check":
         report = json.loads(out)
         found["capture"] = report["trace"]["method"]
@@ -121,18 +114,22 @@ def main() -> int:
                 print(helper.stderr[-3000:], file=sys.stderr)
                 return 1
             runs[kind].append(json.loads(helper.stdout.strip().splitlines()[-1]))
-    floor = statistics.median(r["seconds"] for r in runs["floor"])
-    check = statistics.median(r["seconds"] for r in runs["check"])
+    median = lambda kind, key: statistics.median(r[key] for r in runs[kind])  # noqa: E731
+    floor, check = median("floor", "seconds"), median("check", "seconds")
+    floor_cpu, check_cpu = median("floor", "cpu"), median("check", "cpu")
     floor_mib = max(r["MiB"] for r in runs["floor"])
     check_mib = max(r["MiB"] for r in runs["check"])
-    print(f"| LLaMA config, {options.layers} layers | floor s | fxflow check --device meta s | ratio | "
-          "peak MiB floor | peak MiB check | capture |")
-    print("|---|---:|---:|---:|---:|---:|---|")
+    print(f"| LLaMA config, {options.layers} layers, medians of {options.runs} | floor | fxflow check --device meta | "
+          "ratio |")
+    print("|---|---:|---:|---:|")
+    print(f"| wall s | {floor:.2f} | {check:.2f} | {check / floor:.2f}x |")
+    print(f"| CPU s (user + system) | {floor_cpu:.2f} | {check_cpu:.2f} | {check_cpu / floor_cpu:.2f}x |")
+    print(f"| peak RSS MiB (largest) | {floor_mib:.0f} | {check_mib:.0f} | {check_mib / floor_mib:.2f}x |")
     captures = sorted({str(r["capture"]) for r in runs["check"]})
-    print(f"| medians of {options.runs} | {floor:.2f} | {check:.2f} | {check / floor:.2f}x | {floor_mib:.0f} | "
-          f"{check_mib:.0f} | {', '.join(captures)} |")
-    print("all runs, seconds: floor " + ", ".join(f"{r['seconds']:.2f}" for r in runs["floor"])
-          + "; check " + ", ".join(f"{r['seconds']:.2f}" for r in runs["check"]))
+    print(f"the check's capture: {', '.join(captures)}; status: {', '.join(sorted({str(r['status']) for r in runs['check']}))}")
+    for key in ("seconds", "cpu"):
+        print(f"all runs, {key}: floor " + ", ".join(f"{r[key]:.2f}" for r in runs["floor"])
+              + "; check " + ", ".join(f"{r[key]:.2f}" for r in runs["check"]))
     print(f"load average (1, 5, 15 min) at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
     if captures != ["runtime"]:
         failed = {str(r["runtime failed"]) for r in runs["check"]}
