@@ -27,6 +27,8 @@ from ..core.state import call_with_weights, weights_of
 _NO_FAKE_ANSWER = (DataDependentOutputException, DynamicOutputShapeException, UnsupportedOperatorException,
                    NotImplementedError)
 
+_STAND_IN_LIMIT = 1 << 24  # elements in an op's tensor arguments, at most, for it to run on stand-ins (64 MiB of floats)
+
 
 class StandInFakeMode(FakeTensorMode):
     """A fake mode that also accepts real tensors a module keeps as plain attributes, and runs an op
@@ -42,6 +44,9 @@ class StandInFakeMode(FakeTensorMode):
         try:
             result = super().dispatch(func, types, args, kwargs)
         except _NO_FAKE_ANSWER:
+            tensors = [x for x in tree_leaves((args, kwargs)) if isinstance(x, torch.Tensor)]
+            if sum(t.numel() for t in tensors) > _STAND_IN_LIMIT:  # stand-ins are real memory: not for a 7B weight
+                raise
             return self._on_stand_ins(func, args, kwargs or {})
         if (isinstance(result, FakeTensor) and result.constant is None and result.numel() <= CONSTANT_NUMEL_LIMIT
                 and result.device.type == "cpu" and result.layout == torch.strided
