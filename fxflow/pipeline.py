@@ -22,7 +22,7 @@ from .capture import Capture, capture
 from .errors import FxflowError
 from .prepare import prepare
 from .dynamic.loss import labels_in
-from .dynamic.probe import ModelRun, ProbeResult, on_meta, run_model
+from .dynamic.probe import ModelRun, ProbeResult, run_model
 from .reconcile.assemble import assemble_report
 from .diagnose import diagnose
 from .dynamic.lookahead import LookAhead, look_ahead
@@ -110,8 +110,7 @@ def check(
         record = capture_methods is None or "runtime" in capture_methods
         if backward and example is not None:
             step("running forward and backward", phase="backward")
-            mode = ("meta" if on_meta(runner, example) else "fake") if fake else "real"
-            run = run_model(runner, example, mode=mode, loss_fn=loss_fn, seed=seed, labels_given=labels_in(inputs),
+            run = run_model(runner, example, mode="fake" if fake else "real", loss_fn=loss_fn, seed=seed, labels_given=labels_in(inputs),
                             record=record, trace=True)
             result, failure, recorded = run.result, run.failure, run.recorded
             guard.inputs_as_found()  # a forward that wrote its input: every later stage sees it as given

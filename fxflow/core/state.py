@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
 
 import torch
+from torch._subclasses.fake_tensor import FakeTensor
 
 if TYPE_CHECKING:  # pragma: no cover
     from .lazy import LazyModules
@@ -349,7 +350,7 @@ def _changed(tensor: torch.Tensor, version: int, copy: torch.Tensor) -> bool:
     """
     if tensor._version != version or tensor.shape != copy.shape or tensor.dtype != copy.dtype:
         return True
-    if not tensor.numel():
+    if not tensor.numel() or isinstance(tensor, FakeTensor):  # a fake (the meta run's) has no values to compare
         return False
     return not torch.equal(_bits(tensor.detach()), _bits(copy))
 
