@@ -144,8 +144,10 @@ class Report:
     # -- queries ----------------------------------------------------------------------------
     @property
     def verified(self) -> bool:
-        """A real backward ran: the dynamic verdicts say what training's first step would do."""
-        return self.backward
+        """A real backward ran and reached something trainable: the dynamic verdicts say what training's
+        first step would do. False where no parameter requires grad (none at all, or all frozen): no
+        backward of the parameters could run, so nothing was verified."""
+        return self.backward and any(p.static != FROZEN for p in self.parameters)
 
     @property
     def everything_frozen(self) -> bool:
@@ -173,7 +175,8 @@ class Report:
 
     @property
     def status(self) -> ReportStatus:
-        """``ok``, ``problem`` (something will not learn), ``static only`` (``--no-backward`` was asked
+        """``ok``, ``problem`` (something will not learn, or every parameter is frozen), ``nothing to train``
+        (the model has no parameter: nothing to verify), ``static only`` (``--no-backward`` was asked
         for and the graph found nothing wrong) or ``not verified`` (no backward ran, none was
         declined, and the graph alone found nothing wrong); ``structure verified`` where ``ok`` comes
         from a backward with no values (the meta device): it sees which parameters a gradient reaches,
@@ -181,6 +184,10 @@ class Report:
         if self.ok:
             measured = not any(p.dynamic == PRESENT for p in self.parameters)
             return ReportStatus.OK if measured else ReportStatus.STRUCTURE_VERIFIED
+        if not self.parameters and not self.backward_raises:
+            return ReportStatus.NOTHING_TO_TRAIN
+        if self.everything_frozen:
+            return ReportStatus.PROBLEM
         if self.static_only and self._clean():
             return ReportStatus.STATIC_ONLY
         if not (self.verified or self.static_only) and not self.problems and not self.backward_raises:
@@ -191,8 +198,8 @@ class Report:
 
     @property
     def exit_code(self) -> int:
-        """The CLI's exit code for this report: 0 ok (and, as documented, a clean static-only check),
-        1 a problem, 2 not verified."""
+        """The CLI's exit code for this report: 0 ok (and, as documented, a clean static-only check and a
+        model with nothing to train), 1 a problem, 2 not verified."""
         return _EXIT_CODES[self.status]
 
     @property
@@ -327,7 +334,8 @@ def presenter(view: str) -> Callable[..., Any]:
     return _PRESENTERS[view]
 
 
-_EXIT_CODES = {ReportStatus.OK: 0, ReportStatus.STATIC_ONLY: 0, ReportStatus.STRUCTURE_VERIFIED: 0, ReportStatus.PROBLEM: 1, ReportStatus.NOT_VERIFIED: 2}
+_EXIT_CODES = {ReportStatus.OK: 0, ReportStatus.STATIC_ONLY: 0, ReportStatus.STRUCTURE_VERIFIED: 0,
+               ReportStatus.NOTHING_TO_TRAIN: 0, ReportStatus.PROBLEM: 1, ReportStatus.NOT_VERIFIED: 2}
 
 
 def _parameter_dict(parameter: ParameterReport) -> dict[str, Any]:
@@ -347,7 +355,7 @@ def _finding_of(diagnosis: str | None, reasons: list[str], row: ParameterReport)
     words = row.diagnosis or ""
     if diagnosis == words:
         return None, reasons
-    if diagnosis.endswith(". " + words):
+    if diagnosis.endswith(". " + words[:1].upper() + words[1:]):  # the words open a sentence of their own
         return diagnosis[:-len(words) - 2], reasons
     return diagnosis, []
 

@@ -133,6 +133,8 @@ class ReportStatus(StrEnum):
     # a backward with no values (--device meta) reached every trainable parameter: the structure is
     # sound; exact zeros, NaN and vanishing gradients could not be seen
     STRUCTURE_VERIFIED = "structure verified"
+    # the model has no parameter at all: there is no gradient to verify, and nothing that would not learn
+    NOTHING_TO_TRAIN = "nothing to train"
 
 
 # A parameter's state in the diagram follows from its static verdict.

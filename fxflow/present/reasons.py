@@ -12,6 +12,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from ..verdicts import UnregisteredReason, ZeroReason
+from .words import sentences
 
 if TYPE_CHECKING:  # pragma: no cover - the report imports the presenters to present itself
     from ..report import ParameterReport
@@ -21,9 +22,10 @@ ROUNDED = ("zero up to rounding: its gradient is round-off, tiny next to the lar
 
 
 def diagnosis(parameter: "ParameterReport") -> str | None:
-    """The row's words: its finding, then what its reason codes say."""
+    """The row's words: its finding, then what its reason codes say, each sentence opening with a capital
+    (the first is left as it is: the text report puts it after the row's name)."""
     words = reason_words(parameter)
-    return ". ".join(part for part in (parameter.finding, words) if part) or None
+    return sentences(". ".join(part for part in (parameter.finding, words) if part)) or None
 
 
 def reason_words(parameter: "ParameterReport") -> str | None:
@@ -51,10 +53,11 @@ def _words(code: str, parameter: "ParameterReport") -> str | None:
     if code in (ZeroReason.STAYS_ZERO, ZeroReason.NO_STEP_MOVES, ZeroReason.DEAD_UNIT):
         return _stays_zero(holders, later, dead=code == ZeroReason.DEAD_UNIT)
     if code == UnregisteredReason.IN_CONTAINER:
-        return ("its module is kept in a plain Python list or dict, which nn.Module does not register: use "
-                "nn.ModuleList / nn.ModuleDict so the optimizer gets its parameters")
+        return ("its module is kept in a plain Python list or dict, which nn.Module does not register, so "
+                "model.parameters() does not list it")
     if code == UnregisteredReason.PLAIN_TENSOR:
-        return "a plain tensor attribute: wrap it in nn.Parameter (or register_buffer if it should not learn)"
+        return ("a plain tensor attribute made with requires_grad=True, which nn.Module does not register, so "
+                "model.parameters() does not list it")
     return None  # a code of a newer fxflow: its finding still says what was seen
 
 

@@ -226,16 +226,11 @@ _CAPTURE_FAILED = re.compile(r"^(symbolic_trace|runtime|torch\.export) failed: "
 
 def shown_notes(report: Report, debug: bool = False) -> list[str]:
     """The notes a reader is shown: why an earlier capture failed matters only when none worked
-    (``--debug`` and the JSON keep it whenever one failed); with no parameter, what "verified" covers."""
+    (``--debug`` and the JSON keep it whenever one failed)."""
     notes = report.trace.notes + report.notes
-    if not report.parameters and report.verified:
-        notes = notes + [NOTHING_VERIFIED]
     if debug or report.trace.method == "none":
         return notes
     return [note for note in notes if not _CAPTURE_FAILED.match(note)]
-
-
-NOTHING_VERIFIED = "no parameter, so no gradient to check: here `verified` means only that the forward ran"
 
 
 def render_text(report: Report, width: int | None = None, all_rows: bool = False, api: bool = False,
