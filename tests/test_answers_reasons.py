@@ -193,3 +193,20 @@ def test_a_batch_whose_labels_are_all_ignored_gets_a_fix_about_its_labels() -> N
                                     f"{os.path.relpath(path)}:{line}")
     assert paragraphs[3] == fix
     assert "grid_sample" not in text and "softmax" not in text and "clamp its input" not in text
+
+
+class NeedsThree(nn.Module):
+    """forward takes three inputs and none was given: no backward can run."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.w = nn.Parameter(torch.randn(3))
+
+    def forward(self, q: torch.Tensor, k: torch.Tensor, lengths: torch.Tensor) -> torch.Tensor:
+        return (q * self.w).sum()
+
+
+def test_the_pytest_message_of_a_check_with_no_backward_says_nothing_was_verified() -> None:
+    assert failure_message(fxflow.check(NeedsThree())) == (
+        "fxflow could not verify that gradients reach every parameter of NeedsThree\n"
+        "not verified: no backward ran for forward(q, k, lengths) (pass inputs: fxflow.check(model, inputs))")
