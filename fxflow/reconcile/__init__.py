@@ -51,6 +51,7 @@ def parameter_reports(model: torch.nn.Module, static: "StaticAnalysis | None", r
     reports = []
     for name, parameter in model.named_parameters():
         verdict = static.verdicts[name] if static is not None else None
+        where = _localized(result, name, verdict)
         if verdict is not None:
             static_verdict = verdict.static
         else:
@@ -62,9 +63,9 @@ def parameter_reports(model: torch.nn.Module, static: "StaticAnalysis | None", r
             dynamic=dynamic.get(name),
             grad_norm=result.grads[name].norm if result is not None and name in result.grads else None,
             cut_by=list(verdict.cut_by) if verdict else [],
-            finding=(verdict.detail if verdict else None) or _localized(result, name, verdict),
+            finding=(verdict.detail if verdict else None) or (where.reason if where else None),
             allowed=matches(name, allow),
-            where=result.explanations.get(name) if result is not None else None,
+            where=where,
         )
         opaque = None
         if static is not None and report.static == Static.REACHABLE and report.dynamic == Dynamic.MISSING:
@@ -110,13 +111,13 @@ def _kept(path: str) -> UnregisteredReason:
     return UnregisteredReason.IN_CONTAINER if "[" in path else UnregisteredReason.PLAIN_TENSOR
 
 
-def _localized(result: "ProbeResult | None", name: str, verdict: object) -> str | None:
+def _localized(result: "ProbeResult | None", name: str, verdict: object) -> CutSite | None:
     """Where the real backward's zero or vanishing gradient of ``name`` died or shrank (fxflow.diagnose.localize),
     unless a static cut site already names that line."""
     site = result.explanations.get(name) if result is not None else None
     if site is None or (verdict is not None and any(s.source == site.source for s in verdict.cut_by)):
         return None
-    return site.reason
+    return site
 
 
 def judge(parameter: ParameterReport, opaque_path: str | None = None) -> None:
