@@ -158,6 +158,10 @@ def test_every_parameter_frozen_verifies_nothing_either() -> None:
     model = nn.Linear(8, 8).requires_grad_(False)
     data = _checked(model).to_dict()
     assert (data["verified"], data["status"]) == (False, "problem")
+    # with no inputs as with inputs: the status agrees with the summary (it said "problem", and exited 2)
+    report = fxflow.check(NeedsThree().requires_grad_(False))
+    assert (report.status, report.exit_code) == ("problem", 1)
+    assert report.summary() == "problem: nothing will learn: every parameter is frozen (loss.backward() would raise)"
 
 
 class AllIgnored(nn.Module):
