@@ -75,7 +75,7 @@ class ZeroByConstruction:
         if not candidates or not flow.evaluated or not self._checkable(call):
             return
         try:
-            with torch.enable_grad(), self.state.device, random_state_kept(self.state.device):
+            with torch.enable_grad(), self.state.device, random_state_kept():
                 kinds = read_on_draws(lambda draw: self._read(call, draw))
         except Exception:  # the op needs values stand-ins do not have: its edges stay as decided
             return
