@@ -6,12 +6,10 @@ import contextlib
 import random
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable
 
 import torch
 
-if TYPE_CHECKING:  # pragma: no cover
-    from .lazy import LazyModules
 
 def saved_attributes(modules: Iterable[torch.nn.Module]) -> list:
     """What :func:`put_back_attributes` needs to give ``modules`` their attributes back."""
