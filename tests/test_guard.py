@@ -126,3 +126,20 @@ def test_a_second_thread_sees_no_change_while_a_check_runs():
     assert all(seen["enabled"]) and all(seen["filters"]), (seen["enabled"].count(False), seen["filters"].count(False))
     assert seen["draws"] == expected
     assert seen["collected"] > 0  # the thread's garbage was collected automatically while the checks ran
+
+
+def test_copy_on_write_sees_a_write_through_a_view_an_out_argument_and_a_tensor_list():
+    """The schema's written arguments, whatever form they take (limit 0: nothing copied up front)."""
+    from fxflow.core.copy_on_write import copy_on_write
+    from fxflow.core.state import TensorValues
+
+    a, b, c, untouched = torch.zeros(4), torch.zeros(4), torch.zeros(4), torch.zeros(4)
+    values = TensorValues.save([a, b, c, untouched], "a tensor", limit=0)
+    assert all(copy is None for _, _, copy in values.tensors)
+    with copy_on_write(values.tensors):
+        a[1:3].add_(1)  # through a view of it
+        torch.add(b, 1, out=b)  # an out= argument
+        torch._foreach_add_([c], 1)  # one of a list of written tensors (an optimizer's foreach step)
+        untouched + 1  # read only: no copy
+    assert [copy is not None for _, _, copy in values.tensors] == [True, True, True, False]
+    assert values.restore() == [] and all(float(t.abs().sum()) == 0 for t in (a, b, c, untouched))
