@@ -32,7 +32,7 @@ from .prepare.inputs import infer_inputs
 from .core.lazy import LazyModules, materialize_lazy
 from .core.guard import ATTRIBUTES_ONLY, guard as guarded, save
 from .dynamic.optimizer import will_update
-from .dynamic.redraw import DRAWS, redraw
+from .dynamic.redraw import DRAWS, RandomChoices, redraw
 from .dynamic.generators import ModelGenerators
 from .core.observer import ForwardPart
 from .core.random_ops import RandomDraws
@@ -96,7 +96,7 @@ def check(
 
     # The run and the tracing run forward's Python, which can change the model: all of it is put back.
     with guarded(model, example, lazy=lazy, fresh_grads=True) as guard, \
-            ModelGenerators.kept(model) as (generators, drawn_from):
+            ModelGenerators.kept(model, example or ()) as (generators, drawn_from):  # held or passed in
         # The real forward and backward go first: a forward that raises is the model's own error,
         # and the run-time capture is the recording of this very forward.
         result: ProbeResult | None = None
@@ -200,7 +200,7 @@ def _run_on(run: ModelRun, drawn_from: list[Any]) -> RunOn:
     (``drawn_from``: the states the generators the model holds started the run from)."""
     def run_on(model: torch.nn.Module, inputs: Sequence[Any]) -> dict[str, GradInfo] | None:
         with guarded():  # the global generators: the redraws go on from them as the first run left them
-            ModelGenerators.of(model).restore(drawn_from)  # the copy's own, found in the same order
+            ModelGenerators.of(model, inputs).restore(drawn_from)  # the copy's own, found in the same order
             _, again = run.again(inputs, model=model)
         return again.grads if again is not None else None
     return run_on
@@ -214,9 +214,9 @@ def redraw_of(run: ModelRun, example: tuple[Any, ...], dry: list[str], seed: int
               rounded: Collection[str] = (),
               as_found: Callable[[], None] | None = None) -> tuple[dict[str, int], list[str]]:
     """:func:`fxflow.dynamic.redraw.redraw` on the model of ``run``: ``dry`` parameters that other draws
-    of its random numbers reach (the global generators' and ``generators``, those the model holds), and
-    ``op @ file:line`` of the calls that drew; the model's buffers, grads and random state are put back
-    afterwards (the generators it holds by the caller). ``rounded``: parameters whose gradient was
+    of its random numbers reach (the global generators' and ``generators``, those the model holds or is
+    given), and ``op @ file:line`` of the calls that drew; the model's buffers, grads and random state are
+    put back afterwards (the generators it holds by the caller). ``rounded``: parameters whose gradient was
     round-off; another draw reaches one only with a gradient above round-off's size. ``as_found`` puts
     the inputs back after each rerun."""
     snapshot = save(run.model, weights=False, attributes=False)  # nothing moves the weights here
@@ -226,22 +226,27 @@ def redraw_of(run: ModelRun, example: tuple[Any, ...], dry: list[str], seed: int
         if generators:
             generators.seed(next(draws_made))
     try:
-        draws = RandomDraws()  # where the forward draws: the report names those lines
-        again = _alive_after(run, example, same_draws=False, watchers=[draws], before=reseed, as_found=as_found)
+        draws, choices = RandomDraws(), RandomChoices()  # where the forward draws, and what each choice picked
+        again = _alive_after(run, example, same_draws=False, watchers=[draws, choices], before=reseed,
+                             as_found=as_found)
 
         def rerun() -> Relative | None:  # round-off again is no gradient (fxflow.dynamic.rounding)
-            relative = again()
+            with choices.python(generators.generators if generators else []):
+                relative = again()
             return relative if relative is None else {
                 name: 0.0 if name in rounded and size < SUSPECT else size for name, size in relative.items()}
         found: dict[str, int] = {}
-        # Rounds of DRAWS draws, for as long as three times the draws it took to reach the last parameter
-        # reached: a 1-of-8 choice per batch shows its last branch after about 20 draws (then missed 2 times
-        # in 100), a dead parameter beside a dropout costs one round, as a model whose draws reach all early.
+        # Rounds of DRAWS draws: while a recorded choice (one of n branches) has a branch no draw picked,
+        # within the draws that show all n (fxflow.dynamic.redraw.RandomChoices); then, for what is not a
+        # choice (dropout, a draw compared with a threshold), for as long as three times the draws it took
+        # to reach the last parameter reached: a dead parameter beside a dropout costs one round.
         drawn = 0
-        while len(found) < len(dry) and drawn < REDRAW_LIMIT:
+        while len(found) < len(dry):
             found.update(redraw([name for name in dry if name not in found], rerun, seed + drawn))
             drawn += DRAWS
-            if drawn >= max(DRAWS, 3 * (max(found.values(), default=seed) - seed)):
+            if choices.open(drawn):
+                continue
+            if drawn >= REDRAW_LIMIT or drawn >= max(DRAWS, 3 * (max(found.values(), default=seed) - seed)):
                 break
         return found, draws.found
     finally:

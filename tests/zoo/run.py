@@ -21,8 +21,8 @@ from fxflow.errors import FxflowError
 from . import untouched
 from . import hf, hf_auto_media, hf_auto_text, hf_media, libraries, torch_nn  # noqa: F401 (importing them registers their specimens)
 from .registry import DEFAULT_CHAIN, PATHS, SPECIMENS, Path, Specimen
-from .truth import (HELD_STEPS, Disagreement, Truth, disagreements, first_learning_step, real_gradients,
-                    seed_dependent, seed_everything)
+from .truth import (HELD_STEPS, Disagreement, Truth, disagreements, first_learning_step, reached_on_other_draws,
+                    real_gradients, seed_dependent, seed_everything)
 
 
 @dataclass
@@ -89,7 +89,8 @@ def check_path(model: torch.nn.Module, inputs: Any, truth: dict[str, Truth], pat
         return PathResult(path.name, False, seconds=seconds, why_unavailable=_failure(report.trace.notes, path.capture))
     assert path.capture in (None, report.trace.method), (report.trace.method, path.capture)
     steps = functools.cache(lambda: first_learning_step(model, inputs, steps=HELD_STEPS))  # only if some is held
-    return PathResult(path.name, True, disagreements(report, truth, steps), seconds=seconds,
+    draws = functools.cache(lambda names: reached_on_other_draws(model, inputs, names))  # only if intermittent
+    return PathResult(path.name, True, disagreements(report, truth, steps, draws), seconds=seconds,
                       method=report.trace.method, exit_code=report.exit_code,
                       problems=tuple(p.name for p in report.problems), why_exit=_why(report.problems))
 
