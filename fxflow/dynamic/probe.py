@@ -29,7 +29,7 @@ from .no_derivative import StopAtMissingDerivatives, stop_at_missing_derivatives
 from ..core.user_hooks import post_accumulate_hooks_paused
 from ..core.observer import ForwardPart
 from ..core.records import NonfiniteSite
-from ..core.state import RandomState
+from ..core.guard import ATTRIBUTES_ONLY, guard, save
 from .loss import LOSS_PROJECTION, TrainingLoss, floating_outputs, training_loss
 from .unregistered import unregistered_tensors
 from ..verdicts import CutSite
@@ -84,9 +84,9 @@ def gradient_result(grads: dict[str, GradInfo], unregistered: "dict[str, tuple[t
                        **fields)
 
 
-def reached_unregistered(stash: "GradStash", group: Any = None) -> "dict[str, tuple[tuple[int, ...], GradInfo]]":
-    """The stashed tensors outside ``model.parameters()`` that the backward gave a ``.grad``."""
-    reached = {path: tensor for path, tensor in stash.tensors.items() if tensor.grad is not None}
+def reached_unregistered(tensors: dict[str, torch.Tensor], group: Any = None) -> "dict[str, tuple[tuple[int, ...], GradInfo]]":
+    """The tensors outside ``model.parameters()`` (by path) that the backward gave a ``.grad``."""
+    reached = {path: tensor for path, tensor in tensors.items() if tensor.grad is not None}
     infos, _ = read_gradients({path: tensor.grad for path, tensor in reached.items()}, group)
     return {path: (tuple(tensor.shape), infos[path]) for path, tensor in reached.items()}
 
@@ -102,7 +102,7 @@ def run_model(model: torch.nn.Module, inputs: Sequence[Any], *, mode: Mode = "re
     parameters a gradient reaches, not how large it is. With
     ``record=True`` the forward is also recorded as an fx graph (:attr:`ModelRun.recorded`); with ``trace=True``
     a real run also keeps what localization reads (:attr:`ModelRun.trace`).
-    Call it inside :func:`fxflow.core.state.untouched`: the run leaves its gradients in ``.grad``.
+    Call it inside :func:`fxflow.core.guard.guard`: the run leaves its gradients in ``.grad``.
     """
     run = ModelRun(model, mode=mode, loss_fn=loss_fn, seed=seed, labels_given=labels_given, record=record,
                    trace=trace)
@@ -144,11 +144,12 @@ class ModelRun:
     def forward(self, call: Callable[[], Any]) -> Any:
         """Run ``call`` (the model's forward) with the per-module gradient hooks in place."""
         self._call = call  # replayed only to find where a non-finite value was born
-        self._random_state = RandomState.save()
+        self._random_state = save()  # the global generators the forward starts from
         # the fake run's tensors have no values to take a norm of
         self._recorder = ModuleGradRecorder(self.model) if self.mode == "real" else None
         self._stops = StopAtMissingDerivatives()
-        self._unregistered = GradStash(unregistered_tensors(self.model) if self.mode == "real" else {})
+        self._unregistered = unregistered_tensors(self.model) if self.mode == "real" else {}
+        self._unregistered_grads = save(grads_of=list(self._unregistered.values()), fresh_grads=True, rng=False)
         self.trace = BackwardTrace(self.model) if self._tracing else None
         try:
             with torch.enable_grad(), contextlib.ExitStack() as watching:
@@ -158,7 +159,7 @@ class ModelRun:
                     watching.enter_context(self.trace.forward())
                 outputs = _forward(call, self._stops)
             if self.mode == "real":  # only a real run is drawn again (and fake mode cannot compare states)
-                self.drew_random_numbers = drew_random_numbers(self._random_state, RandomState.save())
+                self.drew_random_numbers = drew_random_numbers(self._random_state, save())
             return outputs
         except BaseException:
             self._release()
@@ -167,7 +168,7 @@ class ModelRun:
     def _release(self) -> None:
         if self._recorder is not None:
             self._recorder.remove()
-        self._unregistered.restore()
+        self._unregistered_grads.restore()
 
     def backward(self, outputs: Any) -> ProbeResult | None:
         """Differentiate the loss of ``outputs`` and read every parameter's gradient; None when the
@@ -201,12 +202,9 @@ class ModelRun:
     def replay(self) -> Any:
         """The forward again, as the real run made it: the same dropout draws, the same stops at ops
         with no derivative; the random state is put back afterwards (for :mod:`fxflow.diagnose.nonfinite`)."""
-        after = RandomState.save()
-        self._random_state.restore()
-        try:
+        with guard():
+            self._random_state.restore()
             return self._replay()
-        finally:
-            after.restore()
 
     def again(self, inputs: Sequence[Any], same_draws: bool = True,
               watchers: Sequence[ForwardPart] = (), model: torch.nn.Module | None = None,
@@ -248,19 +246,15 @@ class ModelRun:
         real run is): nothing is allocated or computed, and the model's own tensors are back afterwards."""
         self._fake_mode = new_fake_mode()
         self._weights = fake_weights(self.model, self._fake_mode)
-        random_state = RandomState.save()
-        try:
-            with self._fake_mode, self._weights.in_place():
-                arguments = fake_inputs(self._fake_mode, inputs)
-                if self.record and not kwargs:
-                    result = self._run_recorded(arguments)
-                    if self.recorded is not None and self.recorded.values is not None:  # read back by the real names
-                        values = dataclasses.replace(self.recorded.values, stood_for=self._weights.twins)
-                        self.recorded = dataclasses.replace(self.recorded, values=values)
-                    return result
-                return self.backward(self.forward(lambda: self.model(*arguments, **(kwargs or {}))))
-        finally:
-            random_state.restore()
+        with guard(), self._fake_mode, self._weights.in_place():
+            arguments = fake_inputs(self._fake_mode, inputs)
+            if self.record and not kwargs:
+                result = self._run_recorded(arguments)
+                if self.recorded is not None and self.recorded.values is not None:  # read back by the real names
+                    values = dataclasses.replace(self.recorded.values, stood_for=self._weights.twins)
+                    self.recorded = dataclasses.replace(self.recorded, values=values)
+                return result
+            return self.backward(self.forward(lambda: self.model(*arguments, **(kwargs or {}))))
 
     def _stand_in_notes(self) -> list[str]:
         """Where the fake run read a value fake tensors do not have, and ran the op on stand-ins."""
@@ -274,7 +268,7 @@ class ModelRun:
         """The forward inside a recording of it; a recording that fails costs a second, plain forward,
         never the check (the failure is kept for the capture's notes)."""
         forward = RecordedForward(self.model, inputs)
-        random_state = RandomState.save()
+        random_state = save()  # the global generators
         with forward:
             try:
                 outputs = forward.run(self.forward, lambda: self._stops.rebased)
@@ -309,9 +303,7 @@ class RecordedForward:
         return self.inner(*self.inputs)
 
     def __enter__(self) -> "RecordedForward":
-        from ..core.state import preserved_module_attributes
-
-        self._stack.enter_context(preserved_module_attributes(self.inner))
+        self._stack.enter_context(guard(self.inner, **ATTRIBUTES_ONLY))
         self.writes = ForwardWrites(self.inner)
         return self
 
@@ -382,16 +374,3 @@ def _finite_loss(loss: TrainingLoss) -> bool:
     return not isinstance(tensor, torch.Tensor) or tensor.is_meta or is_fake(tensor) or bool(
         torch.isfinite(tensor.detach()).all())
 
-
-class GradStash:
-    """Tensors whose ``.grad`` the probe's backward may fill: cleared for it, then put back."""
-
-    def __init__(self, tensors: dict[str, torch.Tensor]) -> None:
-        self.tensors = tensors
-        self.grads = {path: tensor.grad for path, tensor in tensors.items()}
-        for tensor in tensors.values():
-            tensor.grad = None
-
-    def restore(self) -> None:
-        for path, tensor in self.tensors.items():
-            tensor.grad = self.grads[path]

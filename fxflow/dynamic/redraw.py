@@ -28,18 +28,19 @@ from typing import Any, Callable, Iterator
 
 import torch
 
+from ..core.guard import Saved, guard
 from ..core.observer import ForwardPart
 from ..core.random_ops import draws_random_numbers
 from ..core.source import current_user_source
-from ..core.state import RandomState
 
 DRAWS = 4  # other draws at most: a block dropped half the time is missed 1 time in 16, one dropped 1 in 10 never
 
 Rerun = Callable[[], "dict[str, bool] | None"]  # forward + backward again: which parameters got a non-zero gradient
 
 
-def drew_random_numbers(before: RandomState, after: RandomState) -> bool:
+def drew_random_numbers(saved_before: Saved, saved_after: Saved) -> bool:
     """Whether anything between two saves of the generators advanced one of them."""
+    before, after = saved_before.random, saved_after.random
     if not torch.equal(before.torch_cpu, after.torch_cpu) or before.python != after.python:
         return True
     if before.torch_cuda is not None and after.torch_cuda is not None:
@@ -59,8 +60,7 @@ def redraw(dry: list[str], rerun: Rerun, seed: int, draws: int = DRAWS) -> dict[
     """``{name: seed}`` for each of ``dry`` that got a non-zero gradient when the generators were seeded
     with ``seed`` (one of ``seed + 1 .. seed + draws``). The generators are put back afterwards."""
     found: dict[str, int] = {}
-    saved = RandomState.save()
-    try:
+    with guard():  # the global generators
         for offset in range(1, draws + 1):
             _seed_everything(seed + offset)
             alive = rerun()
@@ -71,8 +71,6 @@ def redraw(dry: list[str], rerun: Rerun, seed: int, draws: int = DRAWS) -> dict[
                     found[name] = seed + offset
             if len(found) == len(dry):
                 break
-    finally:
-        saved.restore()
     return found
 
 

@@ -82,7 +82,7 @@ class ZeroByConstruction:
             return
         derived = self._derived(call)
         try:
-            with torch.enable_grad(), self.state.device, random_state_kept(self.state.device):
+            with torch.enable_grad(), self.state.device, random_state_kept():
                 kinds = read_on_draws(lambda draw: self._read(call, draw))
         except Exception:  # the op needs values stand-ins do not have: its edges stay as decided
             return
