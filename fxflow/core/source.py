@@ -1,12 +1,14 @@
 """Find the user's own line behind a graph node: the innermost frame outside torch and fxflow."""
 from __future__ import annotations
 
+import ast
 import functools
 import inspect
 import linecache
 import os
 import re
 import sys
+import textwrap
 from types import FrameType
 from typing import Iterable
 
@@ -87,6 +89,62 @@ def user_frames(stack_trace: str | None) -> tuple[str, ...]:
     return chain if len(chain) > 1 else ()
 
 
+@functools.lru_cache(maxsize=4096)
+def package_way(stack_trace: str | None, name: str) -> tuple[str, str] | None:
+    """For a node made inside an installed package (a ``node.meta["stack_trace"]`` whose innermost
+    frame outside torch and fxflow is a package's): (the user's line that leads there, how it does:
+    ``"called at"`` or ``"set up by `method` at"``). The user's line is the innermost frame of the user's own
+    files in the model's forward (their call of the package's module); where forward has none (the
+    checked model is the package's own), the last call before fxflow was called, in the user's
+    files on the stack, of a method named after the op ``name`` (``gradient_checkpointing_enable``
+    for a ``checkpoint``). None when the node's line is the user's already, or no such line exists."""
+    if not stack_trace:
+        return None
+    frames = [(m["file"], int(m["line"])) for m in _FRAME.finditer(stack_trace)]  # outermost first
+    inner = next((f for f, _ in reversed(frames) if not is_library_file(f)), None)
+    if inner is None or not _installed(inner):
+        return None
+    first = next((i for i, (f, _) in enumerate(frames) if _is_fxflow(f)), len(frames))
+    end = first
+    while end < len(frames) and _is_fxflow(frames[end][0]):
+        end += 1
+    inside = frames[end:] if end < len(frames) else frames[:first]  # check's forward, or watch's user loop
+    outside = frames[:first] if end < len(frames) else []
+    for filename, line in reversed(inside):
+        if not is_library_file(filename) and not _installed(filename):
+            return f"{display_path(filename)}:{line}", "called at"
+    for filename, line in reversed(outside):
+        if not is_library_file(filename) and not _installed(filename):
+            found = _last_call_named(filename, name, line)
+            if found is not None:
+                return f"{display_path(filename)}:{found[0]}", f"set up by `{found[1]}` at"
+    return None
+
+
+def _is_fxflow(path: str) -> bool:
+    return os.path.abspath(path).startswith(_FXFLOW_ROOT)
+
+
+@functools.lru_cache(maxsize=256)
+def _calls_in(filename: str) -> tuple[tuple[int, str], ...]:
+    """(line, method name) of each ``x.method(...)`` call in a source file; () when unreadable."""
+    try:
+        tree = ast.parse("".join(linecache.getlines(filename)))
+    except (SyntaxError, ValueError):
+        return ()
+    return tuple(sorted((node.lineno, node.func.attr) for node in ast.walk(tree)
+                        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)))
+
+
+def _last_call_named(filename: str, name: str, before: int) -> tuple[int, str] | None:
+    """(line, method) of the last call before line ``before`` of a method whose name holds ``name``
+    (and is no ``disable``)."""
+    word = name.lower().strip("_")
+    calls = [(line, method) for line, method in _calls_in(filename)
+             if line < before and word and word in method.lower() and "disable" not in method.lower()]
+    return calls[-1] if calls else None
+
+
 def _installed(path: str) -> bool:
     """A file of an installed package (transformers, say): its line can be where a cut is, but
     its frames are not the user's way there."""
@@ -145,10 +203,57 @@ def decorator_line(function: object) -> str | None:
         text = linecache.getline(code.co_filename, number).strip()
         if not text.startswith("@"):
             break
-        if "grad" in text or "inference" in text:
+        if _names_grad_mode(text):
             line = number
             break
     return f"{display_path(code.co_filename)}:{line}"
+
+
+def _names_grad_mode(text: str) -> bool:
+    return "grad" in text or "inference" in text
+
+
+def hook_line(function: object) -> str | None:
+    """``file:line`` where a hook ``function`` hands back what cuts: its grad-mode decorator
+    (``@torch.no_grad()``) when it has one, else its one ``return`` of a value (the one that
+    detaches, where several return one), else its ``def`` line; a lambda's own line."""
+    function = inspect.unwrap(function)
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return None
+    where = f"{display_path(code.co_filename)}:{code.co_firstlineno}"
+    decorated = decorator_line(function)
+    text = linecache.getline(code.co_filename, int(decorated.rpartition(":")[2])).strip() if decorated else ""
+    if text.startswith("@") and _names_grad_mode(text):
+        return decorated
+    line = _cutting_return(function)
+    return f"{display_path(code.co_filename)}:{line}" if line is not None else where
+
+
+def _cutting_return(function: object) -> int | None:
+    """The line of the ``return`` of a value in ``function``'s own body (not a nested one's): the
+    only one, or the only one of them that detaches (``.detach()``, ``.data``)."""
+    try:
+        lines, start = inspect.getsourcelines(function)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError, ValueError):
+        return None
+    definition = tree.body[0] if tree.body else None
+    if not isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None  # a lambda: its line is the registration's
+    found, stack = [], list(definition.body)
+    while stack:
+        statement = stack.pop()
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(statement, ast.Return) and statement.value is not None and \
+                not (isinstance(statement.value, ast.Constant) and statement.value.value is None):
+            found.append(statement)
+        stack.extend(ast.iter_child_nodes(statement))
+    detaching = [r for r in found if any(isinstance(n, ast.Attribute) and n.attr in ("detach", "detach_", "data")
+                                         for n in ast.walk(r.value))]
+    chosen = found if len(found) == 1 else detaching
+    return start + chosen[0].lineno - 1 if len(chosen) == 1 else None
 
 
 class StackTexts:
