@@ -121,6 +121,21 @@ def package_way(stack_trace: str | None, name: str) -> tuple[str, str] | None:
     return None
 
 
+def user_call(stack_trace: str | None) -> tuple[str, str | None] | None:
+    """(``file:line`` of the user's innermost line, the function of torch's it called there, if any:
+    ``("model.py:11", "state_dict")`` for a tensor made inside ``module.state_dict()``)."""
+    if not stack_trace:
+        return None
+    found = [(m["file"], int(m["line"]), m["function"]) for m in _FRAME.finditer(stack_trace)]
+    for index in range(len(found) - 1, -1, -1):
+        filename, line, _ = found[index]
+        if not is_library_file(filename) and not _installed(filename):
+            callee = found[index + 1] if index + 1 < len(found) else None
+            called = callee[2] if callee and not _is_fxflow(callee[0]) else None
+            return f"{display_path(filename)}:{line}", called
+    return None
+
+
 def _is_fxflow(path: str) -> bool:
     return os.path.abspath(path).startswith(_FXFLOW_ROOT)
 
