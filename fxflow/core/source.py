@@ -22,6 +22,9 @@ _LIBRARY_ROOTS = tuple(
 _STDLIB_ROOT = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
 
 
+_TYPED = ("<string>", "<stdin>", "<ipython-input-")  # python -c, python - < file, an IPython cell
+
+
 @functools.lru_cache(maxsize=4096)  # called once per frame of every node: cache per file
 def is_library_file(path: str) -> bool:
     """True for files of torch, fxflow or the standard library: never the user's code.
@@ -29,8 +32,8 @@ def is_library_file(path: str) -> bool:
     Other installed packages (transformers, say) count as user code: a cut inside them
     is still best reported at their line.
     """
-    if path.startswith("<"):
-        return True
+    if path.startswith("<"):  # code with no file: the user's when typed (python -c, stdin, a notebook cell)
+        return not path.startswith(_TYPED)
     path = os.path.abspath(path)
     if path.startswith(_LIBRARY_ROOTS):
         return True
@@ -104,12 +107,7 @@ def package_way(stack_trace: str | None, name: str) -> tuple[str, str] | None:
     inner = next((f for f, _ in reversed(frames) if not is_library_file(f)), None)
     if inner is None or not _installed(inner):
         return None
-    first = next((i for i, (f, _) in enumerate(frames) if _is_fxflow(f)), len(frames))
-    end = first
-    while end < len(frames) and _is_fxflow(frames[end][0]):
-        end += 1
-    inside = frames[end:] if end < len(frames) else frames[:first]  # check's forward, or watch's user loop
-    outside = frames[:first] if end < len(frames) else []
+    inside, outside = _forward_frames(frames)
     for filename, line in reversed(inside):
         if not is_library_file(filename) and not _installed(filename):
             return f"{display_path(filename)}:{line}", "called at"
@@ -119,6 +117,28 @@ def package_way(stack_trace: str | None, name: str) -> tuple[str, str] | None:
             if found is not None:
                 return f"{display_path(filename)}:{found[0]}", f"set up by `{found[1]}` at"
     return None
+
+
+def _forward_frames(frames: list[tuple[str, int]]) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
+    """``frames`` (outermost first) split into (the model's forward, the frames that called fxflow):
+    what follows fxflow's outermost run of frames (``check``'s call of the model), or, where nothing
+    does (``watch`` inside the user's own loop), every frame before fxflow's hooks and nothing outside."""
+    first = next((i for i, (f, _) in enumerate(frames) if _is_fxflow(f)), len(frames))
+    end = first
+    while end < len(frames) and _is_fxflow(frames[end][0]):
+        end += 1
+    return (frames[end:], frames[:first]) if end < len(frames) else (frames[:first], [])
+
+
+@functools.lru_cache(maxsize=65536)
+def only_torch_in_forward(stack_trace: str | None) -> bool:
+    """Whether a node was made in forward by torch's own code alone (the checked model is an
+    ``nn.RNN``): no frame of the user's or of an installed package between fxflow's call of the
+    model and the op, so the user's nearest line is the one that called fxflow."""
+    if not stack_trace:
+        return False
+    inside, _ = _forward_frames([(m["file"], int(m["line"])) for m in _FRAME.finditer(stack_trace)])
+    return bool(inside) and all(is_library_file(f) for f, _ in inside)  # an installed package's file is not one
 
 
 def user_call(stack_trace: str | None) -> tuple[str, str | None] | None:

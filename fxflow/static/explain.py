@@ -13,7 +13,8 @@ from . import rules
 from .flow import META_KEY, NONE, NodeFlow
 from .scripted import is_scripted, read_scripted
 from ..core.functions import CheckpointGate
-from ..core.source import display_path, hook_line, is_library_file, package_way, source_of_stack_trace
+from ..core.source import (display_path, hook_line, is_library_file, only_torch_in_forward, package_way,
+                           source_of_stack_trace)
 from ..verdicts import OPAQUE_KEY, ZERO_BY_CONSTRUCTION_KEY, CutSite, constant_reason, raises_reason
 
 _CASTS = {"to", "type", "long", "int", "short", "bool", "byte", "char", "half", "float", "double"}
@@ -197,13 +198,28 @@ def one_site_per_cause(sites: Iterable[CutSite], nodes: Mapping[str, fx.Node]) -
 
 def describe_raise(node: fx.Node) -> CutSite:
     """A node with no derivative for an input, which the gradient reaches: the real backward raises there."""
-    op = node_op(node)
+    op = _shown_op(node)
     return CutSite(node.name, op, node_source(node), raises_reason(op))
+
+
+def _shown_op(node: fx.Node) -> str:
+    """:func:`node_op`, but an op that torch's own module ran with no line of the user's in forward
+    (``rnn_relu`` when the checked model is an ``nn.RNN``) is named after that module (``RNN``), as a
+    traced call of it is: the user's nearest line is then the one that called fxflow, and the op's name
+    is torch's inner one."""
+    if node.op not in ("call_function", "call_method") or not only_torch_in_forward(node.meta.get("stack_trace")):
+        return node_op(node)
+    modules = list((node.meta.get("nn_module_stack") or {}).values())
+    inner = modules[-1] if modules else None
+    if isinstance(inner, tuple) and len(inner) == 2 and isinstance(inner[1], str):
+        return inner[1].rpartition(".")[2]
+    owner = node.graph.owning_module
+    return type(owner).__name__ if owner is not None else node_op(node)
 
 
 def describe_zero(node: fx.Node) -> CutSite:
     """Why gradient through ``node`` arrives as an exact zero."""
-    op = node_op(node)
+    op = _shown_op(node)
     if node.meta.get(ZERO_BY_CONSTRUCTION_KEY):  # its backward on random stand-ins gave exact zeros
         reason = constant_reason(op)
     elif node.op == "call_module":  # the zero is somewhere inside the call, not the module itself
