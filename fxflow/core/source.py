@@ -172,11 +172,13 @@ def _calls_in(filename: str) -> tuple[tuple[int, str], ...]:
 
 
 def _last_call_named(filename: str, name: str, before: int) -> tuple[int, str] | None:
-    """(line, method) of the last call before line ``before`` of a method whose name holds ``name``
-    (and is no ``disable``)."""
+    """(line, method) of the last call before line ``before`` of a method that sets something up
+    named ``name``: its name holds ``name`` and more (``gradient_checkpointing_enable`` for
+    ``checkpoint``), and is no tensor method (``x.detach()`` sets nothing up) and no ``disable``."""
     word = name.lower().strip("_")
     calls = [(line, method) for line, method in _calls_in(filename)
-             if line < before and word and word in method.lower() and "disable" not in method.lower()]
+             if line < before and word and word in method.lower() and method.lower() != word
+             and "disable" not in method.lower() and not hasattr(torch.Tensor, method)]
     return calls[-1] if calls else None
 
 
