@@ -6,6 +6,7 @@ lines; the note for a model without inputs speaks to the Python API too. Each co
 each failure checked against a real backward in plain torch where it is about gradients."""
 from __future__ import annotations
 
+import inspect
 import os
 import subprocess
 import sys
@@ -18,6 +19,7 @@ from torch import nn
 import fxflow
 from fxflow.present.text import render_text
 from tests.models import marker_line
+from tests.test_answers_fixes import StateDictCall  # state_dict() fed to functional_call
 
 WIDTH = 100
 ROOT = Path(__file__).resolve().parent.parent
@@ -47,7 +49,7 @@ def _no_gradient(model: nn.Module, *inputs: torch.Tensor) -> set[str]:
 # -- a cut made inside an installed package --------------------------------------------------------------------
 
 
-def _vit(checkpointing: bool = True) -> nn.Module:
+def _vit() -> nn.Module:
     transformers = pytest.importorskip("transformers")
     torch.manual_seed(0)
     config = transformers.ViTConfig(hidden_size=16, num_hidden_layers=2, num_attention_heads=2, intermediate_size=32,
@@ -170,25 +172,14 @@ def test_the_picture_still_marks_every_call_the_hook_cuts() -> None:
 # -- a state_dict() fed to functional_call ---------------------------------------------------------------------------
 
 
-class StateDictCall(nn.Module):
-    """state_dict() hands functional_call detached copies: the inner layer never learns."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.inner = nn.Linear(8, 8)
-        self.head = nn.Linear(8, 2)
-
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        h = torch.func.functional_call(self.inner, self.inner.state_dict(), (x,))  # the copies
-        return self.head(h)
-
-
 def test_a_state_dict_fed_to_functional_call_is_named_at_the_state_dict_call() -> None:
     torch.manual_seed(0)
     model, x = StateDictCall(), torch.randn(4, 8)
     assert _no_gradient(model, x) == {"inner.weight", "inner.bias"}
     report = fxflow.check(model, x)
-    line = _rel(StateDictCall, "the copies")
+    lines, start = inspect.getsourcelines(StateDictCall.forward)
+    number = start + next(i for i, text in enumerate(lines) if ".state_dict()" in text)
+    line = f"{os.path.relpath(inspect.getsourcefile(StateDictCall))}:{number}"
     assert _paragraphs(render_text(report, width=WIDTH))[:4] == [
         f"inner.weight, inner.bias (reachable / missing): `state_dict()` at {line}",
         "hands forward detached copies (tensors with no autograd history), and forward computes with the",
