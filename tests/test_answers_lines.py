@@ -117,6 +117,76 @@ def test_a_checkpoint_cut_in_a_library_model_is_named_where_the_user_turned_it_o
     assert report.summary().endswith(f"32 cut (first cut: checkpoint @ {where}); 4 frozen")
 
 
+_ADAPTERS = """
+import torch
+from torch import nn
+
+
+class NoGradAdapter(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.down = nn.Linear(dim, 4)
+        self.up = nn.Linear(4, dim)
+
+    def forward(self, x):
+        with torch.no_grad():
+            h = self.down(x)  # the package's no_grad
+        return x + self.up(h)
+
+
+class DetachingAdapter(nn.Module):
+    def __init__(self, dim):
+        super().__init__()
+        self.proj = nn.Linear(dim, dim)
+
+    def forward(self, x):
+        return self.proj(x).detach() + x  # the package's detach
+"""
+
+
+def _marked(text: str, what: str) -> int:
+    """The line number in ``text`` of the line ending ``# the package's <what>``."""
+    return next(n for n, line in enumerate(text.splitlines(), 1) if line.endswith(f"# the package's {what}"))
+
+
+class AdaptedModel(nn.Module):
+    def __init__(self, adapters: object) -> None:
+        super().__init__()
+        self.stem = nn.Linear(8, 8)
+        self.adapter = adapters.NoGradAdapter(8)
+        self.other = adapters.DetachingAdapter(8)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        h = self.adapter(self.stem(x))  # the user's adapter call
+        return self.other(h)  # the user's other call
+
+
+@pytest.mark.parametrize("capture", ["symbolic_trace", "runtime"])
+def test_a_package_s_no_grad_and_detach_are_named_at_the_user_s_calls(tmp_path: Path, monkeypatch, capture) -> None:
+    """An adapter package (installed: it lies in site-packages) that cuts inside its own forward."""
+    package = tmp_path / "site-packages" / "lines41_adapters"
+    package.mkdir(parents=True)
+    (package / "__init__.py").write_text(_ADAPTERS)
+    monkeypatch.syspath_prepend(str(package.parent))
+    import lines41_adapters
+
+    torch.manual_seed(0)
+    model, x = AdaptedModel(lines41_adapters), torch.randn(2, 8)
+    cut = {"adapter.down.weight", "adapter.down.bias", "other.proj.weight", "other.proj.bias"}
+    assert _no_gradient(model, x) == cut
+    report = fxflow.check(model, x, capture_methods=[capture])
+    no_grad, detach = report.parameter("adapter.down.weight").cut_by[0], report.parameter("other.proj.bias").cut_by[0]
+    call, other = _rel(AdaptedModel, "the user's adapter call"), _rel(AdaptedModel, "the user's other call")
+    op = "Linear" if capture == "symbolic_trace" else "linear"
+    inner, detached = (f"lines41_adapters/__init__.py:{_marked(_ADAPTERS, m)}" for m in ("no_grad", "detach"))
+    assert (no_grad.op, no_grad.source, no_grad.reason) == (
+        "no_grad", call, f"{op} ({inner}) runs inside torch.no_grad(), entered in an installed package (called at "
+        f"{call}), so autograd records nothing for it")
+    assert (detach.op, detach.source, detach.reason) == (
+        "detach", other, "detach() returns a tensor with no autograd history, so the gradient stops here "
+        f"({detached}, in an installed package, called at {other})")
+
+
 # -- a global forward hook -------------------------------------------------------------------------------------------
 
 

@@ -10,7 +10,7 @@ import re
 import sys
 import textwrap
 from types import FrameType
-from typing import Iterable
+from typing import Iterable, NamedTuple
 
 import torch
 
@@ -92,30 +92,39 @@ def user_frames(stack_trace: str | None) -> tuple[str, ...]:
     return chain if len(chain) > 1 else ()
 
 
+class PackageWay(NamedTuple):
+    """The user's line that leads to a node made inside an installed package."""
+
+    line: str  # file:line of the user's
+    how: str  # "called at", or "set up by `method` at"
+    package_lines: frozenset[str]  # the package's own lines on the node's stack (file:line as displayed)
+
+
 @functools.lru_cache(maxsize=4096)
-def package_way(stack_trace: str | None, name: str) -> tuple[str, str] | None:
+def package_way(stack_trace: str | None, name: str) -> PackageWay | None:
     """For a node made inside an installed package (a ``node.meta["stack_trace"]`` whose innermost
-    frame outside torch and fxflow is a package's): (the user's line that leads there, how it does:
-    ``"called at"`` or ``"set up by `method` at"``). The user's line is the innermost frame of the user's own
-    files in the model's forward (their call of the package's module); where forward has none (the
-    checked model is the package's own), the last call before fxflow was called, in the user's
-    files on the stack, of a method named after the op ``name`` (``gradient_checkpointing_enable``
-    for a ``checkpoint``). None when the node's line is the user's already, or no such line exists."""
+    frame outside torch and fxflow is a package's): the user's line that leads there. It is the
+    innermost frame of the user's own files in the model's forward (their call of the package's
+    module); where forward has none (the checked model is the package's own), the last call before
+    fxflow was called, in the user's files on the stack, of a method named after the op ``name``
+    (``gradient_checkpointing_enable`` for a ``checkpoint``). None when the node's line is the
+    user's already, or no such line exists."""
     if not stack_trace:
         return None
     frames = [(m["file"], int(m["line"])) for m in _FRAME.finditer(stack_trace)]  # outermost first
     inner = next((f for f, _ in reversed(frames) if not is_library_file(f)), None)
     if inner is None or not _installed(inner):
         return None
+    package = frozenset(f"{display_path(f)}:{n}" for f, n in frames if not is_library_file(f) and _installed(f))
     inside, outside = _forward_frames(frames)
     for filename, line in reversed(inside):
         if not is_library_file(filename) and not _installed(filename):
-            return f"{display_path(filename)}:{line}", "called at"
+            return PackageWay(f"{display_path(filename)}:{line}", "called at", package)
     for filename, line in reversed(outside):
         if not is_library_file(filename) and not _installed(filename):
             found = _last_call_named(filename, name, line)
             if found is not None:
-                return f"{display_path(filename)}:{found[0]}", f"set up by `{found[1]}` at"
+                return PackageWay(f"{display_path(filename)}:{found[0]}", f"set up by `{found[1]}` at", package)
     return None
 
 

@@ -47,11 +47,11 @@ def _at_users_line(site: CutSite, node: fx.Node) -> CutSite:
     """A cut made inside an installed package (transformers' reentrant checkpoint, an adapter's
     ``no_grad``) is named at the user's line that leads there (:func:`~fxflow.core.source.package_way`),
     with the package's line beside it in the reason."""
-    found = package_way(node.meta.get("stack_trace"), site.op) if site.source else None
-    if found is None:
+    way = package_way(node.meta.get("stack_trace"), site.op) if site.source else None
+    if way is None or site.source not in way.package_lines:  # named at the user's line already
         return site
-    line, how = found
-    return replace(site, source=line, reason=f"{site.reason} ({site.source}, in an installed package, {how} {line})")
+    return replace(site, source=way.line,
+                   reason=f"{site.reason} ({site.source}, in an installed package, {way.how} {way.line})")
 
 
 def _describe_cut(node: fx.Node) -> CutSite:
@@ -64,6 +64,9 @@ def _describe_cut(node: fx.Node) -> CutSite:
         kind = region.kind  # set_grad_enabled(False) flips the same switch as no_grad: reported as no_grad
         at = f" ({source})" if source and source != region.source else ""
         where = f" (entered at {region.source})" if region.source else ""
+        way = package_way(node.meta.get("stack_trace"), kind)
+        if way is not None and source in way.package_lines and region.source == way.line:  # entered in the package
+            where = f", entered in an installed package ({way.how} {way.line})"
         reason = f"{op}{at} runs inside torch.{kind}(){where}, so autograd records nothing for it"
         return CutSite(node.name, kind, region.source or source, reason)
     if OPAQUE_KEY in node.meta and (flow.requires_grad is False or _historyless_element(flow)):
