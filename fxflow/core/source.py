@@ -10,7 +10,7 @@ import re
 import sys
 import textwrap
 from types import FrameType
-from typing import Iterable, NamedTuple
+from typing import Iterable
 
 import torch
 
@@ -85,113 +85,23 @@ def user_frames(stack_trace: str | None) -> tuple[str, ...]:
     if not stack_trace:
         return ()
     frames = [(m["function"] or "?", f"{display_path(m['file'])}:{m['line']}")
-              for m in _FRAME.finditer(stack_trace) if not is_library_file(m["file"]) and not _installed(m["file"])]
+              for m in _FRAME.finditer(stack_trace) if not is_library_file(m["file"]) and not is_installed_file(m["file"])]
     # from the outermost forward down: the frames above it (a test, a script) only called fxflow
     start = next((i for i, (function, _) in enumerate(frames) if function == "forward"), 0)
     chain = tuple(f"{function} @ {where}" for function, where in frames[start:])
     return chain if len(chain) > 1 else ()
 
 
-class PackageWay(NamedTuple):
-    """The user's line that leads to a node made inside an installed package."""
-
-    line: str  # file:line of the user's
-    how: str  # "called at", or "set up by `method` at"
-    package_lines: frozenset[str]  # the package's own lines on the node's stack (file:line as displayed)
+def stack_frames(stack_trace: str) -> list[tuple[str, int, str | None]]:
+    """(file, line, function) of each frame of a ``node.meta["stack_trace"]``, outermost first."""
+    return [(m["file"], int(m["line"]), m["function"]) for m in _FRAME.finditer(stack_trace)]
 
 
-@functools.lru_cache(maxsize=4096)
-def package_way(stack_trace: str | None, name: str) -> PackageWay | None:
-    """For a node made inside an installed package (a ``node.meta["stack_trace"]`` whose innermost
-    frame outside torch and fxflow is a package's): the user's line that leads there. It is the
-    innermost frame of the user's own files in the model's forward (their call of the package's
-    module); where forward has none (the checked model is the package's own), the last call before
-    fxflow was called, in the user's files on the stack, of a method named after the op ``name``
-    (``gradient_checkpointing_enable`` for a ``checkpoint``). None when the node's line is the
-    user's already, or no such line exists."""
-    if not stack_trace:
-        return None
-    frames = [(m["file"], int(m["line"])) for m in _FRAME.finditer(stack_trace)]  # outermost first
-    inner = next((f for f, _ in reversed(frames) if not is_library_file(f)), None)
-    if inner is None or not _installed(inner):
-        return None
-    package = frozenset(f"{display_path(f)}:{n}" for f, n in frames if not is_library_file(f) and _installed(f))
-    inside, outside = _forward_frames(frames)
-    for filename, line in reversed(inside):
-        if not is_library_file(filename) and not _installed(filename):
-            return PackageWay(f"{display_path(filename)}:{line}", "called at", package)
-    for filename, line in reversed(outside):
-        if not is_library_file(filename) and not _installed(filename):
-            found = _last_call_named(filename, name, line)
-            if found is not None:
-                return PackageWay(f"{display_path(filename)}:{found[0]}", f"set up by `{found[1]}` at", package)
-    return None
-
-
-def _forward_frames(frames: list[tuple[str, int]]) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:
-    """``frames`` (outermost first) split into (the model's forward, the frames that called fxflow):
-    what follows fxflow's outermost run of frames (``check``'s call of the model), or, where nothing
-    does (``watch`` inside the user's own loop), every frame before fxflow's hooks and nothing outside."""
-    first = next((i for i, (f, _) in enumerate(frames) if _is_fxflow(f)), len(frames))
-    end = first
-    while end < len(frames) and _is_fxflow(frames[end][0]):
-        end += 1
-    return (frames[end:], frames[:first]) if end < len(frames) else (frames[:first], [])
-
-
-@functools.lru_cache(maxsize=65536)
-def only_torch_in_forward(stack_trace: str | None) -> bool:
-    """Whether a node was made in forward by torch's own code alone (the checked model is an
-    ``nn.RNN``): no frame of the user's or of an installed package between fxflow's call of the
-    model and the op, so the user's nearest line is the one that called fxflow."""
-    if not stack_trace:
-        return False
-    inside, _ = _forward_frames([(m["file"], int(m["line"])) for m in _FRAME.finditer(stack_trace)])
-    return bool(inside) and all(is_library_file(f) for f, _ in inside)  # an installed package's file is not one
-
-
-def user_call(stack_trace: str | None) -> tuple[str, str | None] | None:
-    """(``file:line`` of the user's innermost line, the function of torch's it called there, if any:
-    ``("model.py:11", "state_dict")`` for a tensor made inside ``module.state_dict()``)."""
-    if not stack_trace:
-        return None
-    found = [(m["file"], int(m["line"]), m["function"]) for m in _FRAME.finditer(stack_trace)]
-    for index in range(len(found) - 1, -1, -1):
-        filename, line, _ = found[index]
-        if not is_library_file(filename) and not _installed(filename):
-            callee = found[index + 1] if index + 1 < len(found) else None
-            called = callee[2] if callee and not _is_fxflow(callee[0]) else None
-            return f"{display_path(filename)}:{line}", called
-    return None
-
-
-def _is_fxflow(path: str) -> bool:
+def is_fxflow_file(path: str) -> bool:
     return os.path.abspath(path).startswith(_FXFLOW_ROOT)
 
 
-@functools.lru_cache(maxsize=256)
-def _calls_in(filename: str) -> tuple[tuple[int, str], ...]:
-    """(line, method name) of each ``x.method(...)`` call in a source file; () when unreadable."""
-    try:
-        tree = ast.parse("".join(linecache.getlines(filename)))
-    except (SyntaxError, ValueError):
-        return ()
-    return tuple(sorted((node.lineno, node.func.attr) for node in ast.walk(tree)
-                        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)))
-
-
-def _last_call_named(filename: str, name: str, before: int) -> tuple[int, str] | None:
-    """(line, method) of the last call before line ``before`` of a method that sets something up
-    named ``name``: its name holds ``name`` and more (``gradient_checkpointing_enable`` for
-    ``checkpoint``), and is no tensor method (``x.detach()`` sets nothing up) and no ``disable``."""
-    word = name.lower().strip("_")
-    calls = [(line, method) for line, method in _calls_in(filename)
-             if line < before and word and word in method.lower() and method.lower() != word
-             and "disable" not in method.lower() and not hasattr(torch.Tensor, method)]
-    return calls[-1] if calls else None
-
-
-def _installed(path: str) -> bool:
+def is_installed_file(path: str) -> bool:
     """A file of an installed package (transformers, say): its line can be where a cut is, but
     its frames are not the user's way there."""
     return "site-packages" in path or "dist-packages" in path
@@ -231,7 +141,7 @@ def entered_region_source() -> str | None:
             if decorated is not None:
                 return decorated
         elif not is_library_file(filename):
-            if not _installed(filename):
+            if not is_installed_file(filename):
                 return f"{display_path(filename)}:{frame.f_lineno}"
             package_line = package_line or f"{display_path(filename)}:{frame.f_lineno}"
         frame = frame.f_back
@@ -242,7 +152,7 @@ def decorator_line(function: object) -> str | None:
     """``file:line`` of the grad-mode decorator of the user's own ``function`` (the first decorator
     when no line of them names the grad mode); None for a function of torch or an installed package."""
     code = getattr(inspect.unwrap(function), "__code__", None) if callable(function) else None
-    if code is None or is_library_file(code.co_filename) or _installed(code.co_filename):
+    if code is None or is_library_file(code.co_filename) or is_installed_file(code.co_filename):
         return None
     line = code.co_firstlineno  # a decorated function's first line is its first decorator's
     for number in range(code.co_firstlineno, code.co_firstlineno + 16):

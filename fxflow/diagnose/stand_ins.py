@@ -13,7 +13,7 @@ from typing import Collection
 
 import torch.fx as fx
 
-from ..core.source import user_call
+from ..core.package_way import user_call
 from ..verdicts import CutSite
 
 _DETACHING = frozenset({"detach", "detach_", "data"})

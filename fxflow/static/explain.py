@@ -13,8 +13,8 @@ from . import rules
 from .flow import META_KEY, NONE, NodeFlow
 from .scripted import is_scripted, read_scripted
 from ..core.functions import CheckpointGate
-from ..core.source import (display_path, hook_line, is_library_file, only_torch_in_forward, package_way,
-                           source_of_stack_trace)
+from ..core.package_way import only_torch_in_forward, package_way
+from ..core.source import display_path, hook_line, is_library_file, source_of_stack_trace
 from ..verdicts import OPAQUE_KEY, ZERO_BY_CONSTRUCTION_KEY, CutSite, constant_reason, raises_reason
 
 _CASTS = {"to", "type", "long", "int", "short", "bool", "byte", "char", "half", "float", "double"}
