@@ -22,7 +22,16 @@ _LIBRARY_ROOTS = tuple(
 _STDLIB_ROOT = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
 
 
-_TYPED = ("<string>", "<stdin>", "<ipython-input-")  # python -c, python - < file, an IPython cell
+_TYPED = ("<stdin>", "<ipython-input-")  # python - < file, an IPython cell: code the user typed
+_COMMAND_LINE = "<string>"  # python -c's code; also the file of code a library makes with exec (dataclasses)
+
+
+def _frame_file(filename: str, function: str | None) -> str:
+    """The file a frame counts as: a dunder in ``<string>`` is code a library generated (a dataclass's
+    ``__init__``, a namedtuple's ``__new__``), never the user's typed code."""
+    if filename == _COMMAND_LINE and function and function.startswith("__") and function.endswith("__"):
+        return "<generated>"
+    return filename
 
 
 @functools.lru_cache(maxsize=4096)  # called once per frame of every node: cache per file
@@ -33,7 +42,7 @@ def is_library_file(path: str) -> bool:
     is still best reported at their line.
     """
     if path.startswith("<"):  # code with no file: the user's when typed (python -c, stdin, a notebook cell)
-        return not path.startswith(_TYPED)
+        return not (path.startswith(_TYPED) or (path == _COMMAND_LINE and sys.argv[:1] == ["-c"]))
     path = os.path.abspath(path)
     if path.startswith(_LIBRARY_ROOTS):
         return True
@@ -72,7 +81,7 @@ def source_of_stack_trace(stack_trace: str | None) -> str | None:
     """``file:line`` of the user's line in a ``node.meta["stack_trace"]`` string."""
     if not stack_trace:
         return None
-    frames = [(m["file"], int(m["line"])) for m in _FRAME.finditer(stack_trace)]
+    frames = [(_frame_file(m["file"], m["function"]), int(m["line"])) for m in _FRAME.finditer(stack_trace)]
     return pick_user_frame(reversed(frames))
 
 
@@ -85,7 +94,8 @@ def user_frames(stack_trace: str | None) -> tuple[str, ...]:
     if not stack_trace:
         return ()
     frames = [(m["function"] or "?", f"{display_path(m['file'])}:{m['line']}")
-              for m in _FRAME.finditer(stack_trace) if not is_library_file(m["file"]) and not is_installed_file(m["file"])]
+              for m in _FRAME.finditer(stack_trace) if not is_library_file(_frame_file(m["file"], m["function"]))
+              and not is_installed_file(m["file"])]
     # from the outermost forward down: the frames above it (a test, a script) only called fxflow
     start = next((i for i, (function, _) in enumerate(frames) if function == "forward"), 0)
     chain = tuple(f"{function} @ {where}" for function, where in frames[start:])
@@ -94,7 +104,7 @@ def user_frames(stack_trace: str | None) -> tuple[str, ...]:
 
 def stack_frames(stack_trace: str) -> list[tuple[str, int, str | None]]:
     """(file, line, function) of each frame of a ``node.meta["stack_trace"]``, outermost first."""
-    return [(m["file"], int(m["line"]), m["function"]) for m in _FRAME.finditer(stack_trace)]
+    return [(_frame_file(m["file"], m["function"]), int(m["line"]), m["function"]) for m in _FRAME.finditer(stack_trace)]
 
 
 def is_fxflow_file(path: str) -> bool:
@@ -111,7 +121,7 @@ def current_user_source() -> str | None:
     """``file:line`` of the innermost user frame on the live Python stack."""
     frame = sys._getframe(1)
     while frame is not None:  # innermost first, up to the first of the user's: rarely more than a few frames
-        if not is_library_file(frame.f_code.co_filename):
+        if not is_library_file(_frame_file(frame.f_code.co_filename, frame.f_code.co_name)):
             return f"{display_path(frame.f_code.co_filename)}:{frame.f_lineno}"
         frame = frame.f_back
     return None
@@ -140,7 +150,7 @@ def entered_region_source() -> str | None:
             decorated = decorator_line(frame.f_locals.get("func"))
             if decorated is not None:
                 return decorated
-        elif not is_library_file(filename):
+        elif not is_library_file(_frame_file(filename, frame.f_code.co_name)):
             if not is_installed_file(filename):
                 return f"{display_path(filename)}:{frame.f_lineno}"
             package_line = package_line or f"{display_path(filename)}:{frame.f_lineno}"
