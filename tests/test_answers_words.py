@@ -239,7 +239,7 @@ def test_a_global_forward_hook_that_detaches_is_named() -> None:
         handle.remove()
     (site,) = report.parameter("a.weight").cut_by
     path, line = marker_line(TwoLinears, "the global hook")
-    where = f"{os.path.relpath(path)}:{line - 2}"  # the hook's def line
+    where = f"{os.path.relpath(path)}:{line}"  # the hook's return that detaches
     assert (site.op, site.source) == ("_stop_eights hook", where)
     assert site.reason == (f"the forward hook `_stop_eights` ({where}) on `a` (Linear) returns a result with no "
                            "autograd history, so the gradient stops here")

@@ -136,7 +136,7 @@ def judge(parameter: ParameterReport, opaque_path: str | None = None) -> None:
                 "the real backward decides, and no gradient arrived"
             )
             return
-        parameter.diagnosis = (
+        parameter.diagnosis = parameter.diagnosis or (  # where diagnose found the copy that stood in for it
             "statically reachable, no gradient at runtime: an op the tracer saw through returns no "
             "gradient (a custom autograd.Function, say), or forward took another branch than the trace"
         )
