@@ -344,8 +344,8 @@ def with_inputs(loss_fn: Callable[..., torch.Tensor] | None, inputs: Any) -> Cal
 
 
 _NOTHING_VERIFIED = "nothing could be verified: no capture of forward worked and no backward ran"
-_NOTHING_VERIFIED_HINT = ("give example inputs: --input-size (e.g. --input-size 16,10, one per forward input) "
-                          "or example_inputs() in the model's file")
+_NOTHING_VERIFIED_HINT = ("give example inputs: fxflow.check(model, (x, y)) in Python, one --input-size per input on the command "
+                          "line (e.g. --input-size 16,10), or example_inputs() in the model's file")
 
 
 def analyze_capture(captured: Capture, model: torch.nn.Module, example: tuple[Any, ...] | None, *,

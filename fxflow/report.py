@@ -55,6 +55,9 @@ class ParameterReport:
     # gets a non-zero gradient, and the zero-initialized parameters that held it until then.
     learns_from_step: int | None = None
     held_by: list[str] = field(default_factory=list)
+    # A zero a dead unit made (``zero``): the trainable weights that compute its input and got a gradient
+    # (an optimizer moves its input, so it may come back; empty when nothing feeding it learns).
+    fed_by: list[str] = field(default_factory=list)
     # With optimizer= (check, watch, the trainer callbacks): whether a group will update it (an
     # OptimizerVerdict; None when no optimizer was given, or it is frozen), and why when it is not sure.
     optimizer: str | None = None
@@ -367,7 +370,7 @@ def _parameter_from_dict(data: dict[str, Any]) -> ParameterReport:
         agree=data.get("agree"), allowed=bool(data.get("allowed")),
         random_ops=list(data.get("random_ops", [])), steps_with_gradient=data.get("steps_with_gradient"),
         missed_steps=list(data.get("missed_steps", [])), learns_from_step=data.get("learns_from_step"),
-        held_by=list(data.get("held_by", [])), optimizer=data.get("optimizer"),
+        held_by=list(data.get("held_by", [])), fed_by=list(data.get("fed_by", [])), optimizer=data.get("optimizer"),
         optimizer_reason=data.get("optimizer_reason"), later_steps=data.get("later_steps"),
         where=_site_from_dict(data["where"]) if data.get("where") else None)
     row.finding, row.reasons = _finding_of(data.get("diagnosis"), list(data.get("reasons", [])), row)

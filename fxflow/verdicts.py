@@ -55,6 +55,9 @@ class ZeroReason(StrEnum):
     ROUNDING = "rounding"  # round-off, zero in exact arithmetic (fxflow.dynamic.rounding)
     # it stays zero, and the weights that feed it get exactly 0 too: a dead unit no step revives
     DEAD_UNIT = "dead-unit"
+    # it stays zero at a dead unit whose input trainable weights compute: they got a gradient and moved,
+    # and it stayed dead over the steps seen; larger steps may move its input across the threshold
+    DEAD_INPUT_MOVES = "dead-input-moves"
 
 
 class UnregisteredReason(StrEnum):

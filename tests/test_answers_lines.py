@@ -100,6 +100,9 @@ def test_a_checkpoint_cut_inside_transformers_is_named_at_the_user_s_call() -> N
     text = render_text(report, width=None)
     assert _paragraphs(text)[0].startswith(f"checkpoint at {call} (node checkpoint) cuts vit.layers.0.attention")
     assert len([line for line in _paragraphs(text) if line.startswith("checkpoint at")]) == 1  # both layers, one finding
+    fix = next(line.strip() for line in text.splitlines() if line.strip().startswith("fix: pass `use_reentrant"))
+    assert fix.startswith('fix: pass `use_reentrant=False` to the checkpoint (`gradient_checkpointing_kwargs={"use_reentrant": '
+                          'False}` in transformers), or make its input require grad (`model.enable_input_require_grads()`)')
 
 
 def test_a_checkpoint_cut_in_a_library_model_is_named_where_the_user_turned_it_on() -> None:

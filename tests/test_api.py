@@ -111,3 +111,26 @@ def test_keyword_inputs_bind_to_forward_and_match_the_real_backward():
 def test_keyword_inputs_naming_no_argument_fail_clearly():
     with pytest.raises(fxflow.FxflowError, match="no positional argument 'hidden'"):
         fxflow.check(_Keyword(), {"x": torch.randn(2, 6), "hidden": torch.randn(2, 6)})
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_a_device_the_machine_lacks_is_one_clear_error_from_the_api():
+    model = nn.Linear(3, 2)
+    with pytest.raises(fxflow.FxflowError) as raised:
+        fxflow.check(model, (torch.randn(2, 3),), device="cuda")
+    assert str(raised.value).splitlines()[0].startswith("cannot move the model to 'cuda':")
+    assert next(model.parameters()).device.type == "cpu"
+
+
+def test_a_forward_that_raises_names_the_python_inputs_too():
+    class NeedsTwo(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.linear = nn.Linear(3, 2)
+
+        def forward(self, x):
+            return self.linear(x)
+
+    with pytest.raises(fxflow.FxflowError) as raised:
+        fxflow.check(NeedsTwo(), (torch.randn(2, 5),))
+    assert "the inputs given to fxflow.check" in str(raised.value)

@@ -32,7 +32,8 @@ def diagnose(run: "ModelRun", result: "ProbeResult", verdicts: dict[str, Dynamic
 
         gradient_norms = {name: info.norm or 0.0 for name, info in result.grads.items()}
         try:
-            result.explanations = localize(run.model, trace, gradient_norms, zero, vanishing, result.held_by)
+            result.explanations = localize(run.model, trace, gradient_norms, zero, vanishing, result.held_by,
+                                           result.fed_by)
         except Exception as error:
             result.notes.append(f"could not localize the zero or vanishing gradients: {type(error).__name__}: "
                                 f"{first_line(error)}")

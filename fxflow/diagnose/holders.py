@@ -62,6 +62,7 @@ class ZeroHolders:
         self.names = names  # id(parameter) -> qualified name
         self._zero: dict[int, bool] = {}
         self._below: dict[Node, frozenset[str]] = {}  # node -> the all-zero trainable parameters behind it
+        self._feeding: dict[Node, frozenset[str]] = {}  # node -> every trainable parameter behind it
         self.frozen = sorted(names[id(p)] for p in parameters if id(p) in names and not p.requires_grad
                              and not p.is_meta and p.numel() and not bool(torch.count_nonzero(p.detach())))
 
@@ -77,10 +78,23 @@ class ZeroHolders:
             held |= memoized_pass(start, _inputs, self._fold, self._below)
         return sorted(held)
 
+    def feeding(self, death: Node) -> list[str]:
+        """Every trainable parameter behind ``death``'s inputs, sorted: what computes what reaches it."""
+        fed: set[str] = set()
+        for start in (child for child, _ in death.next_functions if child is not None):
+            fed |= memoized_pass(start, _inputs, self._fold_every, self._feeding)
+        return sorted(fed)
+
     def _fold(self, node: Node, below: list[frozenset[str]]) -> frozenset[str]:
+        return self._gather(node, below, self._all_zero)
+
+    def _fold_every(self, node: Node, below: list[frozenset[str]]) -> frozenset[str]:
+        return self._gather(node, below, lambda parameter: parameter.requires_grad)
+
+    def _gather(self, node: Node, below: list[frozenset[str]], chosen: Callable[[torch.Tensor], bool]) -> frozenset[str]:
         variable = getattr(node, "variable", None)
         if isinstance(variable, torch.Tensor):
-            own = id(variable) in self.names and self._all_zero(variable)
+            own = id(variable) in self.names and chosen(variable)
             return frozenset((self.names[id(variable)],)) if own else frozenset()
         if len(below) == 1:  # a chain shares its set: no copy per node
             return below[0]

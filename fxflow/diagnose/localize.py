@@ -60,6 +60,8 @@ class Localizer:
         self.holders = holders
         self.modules = modules or {}  # qualified name -> module ("" the model)
         self.held_by: dict[Node, list[str]] = {}  # parameter leaf -> the zero-valued weights that zeroed it
+        self.fed_by: dict[Node, list[str]] = {}  # dead unit's parameter leaf -> the weights feeding it that learn
+        self._learning: set[str] | None = None
         self._own: dict[Node, Zeroing | None] = {}  # node -> the zeroing seen at the node itself
         self._zeroings: dict[Node, tuple[int, Zeroing] | None] = {}  # node -> (steps to, nearest zeroing)
         self._sites: dict[Zeroing, tuple[CutSite, list[str] | None]] = {}  # with the holders, where any were asked
@@ -97,7 +99,17 @@ class Localizer:
         site, holders = self._sites[found]
         if holders is not None:
             self.held_by[leaf] = list(holders)
+        if self.holders is not None and passes_nothing_back(site.op):  # a dead unit: do its inputs move?
+            mine = id(leaf.variable)
+            self.fed_by[leaf] = [name for name in self.holders.feeding(found.node)
+                                 if self.holders.names.get(mine) != name and self._learns(name)]
         return site
+
+    def _learns(self, name: str) -> bool:
+        """Whether the real backward gave parameter ``name`` a non-zero gradient (an optimizer moves it)."""
+        if self._learning is None:
+            self._learning = {known for key, known in self.holders.names.items() if self.final.get(key, 0.0) > 0.0}
+        return name in self._learning
 
     def nearest_zeroing(self, node: Node) -> "Zeroing | None":
         """Where the gradient on the way from ``node`` to the loss became exactly 0, nearest ``node``.
@@ -327,13 +339,15 @@ def _span(modules: list[str]) -> str | None:
 
 def localize(model: torch.nn.Module, trace: BackwardTrace, gradient_norms: dict[str, float],
              zero: dict[str, torch.nn.Parameter], vanishing: dict[str, torch.nn.Parameter],
-             held_by: dict[str, list[str]] | None = None) -> dict[str, CutSite]:
+             held_by: dict[str, list[str]] | None = None,
+             fed_by: dict[str, list[str]] | None = None) -> dict[str, CutSite]:
     """Explain each listed parameter's gradient from the traced real run.
 
     ``zero`` and ``vanishing`` map names to the parameters the real backward left exactly zero or
     vanishing; ``gradient_norms``, every parameter's gradient norm from that backward. ``held_by``, when
     given, receives for each zero parameter the all-zero trainable weights that zeroed it
-    (:mod:`fxflow.diagnose.holders`).
+    (:mod:`fxflow.diagnose.holders`); ``fed_by``, for each zero made by a dead unit, the weights computing
+    its input that the backward gave a gradient (the optimizer moves its input: it may revive).
     """
     graph = trace.graph
     if graph is None:
@@ -353,4 +367,6 @@ def localize(model: torch.nn.Module, trace: BackwardTrace, gradient_norms: dict[
             found[name] = site
         if held_by is not None and leaf in localizer.held_by:
             held_by[name] = localizer.held_by[leaf]
+        if fed_by is not None and localizer.fed_by.get(leaf):
+            fed_by[name] = localizer.fed_by[leaf]
     return found

@@ -59,6 +59,7 @@ class ProbeResult:
     unregistered: dict[str, tuple[tuple[int, ...], GradInfo]] = field(default_factory=dict)
     # Exactly zero parameters -> the all-zero trainable weights that zeroed them (fxflow.diagnose.holders).
     held_by: dict[str, list[str]] = field(default_factory=dict)
+    fed_by: dict[str, list[str]] = field(default_factory=dict)  # dead unit's zero -> learning weights feeding it
     # Which exact zeros learn once the first steps move what holds them (fxflow.dynamic.lookahead).
     look_ahead: LookAhead | None = None
     # Dry parameters that another draw of the model's random numbers reaches -> that draw's seed
@@ -346,7 +347,8 @@ def _forward(call: Callable[[], Any], stops: StopAtMissingDerivatives | None = N
             outputs = call()
     except Exception as error:
         raise FxflowError(f"forward raised {type(error).__name__}: {first_line(error)}",
-                          hint="check --input-size (or example_inputs()) against what forward expects") from error
+                          hint=("check the example inputs against what forward expects (the inputs given to fxflow.check, "
+                                "--input-size, or example_inputs() in the model's file)")) from error
     if not floating_outputs(outputs):
         raise FxflowError("the model's output contains no floating-point tensor, so nothing can be differentiated")
     return outputs

@@ -18,6 +18,7 @@ from torch import nn
 
 from ..errors import FxflowError
 from .unwrap import meta_inputs, unwrap
+from .load import move_model
 from .inputs import as_call_inputs, infer_inputs, no_inputs_note
 
 
@@ -153,7 +154,7 @@ def _on_device(model: nn.Module, example: tuple[Any, ...] | None, keywords: dict
     if all(p.device == device for p in model.parameters()):
         return model, example, keywords
     notes.append(f"checked a copy of the model on {device}")
-    moved = copy.deepcopy(model).to(device)
+    moved = move_model(copy.deepcopy(model), str(device))
 
     def to(value: Any) -> Any:
         return value.to(device) if isinstance(value, torch.Tensor) else value

@@ -252,7 +252,7 @@ def load_target(target: str, *, args: Sequence[str] = (), input_sizes: Sequence[
     else:
         model = build_model(module, location, name, kwargs)
         if device is not None:
-            model = _move(model, device)
+            model = move_model(model, device)
     notes: list[str] = []
     batches = None
     if input_sizes:
@@ -300,9 +300,10 @@ def _batch(inputs: Any, model: Any, device: str | None) -> Any:
     return inputs
 
 
-def _move(model: Any, device: str) -> Any:
+def move_model(model: Any, device: str) -> Any:
+    """``model.to(device)``; a device this machine does not have is one clear error, not torch's assertion."""
     try:
         return model.to(device)
     except (RuntimeError, AssertionError, ValueError) as error:
         raise FxflowError(f"cannot move the model to {device!r}: {error}",
-                          hint="use --device cpu, or a device this machine has") from error
+                          hint="check on cpu (--device cpu, device=\"cpu\"), or on a device this machine has") from error

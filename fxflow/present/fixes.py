@@ -56,6 +56,9 @@ FIXES: tuple[Fix, ...] = (
         "return the module's output from the hook without detaching it"),
     Fix("pre-hook", "a forward pre-hook that hands the module an input with no history",
         "return the module's new input from the pre-hook with its history: no `detach`, no `@torch.no_grad()` on it"),
+    Fix("checkpoint", "a reentrant `checkpoint` whose inputs do not require grad",
+        "pass `use_reentrant=False` to the checkpoint (`gradient_checkpointing_kwargs={{\"use_reentrant\": False}}` "
+        "in transformers), or make its input require grad (`model.enable_input_require_grads()`)"),
     Fix("function", "a custom `autograd.Function` (`Name.apply`)",
         "return a gradient for this input from the Function's `backward` instead of `None`"),
     Fix("no-derivative", "an op with no derivative (`floor_divide`, `heaviside`, ...)",
@@ -104,7 +107,7 @@ _BY_CAUSE = {fix.cause: fix for fix in FIXES}
 BUILT_IN_FORWARD = "built-in-forward"
 # the causes a cut site can have (site_cause's answers, but the zero derivative's)
 CUT_CAUSES = ("grad-region", "detach", "straight-through", "numpy-round-trip", "python-data", "nearest-lookup", "index",
-              "comparison", "cast", "hook", "pre-hook", "function", "no-derivative", "cut")
+              "comparison", "cast", "hook", "pre-hook", "checkpoint", "function", "no-derivative", "cut")
 ZERO_CAUSES = ("zero-derivative", "zero-by-construction")  # site_cause's answers for an exact zero
 
 _COMPARISONS = {"eq", "ne", "lt", "le", "gt", "ge", "isclose", "equal", "logical_not", "logical_and", "logical_or"}
@@ -124,6 +127,8 @@ def site_cause(site: CutSite, zero: bool = False) -> str:
         return "hook"
     if op.endswith(" pre-hook"):
         return "pre-hook"
+    if op == "checkpoint":
+        return "checkpoint"
     if op.endswith(".apply"):
         return "function"
     if op in ("detach", "detach_", "data"):

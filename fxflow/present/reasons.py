@@ -52,6 +52,8 @@ def _words(code: str, parameter: "ParameterReport") -> str | None:
                 "step was still reviving other zero-initialized weights: a longer chain may hold it; not verified")
     if code in (ZeroReason.STAYS_ZERO, ZeroReason.NO_STEP_MOVES, ZeroReason.DEAD_UNIT):
         return _stays_zero(holders, later, dead=code == ZeroReason.DEAD_UNIT)
+    if code == ZeroReason.DEAD_INPUT_MOVES:
+        return _dead_input_moves(list(parameter.fed_by), later)
     if code == UnregisteredReason.IN_CONTAINER:
         return ("its module is kept in a plain Python list or dict, which nn.Module does not register, so "
                 "model.parameters() does not list it")
@@ -91,6 +93,15 @@ def _stays_zero(holders: list[str], later: int, dead: bool) -> str:
         return (f"{seen}: a dead unit, and the weights that feed it get exactly 0 too, so no step revives it and it "
                 "never learns")
     return f"{seen}: the zero comes from something no optimizer step changes, so it never learns"
+
+
+def _dead_input_moves(feeders: list[str], later: int) -> str:
+    """A dead unit whose input weights that learn compute: what was seen, and no more."""
+    seen = (f"still exactly 0 after {later} step{'s' if later > 1 else ''} that moved every weight with a gradient"
+            if later else "exactly 0 on the first step")
+    return (f"{seen}; {listed(feeders)}, which compute{'s' if len(feeders) == 1 else ''} its input, "
+            f"{'gets' if len(feeders) == 1 else 'get'} a gradient, so training moves that input too: the unit may "
+            "come back once they have moved further than these small steps, or stay dead")
 
 
 def listed(names: list[str], keep: int = 3) -> str:

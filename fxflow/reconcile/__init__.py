@@ -89,8 +89,8 @@ def _note_randomness(report: ParameterReport, static: "StaticAnalysis") -> None:
     if report.random_ops:
         ops = ", ".join(report.random_ops[:3])
         report.diagnosis = ((report.diagnosis + ". ") if report.diagnosis else "") + (
-            f"This depends on randomness: it is computed from what {ops} drew, so another --seed may give "
-            "another verdict")
+            f"This depends on randomness: it is computed from what {ops} drew, so another seed (--seed, seed=) may "
+            "give another verdict")
 
 
 def unregistered_reports(result: "ProbeResult", vanishing: float) -> list[ParameterReport]:

@@ -35,6 +35,7 @@ class Evidence:
     measurable: bool = True  # the gradients have sizes (not a meta or fake run)
     held_by: dict[str, list[str]] = field(default_factory=dict)  # exact zero -> the all-zero weights behind it
     sites: "dict[str, CutSite]" = field(default_factory=dict)  # exact zero -> where it was made
+    fed_by: dict[str, list[str]] = field(default_factory=dict)  # dead unit's zero -> learning weights feeding it
     redrawn: dict[str, int] = field(default_factory=dict)  # dry parameter -> the seed of a draw that reached it
     draws: list[str] = field(default_factory=list)  # ``op @ file:line`` of the calls that drew
 
@@ -43,7 +44,7 @@ class Evidence:
         if result is None:
             return cls(steps=steps, watched=watched, measurable=False)
         return cls(result.look_ahead, steps, watched, result.measurable, result.held_by, result.explanations,
-                   result.redrawn, result.random_draws)
+                   result.fed_by, result.redrawn, result.random_draws)
 
     @property
     def counted(self) -> int:
@@ -57,7 +58,7 @@ def settle(parameters: "Iterable[ParameterReport]", evidence: Evidence) -> list[
     look, steps, counted = evidence.look, evidence.steps, evidence.counted
     if look is not None:  # check: the look-ahead's steps tell designed zero-inits from dead units
         classify_zeros(parameters, look.learns_from, evidence.held_by, look.steps, evidence.sites,
-                       exhausted=look.exhausted, rounding=look.rounding)
+                       exhausted=look.exhausted, rounding=look.rounding, fed_by=evidence.fed_by)
         if look.note:
             notes.append(look.note)
     elif steps is not None and evidence.watched and evidence.measurable:

@@ -28,5 +28,5 @@ def mark_redrawn(parameters: "Iterable[ParameterReport]", redrawn: dict[str, int
         parameter.dynamic = Dynamic.INTERMITTENT
         parameter.agree = agreement(parameter.static, parameter.dynamic)
         parameter.diagnosis = (f"{got} with this draw of the model's random numbers{drawn}, a gradient with "
-                               f"another (--seed {seed}): the model's own randomness decides, so it learns on "
+                               f"another (seed {seed}: `--seed {seed}`, `seed={seed}`): the model's own randomness decides, so it learns on "
                                "some steps only")

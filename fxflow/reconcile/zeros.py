@@ -19,13 +19,15 @@ if TYPE_CHECKING:  # pragma: no cover
 
 def classify_zeros(parameters: "Iterable[ParameterReport]", learns_from: dict[str, int] | None,
                    held_by: dict[str, list[str]], steps_seen: int, sites: "dict[str, CutSite] | None" = None,
-                   exhausted: bool = False, rounding: dict[str, int] | None = None) -> None:
+                   exhausted: bool = False, rounding: dict[str, int] | None = None,
+                   fed_by: dict[str, list[str]] | None = None) -> None:
     """Give each exactly-zero parameter its verdict: ``held`` (learns from ``learns_from[name]``),
     ``zero`` (still zero after ``steps_seen`` steps), or ``unconfirmed`` (``learns_from`` is None: no
     later step was seen; ``exhausted``: the steps stopped at their limit while still reviving others).
     ``held_by``: the all-zero weights that zeroed each one, when known; ``sites``: where each zero was
     made (:mod:`fxflow.diagnose.localize`), when located; ``rounding``: the parameters whose gradient
-    was round-off (zero up to rounding), by the step it was seen on."""
+    was round-off (zero up to rounding), by the step it was seen on; ``fed_by``: for a zero a dead unit
+    made, the weights computing its input that got a gradient (they move, so it may revive later)."""
     rounding = rounding or {}
     parameters = list(parameters)
     chosen = [p for p in parameters if p.static in (Static.REACHABLE, Static.UNKNOWN)
@@ -54,7 +56,9 @@ def classify_zeros(parameters: "Iterable[ParameterReport]", learns_from: dict[st
             parameter.held_by = [h for h in holders if h in still_zero]
             dead = not parameter.held_by and site is not None and passes_nothing_back(site.op)
             later = ZeroReason.STAYS_ZERO if steps_seen > 1 else ZeroReason.NO_STEP_MOVES
-            code = ZeroReason.DEAD_UNIT if dead else later
+            code = later if not dead else ZeroReason.DEAD_INPUT_MOVES if (fed_by or {}).get(parameter.name) \
+                else ZeroReason.DEAD_UNIT
+            parameter.fed_by = list((fed_by or {}).get(parameter.name, [])) if dead else []
         elif code == ZeroReason.ONE_STEP:
             parameter.held_by = list(holders)  # what may hold it: one step cannot tell
         parameter.reasons = ([ZeroReason.ROUNDING] if rounded else []) + [code]
