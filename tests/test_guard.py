@@ -143,3 +143,24 @@ def test_copy_on_write_sees_a_write_through_a_view_an_out_argument_and_a_tensor_
         untouched + 1  # read only: no copy
     assert [copy is not None for _, _, copy in values.tensors] == [True, True, True, False]
     assert values.restore() == [] and all(float(t.abs().sum()) == 0 for t in (a, b, c, untouched))
+
+
+class FillsItsInputDict(nn.Module):
+    """As sentence-transformers' modules do: forward adds its results to the features dict it is given."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.linear = nn.Linear(4, 3)
+
+    def forward(self, features: dict) -> dict:
+        features["embedding"] = self.linear(features["x"])
+        features.setdefault("calls", []).append(1)
+        return features["embedding"]
+
+
+def test_an_input_dict_forward_fills_is_left_as_given():
+    features = {"x": torch.randn(2, 4)}
+    given = dict(features)
+    report = fxflow.check(FillsItsInputDict(), (features,))
+    assert report.verified and report.status == "ok"
+    assert features.keys() == given.keys() and features["x"] is given["x"]  # no key added, same tensor

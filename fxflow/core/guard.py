@@ -20,6 +20,7 @@ the check's. Nothing here is process-wide: the copy-on-write mode is a thread-lo
 """
 from __future__ import annotations
 
+import collections
 import contextlib
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Collection, Iterable, Iterator
@@ -51,6 +52,9 @@ class Saved:
     attributes: list | None = None  # saved_attributes of the modules
     values: list[TensorValues] = field(default_factory=list)  # weights, plain tensor attributes
     inputs: TensorValues | None = None
+    # the lists and dicts in the inputs, with their entries: a forward that adds to its input dict
+    # (sentence-transformers' modules fill the features dict they are given) leaves it as given
+    containers: list[tuple[Any, Any]] = field(default_factory=list)
     grads: dict[torch.Tensor, torch.Tensor | None] = field(default_factory=dict)
     requires_grad: dict[torch.Tensor, bool] = field(default_factory=dict)
     training: dict[torch.nn.Module, bool] = field(default_factory=dict)
@@ -83,6 +87,12 @@ class Saved:
     def inputs_as_found(self) -> None:
         """Write the caller's input tensors back now, where a forward wrote them in place: each run
         of the check (the look-ahead's and the redraw's included) starts from the input as given."""
+        for container, entries in self.containers:
+            if isinstance(container, list):
+                container[:] = entries
+            else:
+                container.clear()
+                container.update(entries)
         if self.inputs is not None:
             self._note(self.inputs.restore())
 
@@ -105,6 +115,7 @@ def save(model: torch.nn.Module | None = None, inputs: Any = (), *, weights: boo
     saved = Saved(random=RandomState.save() if rng else None)
     if inputs is not None:
         saved.inputs = TensorValues.save(inputs_of(inputs), "an input tensor", COPY_LIMIT_BYTES)
+        saved.containers = _containers(inputs)
     grad_tensors = list(grads_of)
     if model is not None:
         modules = list(model.modules())
@@ -153,6 +164,20 @@ def guard(model: torch.nn.Module | None = None, inputs: Any = (), *, lazy: "Lazy
             lazy.restore()
         raise
     saved.restore()
+
+
+def _containers(value: Any, found: list[tuple[Any, Any]] | None = None) -> list[tuple[Any, Any]]:
+    """Each list and dict (a ``UserDict``'s ``data`` too) in ``value``, once, with a shallow copy of its entries."""
+    found = [] if found is None else found
+    container = value.data if isinstance(value, collections.UserDict) else value
+    if isinstance(container, (list, dict)):
+        if any(seen is container for seen, _ in found):
+            return found
+        found.append((container, list(container) if isinstance(container, list) else dict(container)))
+    if isinstance(container, (list, tuple, dict)):
+        for item in (container.values() if isinstance(container, dict) else container):
+            _containers(item, found)
+    return found
 
 
 def _uninitialized(tensor: torch.Tensor) -> bool:
