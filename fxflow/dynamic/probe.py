@@ -35,6 +35,7 @@ from ..verdicts import CutSite
 
 if TYPE_CHECKING:  # pragma: no cover
     from .recorded import Recorded
+    from .rerun import Rerun
 
 
 @dataclass
@@ -130,8 +131,8 @@ class ModelRun:
 
     :meth:`run` does both (:func:`run_model` is the way in); :meth:`forward` and :meth:`backward` are
     its halves for a caller that runs forward itself. :meth:`replay` runs the same forward again with
-    the same random draws (where a NaN was born: fxflow.diagnose.nonfinite), :meth:`again` the whole run
-    (the look-ahead).
+    the same random draws (where a NaN was born: fxflow.diagnose.nonfinite), :meth:`rerun` the whole step,
+    lean (the look-ahead).
     """
 
     def __init__(self, model: torch.nn.Module, *, mode: Mode = "real",
@@ -226,21 +227,13 @@ class ModelRun:
         finally:
             after.restore()
 
-    def again(self, inputs: Sequence[Any], same_draws: bool = True,
-              watchers: Sequence[ForwardPart] = (), model: torch.nn.Module | None = None,
-              ) -> "tuple[ModelRun, ProbeResult | None]":
-        """Forward and backward once more on ``inputs``, from the random draws this run started with
-        (the look-ahead's runs; ``same_draws=False``: from the generators as the caller left them),
-        ``watchers`` watching its forward; not recorded; on ``model`` when given (a float64 copy).
-        Returns the new run and its result (None: it raised)."""
-        if same_draws:
-            self._random_state.restore()
-        run = ModelRun(model if model is not None else self.model, mode=self.mode, loss_fn=self.loss_fn, seed=self.seed, labels_given=self.labels_given,
-                       watchers=watchers)
-        try:
-            return run, run.run(inputs)
-        except FxflowError:
-            return run, None
+    def rerun(self) -> "Rerun":
+        """This run's step again, lean, from what this run set up (the look-ahead's, the redraws' and the
+        round-off recheck's runs: :class:`fxflow.dynamic.rerun.Rerun`). Call it after :meth:`run`."""
+        from .rerun import Rerun
+
+        return Rerun(self.model, self._training_loss, self._random_state, self._unregistered.tensors,
+                     stops=bool(self._stops.rebased))
 
     def _replay(self) -> Any:
         with stop_at_missing_derivatives():  # the same history as the real run: it stops where that one did
