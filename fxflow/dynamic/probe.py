@@ -18,7 +18,7 @@ from torch._subclasses.fake_tensor import is_fake
 
 from ..errors import FxflowError, describe, first_line
 from .gradients import GradInfo, read_gradients
-from .lookahead import LookAhead
+from .lookahead import LookAhead, may_look_ahead
 from .writes import ForwardWrites
 from .redraw import drew_random_numbers
 from .backward_trace import BackwardTrace
@@ -155,7 +155,8 @@ class ModelRun:
         self._weights: FakeWeights | None = None  # the fake run's twins of the weights
         self._fake_mode: Any = None
         self.drew_random_numbers = False  # the forward advanced a random generator (fxflow.dynamic.redraw)
-        self.writes: ForwardWrites | None = None  # what the recorded forward wrote before it was put back
+        # what the recorded forward wrote before it was put back, kept where a look-ahead may follow
+        self.writes: ForwardWrites | None = None
 
     def forward(self, call: Callable[[], Any]) -> Any:
         """Run ``call`` (the model's forward) with the per-module gradient hooks in place."""
@@ -279,6 +280,7 @@ class ModelRun:
                 random_state.restore()  # the plain forward draws what the recorded one drew
                 outputs = self.forward(forward.call)
             result = self.backward(outputs)
+            forward.keep_writes = result is not None and may_look_ahead(result.grads)
         self.recorded, self.writes = forward.recorded, forward.writes
         return result
 
@@ -306,15 +308,21 @@ class RecordedForward:
         return self.inner(*self.inputs)
 
     def __enter__(self) -> "RecordedForward":
-        from ..core.state import preserved_module_attributes
+        from ..core.state import put_back_attributes, saved_attributes
 
-        self._stack.enter_context(preserved_module_attributes(self.inner))
-        self.writes = ForwardWrites(self.inner)
+        saved = saved_attributes(self.inner.modules())
+        self._stack.callback(put_back_attributes, saved)
+        # what forward wrote is read only for a look-ahead (keep_writes): a model without an exact zero pays nothing
+        self.writes: ForwardWrites | None = ForwardWrites(saved)
+        self.keep_writes = False
         return self
 
     def __exit__(self, *exc: Any) -> None:
         try:
-            self.writes.read(self._recording.snapshot if self._recording is not None else None)
+            if not self.keep_writes:
+                self.writes = None
+            else:
+                self.writes.read(self._recording.snapshot if self._recording is not None else None)
             if self._recording is not None:
                 self._recording.restore()
         finally:
