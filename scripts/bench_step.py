@@ -9,7 +9,7 @@ The headline, in process, with one torch thread: ``fxflow.check(model, inputs)``
 ``model(**inputs).loss.backward()`` step of the same model (alternated in one process, medians after a
 warm-up of each), on Hugging Face GPT-2 built from a config (nothing downloaded), and with peft's LoRA
 (r=8 on ``c_attn``, ``lora_B`` zero at init, so every ``lora_A`` has an exactly zero first gradient and
-the check looks ahead); the check's own phase timings; the peers' own capture of the same healthy model
+the check looks ahead); the check's own phase timings (medians, also in plain steps); the peers' own capture of the same healthy model
 (torchview's graph, TorchLens's trace), where installed. Secondary, whole processes (interpreter start,
 imports and building the model included): ``fxflow check`` of a model file against a floor that builds
 the same model and runs one forward and backward with no capture at all (medians of three runs
@@ -151,14 +151,15 @@ def in_process(name: str) -> dict[str, float]:
 
     repeats = REPEATS[name.removesuffix(LORA)]
     plain(), check()  # warm-up
-    steps, checks = [], []
+    steps, checks, timings = [], [], []
     for _ in range(repeats):  # alternated, so a neighbour's load falls on both alike
         for action, times in ((plain, steps), (check, checks)):
             started = time.perf_counter()
-            action()
+            report = action()
             times.append(time.perf_counter() - started)
+        timings.append(report.timings)
     step, checked = statistics.median(steps), statistics.median(checks)
-    report = check()
+    phases = {phase: statistics.median(t.get(phase, 0.0) for t in timings) for phase in timings[-1]}
     peers = {}
     for peer, run in (_peers(model, inputs) if not name.endswith(LORA) else {}).items():
         try:
@@ -166,7 +167,7 @@ def in_process(name: str) -> dict[str, float]:
         except Exception as error:  # noqa: BLE001 - a peer that cannot run this model is reported as such
             peers[peer] = f"{type(error).__name__}"
     return {"step": step, "check": checked, "ratio": checked / step, "capture": report.trace.method,
-            "summary": report.summary(), "peers": peers, "phases": report.timings}
+            "summary": report.summary(), "peers": peers, "phases": phases}
 
 
 def _peers(model: Any, inputs: dict[str, Any]) -> dict[str, Any]:
@@ -359,12 +360,13 @@ def main() -> int:
 def table(rows: list) -> str:
     """The headline: the check over one plain step of the same model, in process."""
     lines = ["| model (in process, one torch thread) | check / plain step | plain step s | fxflow.check s | "
-             "the check's phases s | capture | torchview s | TorchLens s |",
+             "the check's phases s (in plain steps), medians | capture | torchview s | TorchLens s |",
              "|---|---:|---:|---:|---|---|---:|---:|"]
     for name, inside in rows:
         peers = [inside["peers"].get(peer, "-") for peer in ("torchview", "torchlens")]
         peers = [f"{p:.4f}" if isinstance(p, float) else p for p in peers]
-        phases = ", ".join(f"{phase} {seconds:.2f}" for phase, seconds in inside["phases"].items() if seconds >= 0.01)
+        phases = ", ".join(f"{phase} {seconds:.2f} ({seconds / inside['step']:.2f})"
+                           for phase, seconds in inside["phases"].items() if seconds >= 0.01)
         lines.append(f"| {name} | **{inside['ratio']:.2f}x** | {inside['step']:.4f} | {inside['check']:.4f} | "
                      f"{phases} | {inside['capture']} | {peers[0]} | {peers[1]} |")
     return "\n".join(lines)
