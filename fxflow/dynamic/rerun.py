@@ -23,7 +23,7 @@ What a rerun keeps from the first run, and why:
 from __future__ import annotations
 
 import contextlib
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterable, Sequence
 
 import torch
 
@@ -46,6 +46,7 @@ class Rerun:
         self.random_state = random_state  # the state the first run's forward started from
         self.unregistered = list(unregistered.values())  # the first run's, on ``model``
         self.stops = stops  # the first run's forward rebased a result at an op with no derivative
+        self.parameters = dict(model.named_parameters())  # the look-ahead moves their data, not the objects
 
     def __call__(self, inputs: Sequence[Any], same_draws: bool = True, watchers: Sequence[ForwardPart] = (),
                  model: torch.nn.Module | None = None) -> dict[str, GradInfo] | None:
@@ -59,15 +60,16 @@ class Rerun:
         for tensor, _ in kept:
             tensor.grad = None
         try:
-            if not self._step(target, inputs, watchers, stops=self.stops or not same_draws):
+            parameters = self.parameters if model is None else dict(model.named_parameters())
+            if not self._step(target, parameters.values(), inputs, watchers, stops=self.stops or not same_draws):
                 return None
-            return read_gradients({name: p.grad for name, p in target.named_parameters()})[0]
+            return read_gradients({name: p.grad for name, p in parameters.items()})[0]
         finally:
             for tensor, grad in kept:
                 tensor.grad = grad
 
-    def _step(self, model: torch.nn.Module, inputs: Sequence[Any], watchers: Sequence[ForwardPart],
-              stops: bool) -> bool:
+    def _step(self, model: torch.nn.Module, parameters: Iterable[torch.Tensor], inputs: Sequence[Any],
+              watchers: Sequence[ForwardPart], stops: bool) -> bool:
         """One forward and backward of the training loss; False where either raised."""
         try:
             with torch.enable_grad(), contextlib.ExitStack() as watching:
@@ -78,7 +80,7 @@ class Rerun:
                 return False
             loss = self.loss(outputs).tensor
             if isinstance(loss, torch.Tensor) and loss.requires_grad:
-                with torch.enable_grad(), post_accumulate_hooks_paused(model.parameters()):
+                with torch.enable_grad(), post_accumulate_hooks_paused(parameters):
                     loss.backward()
         except Exception:  # noqa: BLE001 - the model's own error, as the first run reports it: this run tells nothing
             return False
