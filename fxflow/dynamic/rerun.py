@@ -28,7 +28,7 @@ from typing import Any, Callable, Iterable, Sequence
 import torch
 
 from ..core.observer import ForwardPart
-from ..core.state import RandomState
+from ..core.guard import Saved, save
 from ..core.user_hooks import post_accumulate_hooks_paused
 from .gradients import GradInfo, read_gradients
 from .loss import TrainingLoss, floating_outputs
@@ -39,11 +39,11 @@ class Rerun:
     """The first run's step again, as often as asked: ``rerun(inputs)`` gives each parameter's
     :class:`GradInfo` (None where forward or backward raised). The gradients are left in ``.grad``."""
 
-    def __init__(self, model: torch.nn.Module, loss: Callable[[Any], TrainingLoss], random_state: RandomState,
+    def __init__(self, model: torch.nn.Module, loss: Callable[[Any], TrainingLoss], random_state: Saved,
                  unregistered: dict[str, torch.Tensor], stops: bool) -> None:
         self.model = model
         self.loss = loss
-        self.random_state = random_state  # the state the first run's forward started from
+        self.random_state = random_state  # the global generators as the first run's forward found them
         self.unregistered = list(unregistered.values())  # the first run's, on ``model``
         self.stops = stops  # the first run's forward rebased a result at an op with no derivative
         self.parameters = dict(model.named_parameters())  # the look-ahead moves their data, not the objects
@@ -56,17 +56,14 @@ class Rerun:
         if same_draws:
             self.random_state.restore()
         target = self.model if model is None else model
-        kept = [(tensor, tensor.grad) for tensor in (self.unregistered if model is None else ())]
-        for tensor, _ in kept:
-            tensor.grad = None
+        kept = save(grads_of=self.unregistered if model is None else (), fresh_grads=True, rng=False)
         try:
             parameters = self.parameters if model is None else dict(model.named_parameters())
             if not self._step(target, parameters.values(), inputs, watchers, stops=self.stops or not same_draws):
                 return None
             return read_gradients({name: p.grad for name, p in parameters.items()})[0]
         finally:
-            for tensor, grad in kept:
-                tensor.grad = grad
+            kept.restore()
 
     def _step(self, model: torch.nn.Module, parameters: Iterable[torch.Tensor], inputs: Sequence[Any],
               watchers: Sequence[ForwardPart], stops: bool) -> bool:
