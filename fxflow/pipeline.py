@@ -182,15 +182,17 @@ def _alive_after(run: ModelRun, example: tuple[Any, ...], same_draws: bool = Tru
     largest (0.0: none, exactly zero or not finite; None: it raised). ``before()`` runs first each
     time: it sets the generators the model holds (:mod:`fxflow.dynamic.generators`); ``as_found``
     puts the inputs back after each rerun (a forward that writes its input in place)."""
+    again = run.rerun()  # one forward and backward each, reusing what the first run set up
+
     def rerun() -> Relative | None:
         if before is not None:
             before()
         try:
-            _, again = run.again(example, same_draws=same_draws, watchers=watchers)
+            grads = again(example, same_draws=same_draws, watchers=watchers)
         finally:
             if as_found is not None:
                 as_found()
-        return relative_sizes(again.grads) if again is not None else None
+        return relative_sizes(grads) if grads is not None else None
     return rerun
 
 
@@ -200,8 +202,7 @@ def _run_on(run: ModelRun, drawn_from: list[Any]) -> RunOn:
     def run_on(model: torch.nn.Module, inputs: Sequence[Any]) -> dict[str, GradInfo] | None:
         with guarded():  # the global generators: the redraws go on from them as the first run left them
             ModelGenerators.of(model, inputs).restore(drawn_from)  # the copy's own, found in the same order
-            _, again = run.again(inputs, model=model)
-        return again.grads if again is not None else None
+            return run.rerun()(inputs, model=model)
     return run_on
 
 

@@ -9,7 +9,7 @@ The headline, in process, with one torch thread: ``fxflow.check(model, inputs)``
 ``model(**inputs).loss.backward()`` step of the same model (alternated in one process, medians after a
 warm-up of each), on Hugging Face GPT-2 built from a config (nothing downloaded), and with peft's LoRA
 (r=8 on ``c_attn``, ``lora_B`` zero at init, so every ``lora_A`` has an exactly zero first gradient and
-the check looks ahead); the check's own phase timings; the peers' own capture of the same healthy model
+the check looks ahead); the check's own phase timings (medians, also in plain steps); the peers' own capture of the same healthy model
 (torchview's graph, TorchLens's trace), where installed. Secondary, whole processes (interpreter start,
 imports and building the model included): ``fxflow check`` of a model file against a floor that builds
 the same model and runs one forward and backward with no capture at all (medians of three runs
@@ -121,8 +121,10 @@ def build_gpt2(name: str) -> tuple[Any, dict[str, Any]]:
     return model, {"input_ids": ids, "labels": ids}
 
 
-def in_process(name: str) -> dict[str, float]:
-    """Medians of a plain step and of fxflow.check on the same model, one torch thread."""
+def in_process(name: str, cpu_time: bool = False) -> dict[str, float]:
+    """Medians of a plain step and of fxflow.check on the same model, one torch thread; ``cpu_time``:
+    timed by the process's CPU time instead of the wall clock (the phases stay wall-clock)."""
+    clock = time.process_time if cpu_time else time.perf_counter
     import warnings
 
     import torch
@@ -151,14 +153,15 @@ def in_process(name: str) -> dict[str, float]:
 
     repeats = REPEATS[name.removesuffix(LORA)]
     plain(), check()  # warm-up
-    steps, checks = [], []
+    steps, checks, timings = [], [], []
     for _ in range(repeats):  # alternated, so a neighbour's load falls on both alike
         for action, times in ((plain, steps), (check, checks)):
-            started = time.perf_counter()
-            action()
-            times.append(time.perf_counter() - started)
+            started = clock()
+            report = action()
+            times.append(clock() - started)
+        timings.append(report.timings)
     step, checked = statistics.median(steps), statistics.median(checks)
-    report = check()
+    phases = {phase: statistics.median(t.get(phase, 0.0) for t in timings) for phase in timings[-1]}
     peers = {}
     for peer, run in (_peers(model, inputs) if not name.endswith(LORA) else {}).items():
         try:
@@ -166,7 +169,7 @@ def in_process(name: str) -> dict[str, float]:
         except Exception as error:  # noqa: BLE001 - a peer that cannot run this model is reported as such
             peers[peer] = f"{type(error).__name__}"
     return {"step": step, "check": checked, "ratio": checked / step, "capture": report.trace.method,
-            "summary": report.summary(), "peers": peers, "phases": report.timings}
+            "summary": report.summary(), "peers": peers, "phases": phases, "cpu": cpu_time}
 
 
 def _peers(model: Any, inputs: dict[str, Any]) -> dict[str, Any]:
@@ -324,6 +327,9 @@ def main() -> int:
     parser.add_argument("--no-meta", action="store_true", help="skip the 7B meta config")
     parser.add_argument("--no-whole", action="store_true", help="skip the whole-process GPT-2 small row")
     parser.add_argument("--one", nargs=1, help=argparse.SUPPRESS)
+    parser.add_argument("--cpu-time", action="store_true",
+                        help="time the in-process rows by CPU time, not the wall clock: on a shared, loaded machine "
+                             "a one-thread step's CPU time moves less with the neighbours' load (phases stay wall)")
     parser.add_argument("--trace-cost", action="store_true", help="the backward trace's cost per autograd node")
     options = parser.parse_args()
     if options.trace_cost:
@@ -334,12 +340,14 @@ def main() -> int:
         print(f"load average (1, 5, 15 min) at the end: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
         return 0
     if options.one:  # a child: one in-process measurement, JSON on stdout
-        print(json.dumps(in_process(options.one[0])))
+        print(json.dumps(in_process(options.one[0], options.cpu_time)))
         return 0
-    print(f"load average (1, 5, 15 min) at the start: {', '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"load average (1, 5, 15 min) at the start: {', '.join(f'{x:.2f}' for x in os.getloadavg())}"
+          f"{'; in-process rows timed by CPU time' if options.cpu_time else ''}")
     rows, whole = [], None
     for name in filter(None, options.models.split(",")):  # --models "" : the 7B meta row only
-        child = subprocess.run([sys.executable, __file__, "--one", name], capture_output=True, text=True,
+        child = subprocess.run([sys.executable, __file__, "--one", name, *(["--cpu-time"] if options.cpu_time else [])],
+                               capture_output=True, text=True,
                                env={**os.environ, "OMP_NUM_THREADS": "1", "HF_HUB_OFFLINE": "1"})
         if child.returncode != 0:
             print(child.stderr[-2000:], file=sys.stderr)
@@ -359,12 +367,14 @@ def main() -> int:
 def table(rows: list) -> str:
     """The headline: the check over one plain step of the same model, in process."""
     lines = ["| model (in process, one torch thread) | check / plain step | plain step s | fxflow.check s | "
-             "the check's phases s | capture | torchview s | TorchLens s |",
+             "the check's phases s (in plain steps), medians | capture | torchview s | TorchLens s |",
              "|---|---:|---:|---:|---|---|---:|---:|"]
     for name, inside in rows:
         peers = [inside["peers"].get(peer, "-") for peer in ("torchview", "torchlens")]
         peers = [f"{p:.4f}" if isinstance(p, float) else p for p in peers]
-        phases = ", ".join(f"{phase} {seconds:.2f}" for phase, seconds in inside["phases"].items() if seconds >= 0.01)
+        steps = (lambda seconds: "") if inside.get("cpu") else (lambda seconds: f" ({seconds / inside['step']:.2f})")
+        phases = ", ".join(f"{phase} {seconds:.2f}{steps(seconds)}"
+                           for phase, seconds in inside["phases"].items() if seconds >= 0.01)
         lines.append(f"| {name} | **{inside['ratio']:.2f}x** | {inside['step']:.4f} | {inside['check']:.4f} | "
                      f"{phases} | {inside['capture']} | {peers[0]} | {peers[1]} |")
     return "\n".join(lines)

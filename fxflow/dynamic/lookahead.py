@@ -32,7 +32,8 @@ from typing import Callable, Collection, Iterable
 import torch
 
 from ..core.tensors import l2_norm
-from .rounding import Relative, suspects
+from .gradients import GradInfo
+from .rounding import Relative, relative_sizes, suspects
 
 STEP_RELATIVE = 1e-2  # each step moves a tensor by this fraction of its RMS ...
 STEP_FLOOR = 1e-3  # ... or by this much where the tensor is all zeros
@@ -59,6 +60,12 @@ class LookAhead:
     @property
     def still_zero(self) -> list[str]:
         return [name for name in self.zeros if name not in self.learns_from]
+
+
+def may_look_ahead(grads: dict[str, GradInfo]) -> bool:
+    """Whether a first step with these gradients may be looked ahead of: one is exactly zero, or small
+    enough to be round-off (which counts as zero). A model with neither builds nothing for it."""
+    return any(info.present and info.all_zero for info in grads.values()) or bool(suspects(relative_sizes(grads)))
 
 
 def look_ahead(parameters: dict[str, torch.nn.Parameter], zeros: Iterable[str], rerun: Rerun, *,

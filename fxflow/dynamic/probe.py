@@ -19,7 +19,7 @@ from torch._subclasses.fake_tensor import is_fake
 
 from ..errors import FxflowError, describe, first_line
 from .gradients import GradInfo, read_gradients
-from .lookahead import LookAhead
+from .lookahead import LookAhead, may_look_ahead
 from .writes import ForwardWrites
 from .redraw import drew_random_numbers
 from .backward_trace import BackwardTrace
@@ -36,6 +36,7 @@ from ..verdicts import CutSite
 
 if TYPE_CHECKING:  # pragma: no cover
     from .recorded import Recorded
+    from .rerun import Rerun
 
 
 @dataclass
@@ -116,8 +117,8 @@ class ModelRun:
 
     :meth:`run` does both (:func:`run_model` is the way in); :meth:`forward` and :meth:`backward` are
     its halves for a caller that runs forward itself. :meth:`replay` runs the same forward again with
-    the same random draws (where a NaN was born: fxflow.diagnose.nonfinite), :meth:`again` the whole run
-    (the look-ahead).
+    the same random draws (where a NaN was born: fxflow.diagnose.nonfinite), :meth:`rerun` the whole step,
+    lean (the look-ahead).
     """
 
     def __init__(self, model: torch.nn.Module, *, mode: Mode = "real",
@@ -140,7 +141,8 @@ class ModelRun:
         self._weights: FakeWeights | None = None  # the fake run's twins of the weights
         self._fake_mode: Any = None
         self.drew_random_numbers = False  # the forward advanced a random generator (fxflow.dynamic.redraw)
-        self.writes: ForwardWrites | None = None  # what the recorded forward wrote before it was put back
+        # what the recorded forward wrote before it was put back, kept where a look-ahead may follow
+        self.writes: ForwardWrites | None = None
 
     def forward(self, call: Callable[[], Any]) -> Any:
         """Run ``call`` (the model's forward) with the per-module gradient hooks in place."""
@@ -207,21 +209,13 @@ class ModelRun:
             self._random_state.restore()
             return self._replay()
 
-    def again(self, inputs: Sequence[Any], same_draws: bool = True,
-              watchers: Sequence[ForwardPart] = (), model: torch.nn.Module | None = None,
-              ) -> "tuple[ModelRun, ProbeResult | None]":
-        """Forward and backward once more on ``inputs``, from the random draws this run started with
-        (the look-ahead's runs; ``same_draws=False``: from the generators as the caller left them),
-        ``watchers`` watching its forward; not recorded; on ``model`` when given (a float64 copy).
-        Returns the new run and its result (None: it raised)."""
-        if same_draws:
-            self._random_state.restore()
-        run = ModelRun(model if model is not None else self.model, mode=self.mode, loss_fn=self.loss_fn, seed=self.seed, labels_given=self.labels_given,
-                       watchers=watchers)
-        try:
-            return run, run.run(inputs)
-        except FxflowError:
-            return run, None
+    def rerun(self) -> "Rerun":
+        """This run's step again, lean, from what this run set up (the look-ahead's, the redraws' and the
+        round-off recheck's runs: :class:`fxflow.dynamic.rerun.Rerun`). Call it after :meth:`run`."""
+        from .rerun import Rerun
+
+        return Rerun(self.model, self._training_loss, self._random_state, self._unregistered,
+                     stops=bool(self._stops.rebased))
 
     def _replay(self) -> Any:
         with stop_at_missing_derivatives():  # the same history as the real run: it stops where that one did
@@ -277,6 +271,7 @@ class ModelRun:
                 random_state.restore()  # the plain forward draws what the recorded one drew
                 outputs = self.forward(forward.call)
             result = self.backward(outputs)
+            forward.keep_writes = result is not None and may_look_ahead(result.grads)
         self.recorded, self.writes = forward.recorded, forward.writes
         return result
 
@@ -304,13 +299,18 @@ class RecordedForward:
         return self.inner(*self.inputs)
 
     def __enter__(self) -> "RecordedForward":
-        self._stack.enter_context(guard(self.inner, **ATTRIBUTES_ONLY))
-        self.writes = ForwardWrites(self.inner)
+        saved = self._stack.enter_context(guard(self.inner, **ATTRIBUTES_ONLY))
+        # what forward wrote is read only for a look-ahead (keep_writes), from the attributes the guard saved anyway
+        self.writes: ForwardWrites | None = ForwardWrites(saved.attributes)
+        self.keep_writes = False
         return self
 
     def __exit__(self, *exc: Any) -> None:
         try:
-            self.writes.read(self._recording.snapshot if self._recording is not None else None)
+            if not self.keep_writes:
+                self.writes = None
+            else:
+                self.writes.read(self._recording.snapshot if self._recording is not None else None)
             if self._recording is not None:
                 self._recording.restore()
         finally:

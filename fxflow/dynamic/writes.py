@@ -21,8 +21,9 @@ _TABLES = frozenset({"_parameters", "_buffers", "_modules", "training", "_non_pe
 class ForwardWrites:
     """The attributes and buffer values a forward wrote; saved around it, applied with :meth:`apply`."""
 
-    def __init__(self, model: torch.nn.Module) -> None:
-        self.before = {module: dict(module.__dict__) for module in model.modules()}
+    def __init__(self, saved: list) -> None:
+        """``saved``: :func:`fxflow.core.state.saved_attributes` of the model's modules, taken before the forward."""
+        self.before = {module: attributes for module, attributes, *_ in saved}
         self.attributes: list[tuple[torch.nn.Module, str, Any]] = []
         self.buffers: list[tuple[torch.Tensor, torch.Tensor]] = []  # (the model's buffer, the value written)
 
