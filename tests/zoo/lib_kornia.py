@@ -19,24 +19,11 @@ def patches() -> tuple[torch.Tensor]:
     return (torch.rand(2, 1, 32, 32),)
 
 
-@specimen(FAMILY, name="kornia_hardnet")
-def kornia_hardnet() -> Built:
-    return KF.HardNet(pretrained=False), patches()
-
-
-@specimen(FAMILY, name="kornia_tfeat")
-def kornia_tfeat() -> Built:
-    return KF.TFeat(pretrained=False), patches()
-
-
-@specimen(FAMILY, name="kornia_sosnet")
-def kornia_sosnet() -> Built:
-    return KF.SOSNet(pretrained=False), patches()
-
-
-@specimen(FAMILY, name="kornia_orinet")
-def kornia_orinet() -> Built:
-    return KF.OriNet(pretrained=False), patches()
+# the learned patch networks, each from its own constructor with no weights
+PATCH_NETWORKS = {"kornia_hardnet": KF.HardNet, "kornia_tfeat": KF.TFeat, "kornia_sosnet": KF.SOSNet,
+                  "kornia_orinet": KF.OriNet}
+for _name, _network in PATCH_NETWORKS.items():
+    specimen(FAMILY, name=_name)(lambda network=_network: (network(pretrained=False), patches()))
 
 
 @specimen(FAMILY, name="kornia_augmented_cnn")

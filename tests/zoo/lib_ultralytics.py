@@ -23,21 +23,9 @@ def build(task: type, config: str) -> Built:
     return task(layout, nc=2, verbose=False), (torch.randn(2, 3, 64, 64),)
 
 
-@specimen(FAMILY, name="yolo_v8_detect")
-def yolo_v8_detect() -> Built:
-    return build(DetectionModel, "yolov8n.yaml")
-
-
-@specimen(FAMILY, name="yolo_11_detect")
-def yolo_11_detect() -> Built:
-    return build(DetectionModel, "yolo11n.yaml")
-
-
-@specimen(FAMILY, name="yolo_v8_classify")
-def yolo_v8_classify() -> Built:
-    return build(ClassificationModel, "yolov8n-cls.yaml")
-
-
-@specimen(FAMILY, name="yolo_v8_segment")
-def yolo_v8_segment() -> Built:
-    return build(SegmentationModel, "yolov8n-seg.yaml")
+# specimen -> (model class, the YAML ultralytics ships)
+MODELS = {"yolo_v8_detect": (DetectionModel, "yolov8n.yaml"), "yolo_11_detect": (DetectionModel, "yolo11n.yaml"),
+          "yolo_v8_classify": (ClassificationModel, "yolov8n-cls.yaml"),
+          "yolo_v8_segment": (SegmentationModel, "yolov8n-seg.yaml")}
+for _name, (_task, _config) in MODELS.items():
+    specimen(FAMILY, name=_name)(lambda task=_task, config=_config: build(task, config))
