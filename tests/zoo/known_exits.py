@@ -333,7 +333,7 @@ DRY: dict[str, str] = {'diffusers_autoencoder_kl': 'stays dry: encoder.mid_block
                                      '`logsoftmax` at torchvision/models/detection/ssd.py:306',
  'tv_vgg11_bn': 'stays dry: features.0.bias, features.4.bias; first failing: features.0.bias: reachable/zero: zero '
                 'up to rounding: its gradient is round-off, tiny next to the largest and collapsing by orders of '
-                'magnitude when the same step runs in float64, so it is zero in exa',,
+                'magnitude when the same step runs in float64, so it is zero in exa',
  # the libraries of issue 40 (scripts/zoo.py --libraries --only ...)
  'gp_deep_kernel': 'stays dry: mll.model.features.2.bias; first failing: mll.model.features.2.bias: '
                    'reachable/zero: zero up to rounding: its gradient is round-off, tiny next to the largest and '
