@@ -53,7 +53,7 @@ def features() -> dict[str, torch.Tensor]:
 
 def embedder() -> SentenceTransformer:
     transformer = bert()
-    pooling = models.Pooling(transformer.get_word_embedding_dimension(), pooling_mode="mean")
+    pooling = models.Pooling(32, pooling_mode="mean")  # the BERT's width
     dense = models.Dense(in_features=32, out_features=16, activation_function=nn.Tanh())
     return SentenceTransformer(modules=[transformer, pooling, dense, models.Normalize()], device="cpu")
 
