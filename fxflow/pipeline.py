@@ -7,12 +7,10 @@ them, keeps the model untouched around the passes that run its code, and times t
 """
 from __future__ import annotations
 
-import contextlib
 import functools
-import gc
 import inspect
 import time
-from typing import Any, Callable, Collection, Iterable, Iterator, Sequence
+from typing import Any, Callable, Collection, Iterable, Sequence
 
 import torch
 
@@ -22,7 +20,7 @@ from .capture import Capture, capture
 from .errors import FxflowError
 from .prepare import prepare
 from .dynamic.loss import labels_in
-from .dynamic.probe import ModelRun, ProbeResult, on_meta, run_model
+from .dynamic.probe import ModelRun, ProbeResult, run_model
 from .reconcile.assemble import assemble_report
 from .diagnose import diagnose
 from .dynamic.lookahead import LookAhead, look_ahead
@@ -32,9 +30,9 @@ from .dynamic.gradients import dynamic_verdicts
 from .report import Report
 from .prepare.inputs import infer_inputs
 from .core.lazy import LazyModules, materialize_lazy
-from .core.state import ModelSnapshot, RandomState, guarded, preserved_module_attributes, untouched
+from .core.guard import ATTRIBUTES_ONLY, guard as guarded, save
 from .dynamic.optimizer import will_update
-from .dynamic.redraw import DRAWS, redraw
+from .dynamic.redraw import DRAWS, RandomChoices, redraw
 from .dynamic.generators import ModelGenerators
 from .core.observer import ForwardPart
 from .core.random_ops import RandomDraws
@@ -96,10 +94,9 @@ def check(
         lazy = materialize_lazy(runner, lambda: runner(*example), example)
     notes.extend(lazy.notes)
 
-    # The run and the tracing run forward's Python, which can change the model; the recording and the
-    # passes allocate many small objects that all stay alive, which would set off full collections
-    # of the user's whole heap: the collector waits until the report is made.
-    with guarded(model, example, lazy) as guard, gc_paused(), ModelGenerators.kept(model) as (generators, drawn_from):
+    # The run and the tracing run forward's Python, which can change the model: all of it is put back.
+    with guarded(model, example, lazy=lazy, fresh_grads=True) as guard, \
+            ModelGenerators.kept(model, example or ()) as (generators, drawn_from):  # held or passed in
         # The real forward and backward go first: a forward that raises is the model's own error,
         # and the run-time capture is the recording of this very forward.
         result: ProbeResult | None = None
@@ -109,8 +106,7 @@ def check(
         record = capture_methods is None or "runtime" in capture_methods
         if backward and example is not None:
             step("running forward and backward", phase="backward")
-            mode = ("meta" if on_meta(runner, example) else "fake") if fake else "real"
-            run = run_model(runner, example, mode=mode, loss_fn=loss_fn, seed=seed, labels_given=labels_in(inputs),
+            run = run_model(runner, example, mode="fake" if fake else "real", loss_fn=loss_fn, seed=seed, labels_given=labels_in(inputs),
                             record=record, trace=True)
             result, failure, recorded = run.result, run.failure, run.recorded
             guard.inputs_as_found()  # a forward that wrote its input: every later stage sees it as given
@@ -167,13 +163,12 @@ def check(
             tally = _later_steps(model, result, static, steps, batches, inputs, loss_fn, seed, device)
         step("restoring the model", phase="restore")
     step("reconciling", phase="reconcile")
-    with gc_paused():
-        report = assemble_report(
-            model, target=target or type(model).__name__, captured=captured, static=static, result=result,
-            failure=failure, notes=notes, static_notes=static_notes + guard.notes, vanishing=vanishing,
-            allow=allow, static_only=not backward, steps=tally, drew=drew if real_run is not None else None)
-        if optimizers:
-            judge_optimizer(report, user_model, optimizers, schedulers)
+    report = assemble_report(
+        model, target=target or type(model).__name__, captured=captured, static=static, result=result,
+        failure=failure, notes=notes, static_notes=static_notes + guard.notes, vanishing=vanishing,
+        allow=allow, static_only=not backward, steps=tally, drew=drew if real_run is not None else None)
+    if optimizers:
+        judge_optimizer(report, user_model, optimizers, schedulers)
     report.timings = clock.finish()
     lazy.restore()  # the report is made: the user's lazy modules become lazy again
     return report
@@ -203,12 +198,9 @@ def _run_on(run: ModelRun, drawn_from: list[Any]) -> RunOn:
     """``run``'s forward and backward on another model (its float64 copy) from the same random draws
     (``drawn_from``: the states the generators the model holds started the run from)."""
     def run_on(model: torch.nn.Module, inputs: Sequence[Any]) -> dict[str, GradInfo] | None:
-        random_state = RandomState.save()  # the redraws go on from the generators as the first run left them
-        ModelGenerators.of(model).restore(drawn_from)  # the copy's own, found in the same order
-        try:
+        with guarded():  # the global generators: the redraws go on from them as the first run left them
+            ModelGenerators.of(model, inputs).restore(drawn_from)  # the copy's own, found in the same order
             _, again = run.again(inputs, model=model)
-        finally:
-            random_state.restore()
         return again.grads if again is not None else None
     return run_on
 
@@ -221,34 +213,39 @@ def redraw_of(run: ModelRun, example: tuple[Any, ...], dry: list[str], seed: int
               rounded: Collection[str] = (),
               as_found: Callable[[], None] | None = None) -> tuple[dict[str, int], list[str]]:
     """:func:`fxflow.dynamic.redraw.redraw` on the model of ``run``: ``dry`` parameters that other draws
-    of its random numbers reach (the global generators' and ``generators``, those the model holds), and
-    ``op @ file:line`` of the calls that drew; the model's buffers, grads and random state are put back
-    afterwards (the generators it holds by the caller). ``rounded``: parameters whose gradient was
+    of its random numbers reach (the global generators' and ``generators``, those the model holds or is
+    given), and ``op @ file:line`` of the calls that drew; the model's buffers, grads and random state are
+    put back afterwards (the generators it holds by the caller). ``rounded``: parameters whose gradient was
     round-off; another draw reaches one only with a gradient above round-off's size. ``as_found`` puts
     the inputs back after each rerun."""
-    snapshot = ModelSnapshot.save(run.model, copy_parameters=False)  # nothing moves the weights here
+    snapshot = save(run.model, weights=False, attributes=False)  # nothing moves the weights here
     draws_made = iter(range(seed + 1, seed + 1 + 10**6))  # redraw reruns once per seed, seed + 1 first
 
     def reseed() -> None:  # the model's own generators take the draw's seed, as the global ones do
         if generators:
             generators.seed(next(draws_made))
     try:
-        draws = RandomDraws()  # where the forward draws: the report names those lines
-        again = _alive_after(run, example, same_draws=False, watchers=[draws], before=reseed, as_found=as_found)
+        draws, choices = RandomDraws(), RandomChoices()  # where the forward draws, and what each choice picked
+        again = _alive_after(run, example, same_draws=False, watchers=[draws, choices], before=reseed,
+                             as_found=as_found)
 
         def rerun() -> Relative | None:  # round-off again is no gradient (fxflow.dynamic.rounding)
-            relative = again()
+            with choices.python(generators.generators if generators else []):
+                relative = again()
             return relative if relative is None else {
                 name: 0.0 if name in rounded and size < SUSPECT else size for name, size in relative.items()}
         found: dict[str, int] = {}
-        # Rounds of DRAWS draws, for as long as three times the draws it took to reach the last parameter
-        # reached: a 1-of-8 choice per batch shows its last branch after about 20 draws (then missed 2 times
-        # in 100), a dead parameter beside a dropout costs one round, as a model whose draws reach all early.
+        # Rounds of DRAWS draws: while a recorded choice (one of n branches) has a branch no draw picked,
+        # within the draws that show all n (fxflow.dynamic.redraw.RandomChoices); then, for what is not a
+        # choice (dropout, a draw compared with a threshold), for as long as three times the draws it took
+        # to reach the last parameter reached: a dead parameter beside a dropout costs one round.
         drawn = 0
-        while len(found) < len(dry) and drawn < REDRAW_LIMIT:
+        while len(found) < len(dry):
             found.update(redraw([name for name in dry if name not in found], rerun, seed + drawn))
             drawn += DRAWS
-            if drawn >= max(DRAWS, 3 * (max(found.values(), default=seed) - seed)):
+            if choices.open(drawn):
+                continue
+            if drawn >= REDRAW_LIMIT or drawn >= max(DRAWS, 3 * (max(found.values(), default=seed) - seed)):
                 break
         return found, draws.found
     finally:
@@ -270,9 +267,9 @@ def look_ahead_of(run: ModelRun, example: tuple[Any, ...], zeros: list[str],
     drawn_from = drawn_from if drawn_from is not None else []
     rerun = _alive_after(run, example, before=(lambda: generators.restore(drawn_from)) if generators else None,
                          as_found=as_found)
-    snapshot = ModelSnapshot.save(run.model, copy_parameters=False)  # the look-ahead puts its weights back itself
+    snapshot = save(run.model, weights=False, attributes=False)  # the look-ahead puts its weights back itself
     try:
-        with preserved_module_attributes(run.model):
+        with guarded(run.model, **ATTRIBUTES_ONLY):
             if run.writes is not None:  # the next real step starts from what this one's forward wrote
                 run.writes.apply()
             for name, parameter in parameters.items():  # the first step's gradients give the first step's direction
@@ -303,7 +300,7 @@ def _later_steps(model: torch.nn.Module, first: ProbeResult, static: StaticAnaly
         if batch is None:
             batch = infer_inputs(model, seed=seed + index) if inputs is None else inputs
         prepared = prepare(model, batch, device, infer=False)
-        with untouched(prepared.module):
+        with guarded(prepared.module, fresh_grads=True):
             later = run_model(prepared.runner, prepared.example, loss_fn=loss_fn, seed=seed,
                               labels_given=labels_in(batch))
         if later.result is None:
@@ -320,7 +317,7 @@ def _later_steps(model: torch.nn.Module, first: ProbeResult, static: StaticAnaly
 
 def _cuts_on(prepared: Any, names: list[str]) -> dict[str, list[CutSite]]:
     """The static cut sites of ``names`` in the graph of one batch (empty where it finds none)."""
-    with untouched(prepared.module):
+    with guarded(prepared.module, fresh_grads=True):
         captured = capture(prepared.runner, prepared.example)
         static, _ = analyze_capture(captured, prepared.runner, prepared.example, zero_suspects=names)
     if static is None:
@@ -368,31 +365,11 @@ def analyze_capture(captured: Capture, model: torch.nn.Module, example: tuple[An
     step = step or (lambda *args, **kwargs: None)
     step("analysing gradient flow", phase="annotate")
     values, captured.values = captured.values, None  # the recorded run's results: read once, then let go
-    with gc_paused():
-        notes = annotate(captured.graph_module, model, example, loss_output=loss_output, recorded=values,
-                         zero_suspects=zero_suspects)
-        step("walking the graph", phase="static walk")
-        static = analyze(captured.graph_module, model)
-        # The collector's deferred work (mostly the annotation's allocations) runs when it is
-        # switched back on: timed as its own phase, not hidden in the walk's.
-        step("collecting garbage", phase="gc")
+    notes = annotate(captured.graph_module, model, example, loss_output=loss_output, recorded=values,
+                     zero_suspects=zero_suspects)
+    step("walking the graph", phase="static walk")
+    static = analyze(captured.graph_module, model)
     return static, list(notes or [])
-
-
-@contextlib.contextmanager
-def gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector: the recording and the passes allocate many small objects
-    that all stay alive, and each full collection rescans the whole heap for nothing. Process-wide
-    (listed in docs/how-it-works.md), so kept only because it pays: process time on a 20,000-node
-    graph 13.3 s paused vs 19.3 s not (18.6 s with only the passes paused), BERT-base 1.15 vs 1.18 s,
-    the seed 7 ms either way."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 class _PhaseClock:

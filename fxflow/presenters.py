@@ -53,6 +53,12 @@ def _html(report: Report) -> str | None:
     return notebook_html(report)
 
 
+def _diagnosis(parameter: Any) -> str | None:
+    from .present.reasons import diagnosis
+
+    return diagnosis(parameter)
+
+
 for _view, _function in {"table": _table, "summary": _summary, "dot": _dot, "file": _file, "plot": _plot,
-                         "svg": _svg, "html": _html}.items():
+                         "svg": _svg, "html": _html, "diagnosis": _diagnosis}.items():
     register_presenter(_view, _function)

@@ -41,7 +41,9 @@ class ParameterReport:
     grad_norm: float | None = None
     cut_by: list[CutSite] = field(default_factory=list)
     agree: bool | None = None  # None when no backward ran
-    diagnosis: str | None = None  # plain-words explanation of the pair of verdicts
+    # What the stages before presenting found, in words: where a zero was made, why two verdicts
+    # disagree. The report's words are ``diagnosis``: this, then the words of ``reasons``.
+    finding: str | None = None
     allowed: bool = False  # matched an --allow pattern: dryness is deliberate
     # Random ops (dropout...) that the failing gradient was computed from: ``op @ file:line``.
     # The verdict may change with the seed.
@@ -57,6 +59,27 @@ class ParameterReport:
     # OptimizerVerdict; None when no optimizer was given, or it is frozen), and why when it is not sure.
     optimizer: str | None = None
     optimizer_reason: str | None = None
+    # What was observed, as codes (fxflow.verdicts.ZeroReason, UnregisteredReason), in the order they are
+    # told; the presenting side puts them in words (fxflow.present.reasons). ``later_steps``: the
+    # optimizer steps seen after the first (the look-ahead's or the loop's own) that they speak of.
+    reasons: list[str] = field(default_factory=list)
+    later_steps: int | None = None
+    # Where the real backward's gradient became exactly 0 (``zero``) or shrank most (``vanishing``), when
+    # fxflow.diagnose.localize placed it: the op decides the fix line that fits it.
+    where: CutSite | None = None
+
+    @property
+    def diagnosis(self) -> str | None:
+        """The plain-words explanation: :attr:`finding`, then the words of :attr:`reasons` (made by the
+        presenting side, which the package registers when it is imported; the data model imports none)."""
+        if not self.reasons or "diagnosis" not in _PRESENTERS:
+            return self.finding
+        return presenter("diagnosis")(self)
+
+    @diagnosis.setter
+    def diagnosis(self, words: str | None) -> None:
+        """Words a later kind of evidence made replace the explanation, codes included."""
+        self.finding, self.reasons = words, []
 
     @property
     def problem(self) -> bool:
@@ -121,8 +144,10 @@ class Report:
     # -- queries ----------------------------------------------------------------------------
     @property
     def verified(self) -> bool:
-        """A real backward ran: the dynamic verdicts say what training's first step would do."""
-        return self.backward
+        """A real backward ran and reached something trainable: the dynamic verdicts say what training's
+        first step would do. False where no parameter requires grad (none at all, or all frozen): no
+        backward of the parameters could run, so nothing was verified."""
+        return self.backward and any(p.static != FROZEN for p in self.parameters)
 
     @property
     def everything_frozen(self) -> bool:
@@ -150,7 +175,8 @@ class Report:
 
     @property
     def status(self) -> ReportStatus:
-        """``ok``, ``problem`` (something will not learn), ``static only`` (``--no-backward`` was asked
+        """``ok``, ``problem`` (something will not learn, or every parameter is frozen), ``nothing to train``
+        (the model has no parameter: nothing to verify), ``static only`` (``--no-backward`` was asked
         for and the graph found nothing wrong) or ``not verified`` (no backward ran, none was
         declined, and the graph alone found nothing wrong); ``structure verified`` where ``ok`` comes
         from a backward with no values (the meta device): it sees which parameters a gradient reaches,
@@ -158,6 +184,10 @@ class Report:
         if self.ok:
             measured = not any(p.dynamic == PRESENT for p in self.parameters)
             return ReportStatus.OK if measured else ReportStatus.STRUCTURE_VERIFIED
+        if not self.parameters and not self.backward_raises:
+            return ReportStatus.NOTHING_TO_TRAIN
+        if self.everything_frozen:
+            return ReportStatus.PROBLEM
         if self.static_only and self._clean():
             return ReportStatus.STATIC_ONLY
         if not (self.verified or self.static_only) and not self.problems and not self.backward_raises:
@@ -168,8 +198,8 @@ class Report:
 
     @property
     def exit_code(self) -> int:
-        """The CLI's exit code for this report: 0 ok (and, as documented, a clean static-only check),
-        1 a problem, 2 not verified."""
+        """The CLI's exit code for this report: 0 ok (and, as documented, a clean static-only check and a
+        model with nothing to train), 1 a problem, 2 not verified."""
         return _EXIT_CODES[self.status]
 
     @property
@@ -294,7 +324,8 @@ _PRESENTERS: dict[str, Callable[..., Any]] = {}
 
 
 def register_presenter(view: str, function: Callable[..., Any]) -> None:
-    """Serve ``view`` (``table``, ``summary``, ``dot``, ``file``, ``plot``, ``svg``, ``html``) with ``function``."""
+    """Serve ``view`` (``table``, ``summary``, ``dot``, ``file``, ``plot``, ``svg``, ``html``; ``diagnosis``: a
+    row's words, from its reason codes) with ``function``."""
     _PRESENTERS[view] = function
 
 
@@ -303,24 +334,44 @@ def presenter(view: str) -> Callable[..., Any]:
     return _PRESENTERS[view]
 
 
-_EXIT_CODES = {ReportStatus.OK: 0, ReportStatus.STATIC_ONLY: 0, ReportStatus.STRUCTURE_VERIFIED: 0, ReportStatus.PROBLEM: 1, ReportStatus.NOT_VERIFIED: 2}
+_EXIT_CODES = {ReportStatus.OK: 0, ReportStatus.STATIC_ONLY: 0, ReportStatus.STRUCTURE_VERIFIED: 0,
+               ReportStatus.NOTHING_TO_TRAIN: 0, ReportStatus.PROBLEM: 1, ReportStatus.NOT_VERIFIED: 2}
 
 
 def _parameter_dict(parameter: ParameterReport) -> dict[str, Any]:
-    data = asdict(parameter)
+    """The JSON of one row: ``diagnosis`` (the words, made from the codes) in the place of ``finding``."""
+    data = {("diagnosis" if key == "finding" else key): value for key, value in asdict(parameter).items()}
+    data["diagnosis"] = parameter.diagnosis
     data["shape"] = list(parameter.shape)
     return data
 
 
+def _finding_of(diagnosis: str | None, reasons: list[str], row: ParameterReport) -> tuple[str | None, list[str]]:
+    """The finding a JSON ``diagnosis`` was made from: the words, less the ``reasons``' own words at its
+    end (the codes stay); words that do not end so (another fxflow's) are kept whole, without codes."""
+    if not reasons or diagnosis is None or "diagnosis" not in _PRESENTERS:
+        return diagnosis, reasons
+    row.finding, row.reasons = None, reasons
+    words = row.diagnosis or ""
+    if diagnosis == words:
+        return None, reasons
+    if diagnosis.endswith(". " + words[:1].upper() + words[1:]):  # the words open a sentence of their own
+        return diagnosis[:-len(words) - 2], reasons
+    return diagnosis, []
+
+
 def _parameter_from_dict(data: dict[str, Any]) -> ParameterReport:
-    return ParameterReport(
+    row = ParameterReport(
         name=data["name"], shape=tuple(data["shape"]), static=data["static"], dynamic=data.get("dynamic"),
         grad_norm=data.get("grad_norm"), cut_by=[_site_from_dict(site) for site in data.get("cut_by", [])],
-        agree=data.get("agree"), diagnosis=data.get("diagnosis"), allowed=bool(data.get("allowed")),
+        agree=data.get("agree"), allowed=bool(data.get("allowed")),
         random_ops=list(data.get("random_ops", [])), steps_with_gradient=data.get("steps_with_gradient"),
         missed_steps=list(data.get("missed_steps", [])), learns_from_step=data.get("learns_from_step"),
         held_by=list(data.get("held_by", [])), optimizer=data.get("optimizer"),
-        optimizer_reason=data.get("optimizer_reason"))
+        optimizer_reason=data.get("optimizer_reason"), later_steps=data.get("later_steps"),
+        where=_site_from_dict(data["where"]) if data.get("where") else None)
+    row.finding, row.reasons = _finding_of(data.get("diagnosis"), list(data.get("reasons", [])), row)
+    return row
 
 
 def _site_from_dict(data: dict[str, Any]) -> CutSite:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Iterable
 
 from .report import Report
+from .verdicts import OptimizerVerdict, ReportStatus, StaticVerdict as Static
 
 
 def assert_gradients_flow(model: Any, inputs: Any = None, *, allow: Iterable[str] = (), **options: Any) -> Report:
@@ -28,7 +29,7 @@ def assert_gradients_flow(model: Any, inputs: Any = None, *, allow: Iterable[str
     from .pipeline import check
 
     report = check(model, inputs, allow=tuple(allow), **options)
-    if not report.ok:
+    if not report.ok and report.status != ReportStatus.NOTHING_TO_TRAIN:  # no parameter: nothing can fail
         raise AssertionError(failure_message(report))
     return report
 
@@ -39,7 +40,7 @@ def failure_message(report: Report) -> str:
     from .present.text import cut_paragraphs, frozen_holders
     from .present.words import verdict_of
 
-    lines = [f"gradients do not reach every parameter of {report.target}", summary_line(report, api=True), ""]
+    lines = [_headline(report), summary_line(report, api=True), ""]
     width = max((len(p.name) for p in report.problems), default=0)
     for parameter in report.problems:
         verdict = verdict_of(parameter)
@@ -57,6 +58,18 @@ def failure_message(report: Report) -> str:
         one = len(holders) == 1
         lines.append(f"the frozen all-zero {', '.join(holders)} hold{'s' if one else ''} the others at zero: "
                      f"unfreeze {'it' if one else 'them'}, or allow deliberate dryness with allow=('pattern.*',)")
-    else:
+    elif any(verdict_of(p) != Static.UNREGISTERED for p in report.problems):  # allow= can accept a deliberate one
         lines.append("allow deliberate dryness with allow=('pattern.*',); frozen parameters never fail")
-    return "\n".join(lines)
+    return "\n".join(lines).rstrip("\n")
+
+
+def _headline(report: Report) -> str:
+    """What failed, in the words that fit it: no gradient, no optimizer, or nothing verified."""
+    from .present.words import verdict_of
+
+    if report.status == ReportStatus.NOT_VERIFIED:
+        return f"fxflow could not verify that gradients reach every parameter of {report.target}"
+    kinds = {verdict_of(p) for p in report.problems}
+    if kinds and kinds <= {Static.UNREGISTERED, OptimizerVerdict.NOT_OPTIMIZED}:  # the gradient arrives
+        return f"not every parameter of {report.target} will learn"
+    return f"gradients do not reach every parameter of {report.target}"

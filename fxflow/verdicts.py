@@ -53,6 +53,16 @@ class ZeroReason(StrEnum):
     STILL_REVIVING = "still-reviving"  # the look-ahead stopped at its limit while still reviving others
     ONE_STEP = "one-step"  # one watched step: nothing later was seen
     ROUNDING = "rounding"  # round-off, zero in exact arithmetic (fxflow.dynamic.rounding)
+    # it stays zero, and the weights that feed it get exactly 0 too: a dead unit no step revives
+    DEAD_UNIT = "dead-unit"
+
+
+class UnregisteredReason(StrEnum):
+    """Where a tensor that learns but is no parameter is kept (fxflow.dynamic.unregistered): a code the
+    presenting side puts in words, with the way to register it."""
+
+    IN_CONTAINER = "in-container"  # a module's parameter, the module kept in a plain Python list or dict
+    PLAIN_TENSOR = "plain-tensor"  # a bare tensor attribute made with requires_grad=True
 
 
 # Which dynamic verdicts each static verdict predicts. UNKNOWN predicts nothing: no agreement is claimed.
@@ -123,6 +133,8 @@ class ReportStatus(StrEnum):
     # a backward with no values (--device meta) reached every trainable parameter: the structure is
     # sound; exact zeros, NaN and vanishing gradients could not be seen
     STRUCTURE_VERIFIED = "structure verified"
+    # the model has no parameter at all: there is no gradient to verify, and nothing that would not learn
+    NOTHING_TO_TRAIN = "nothing to train"
 
 
 # A parameter's state in the diagram follows from its static verdict.

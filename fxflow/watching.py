@@ -246,10 +246,10 @@ class Watch:
         if self._inputs is None:
             return None, None, ["no forward inputs observed: static analysis skipped"]
         from .capture import capture
-        from .pipeline import analyze_capture, gc_paused
+        from .pipeline import analyze_capture
         from .prepare import prepare
         from .prepare.signature import as_call_dict
-        from .core.state import untouched
+        from .core.guard import guard
 
         observed = as_call_dict(self.module, self._inputs, self._kwargs) if self._kwargs else self._inputs
         if observed is None:
@@ -260,10 +260,10 @@ class Watch:
             prepared = prepare(plain, observed, None, infer=False)  # the call as fxflow.check makes it
             if prepared.example is None:
                 return None, None, ["forward was called with keyword arguments fxflow cannot bind: static analysis skipped"]
-            with untouched(plain) as notes, gc_paused():  # tracing runs forward's Python: leave no trace
+            with guard(plain, fresh_grads=True) as kept:  # tracing runs forward's Python: leave no trace
                 captured = capture(prepared.runner, prepared.example)
                 static, static_notes = analyze_capture(captured, prepared.runner, prepared.example)
-        return captured, static, static_notes + notes
+        return captured, static, static_notes + kept.notes
 
 
 def watch(model: nn.Module, *, allow: Iterable[str] = (), vanishing: float = 1e-3, static: bool = True,

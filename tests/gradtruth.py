@@ -8,13 +8,15 @@ reachable/zero where a gradient arrived, dry (cut, unused, frozen) where none di
 ``autograd.Function`` on the path is the one case where the real backward decides.
 
 The loss (:func:`plain_loss`) and the snapshot (:class:`Untouched`) are written here, without
-fxflow's code, so a bug there cannot make the oracle agree with it (issue 28, item 7).
+fxflow's code, so a bug there cannot make the oracle agree with it (issue 28, item 7): the loss from
+docs/verdicts.md's words, not from fxflow/dynamic/loss.py (issue 39, item 6).
 """
 from __future__ import annotations
 
 import dataclasses
 import random
-from typing import Any, Sequence
+from collections.abc import Mapping
+from typing import Any, Callable, Iterable, Sequence
 
 import numpy
 import torch
@@ -47,34 +49,53 @@ def has_labels(inputs: Any) -> bool:
 
 
 def plain_loss(outputs: Any, labels_given: bool = False, seed: int = 0) -> torch.Tensor | None:
-    """The loss a training step differentiates: the model's own (a scalar ``loss`` entry or attribute,
-    or with labels the first element of a tuple), else ``sum(w_i * out_i)`` over every floating output
-    that requires grad, each ``w_i`` drawn from a generator seeded ``seed + i`` (None: no such output)."""
-    own = _own_loss(outputs, labels_given)
-    if own is not None:
+    """The loss a training step differentiates, as docs/verdicts.md ("The loss") states it, written from
+    that text alone: the model's own loss when it returns one, else a seeded random projection of every
+    floating output (None: no output a backward could run on).
+
+    The docs' own loss: "a ``loss`` entry of a dict or a Hugging Face ``ModelOutput``" (a ModelOutput is
+    a dict), "or, when labels are given, the first element of a tuple output that is one number"."""
+    if isinstance(outputs, Mapping):
+        own = outputs.get("loss")
+    elif isinstance(outputs, (tuple, list)) and labels_given and outputs:
+        own = outputs[0]
+    else:
+        own = None
+    if isinstance(own, torch.Tensor) and own.numel() == 1 and (own.is_floating_point() or own.is_complex()):
         return own
-    total = None
+    # "a seeded random projection of every floating output, so that no output is constant under it":
+    # sum(w_i * out_i), w_i from a generator seeded seed + i, over the outputs a backward can run on
+    terms = []
     for index, tensor in enumerate(t for t in _floating(outputs) if t.requires_grad):
         generator = torch.Generator(device=tensor.device).manual_seed(seed + index)
         weights = torch.randn(tensor.shape, generator=generator, device=tensor.device, dtype=tensor.dtype)
         term = (tensor * weights).sum()
-        term = term.real if term.is_complex() else term
-        total = term if total is None else total + term
-    return total
+        terms.append(term.real if term.is_complex() else term)
+    return sum(terms[1:], terms[0]) if terms else None
 
 
-def _own_loss(outputs: Any, labels_given: bool) -> torch.Tensor | None:
-    if isinstance(outputs, dict):
-        candidate = outputs.get("loss")
-    elif isinstance(outputs, (tuple, list)):
-        candidate = outputs[0] if outputs and labels_given else None
-    elif isinstance(outputs, torch.Tensor):
-        candidate = None
-    else:
-        candidate = getattr(outputs, "loss", None)
-    scalar = isinstance(candidate, torch.Tensor) and candidate.numel() == 1 and (
-        candidate.is_floating_point() or candidate.is_complex())
-    return candidate if scalar else None
+def first_learning_steps(model: torch.nn.Module, backward: Callable[[], None], steps: int, lr: float,
+                         learned: Callable[[list[str]], Iterable[str]] | None = None) -> dict[str, int | None]:
+    """{trainable parameter: the first of ``steps`` real Adam steps (``lr``) whose ``backward()`` leaves it a
+    gradient that ``learned`` accepts (``learned(names)``: those of ``names`` that learned; by default the
+    ones with a non-zero ``.grad``), None: none of them}. Steps ``model`` itself: the caller copies it or
+    puts it back. The one loop behind the tests' Adam truth."""
+    trainable = {name: p for name, p in model.named_parameters() if p.requires_grad}
+    learned = learned or (lambda names: [name for name in names if trainable[name].grad is not None
+                                         and bool(trainable[name].grad.count_nonzero())])
+    first: dict[str, int | None] = dict.fromkeys(trainable)
+    if not trainable:
+        return first
+    optimizer = torch.optim.Adam(trainable.values(), lr=lr)
+    for step in range(1, steps + 1):
+        optimizer.zero_grad(set_to_none=True)
+        backward()
+        for name in learned([name for name, found in first.items() if found is None]):
+            first[name] = step
+        if all(found is not None for found in first.values()):
+            break
+        optimizer.step()
+    return first
 
 
 def _floating(value: Any) -> list[torch.Tensor]:

@@ -17,14 +17,14 @@ import torch
 from fxflow.dynamic.loss import labels_in
 from fxflow.dynamic.probe import ModelRun
 from fxflow.prepare import prepare
-from fxflow.core.state import untouched
+from fxflow.core.guard import guard
 from fxflow.static.annotate import annotate
 from fxflow.static.flow import META_KEY, NodeFlow
 
 
 def recorded_run(model: torch.nn.Module, inputs: Any) -> tuple[Any, Any, Any]:
     """The probe's recording of one real forward and backward: (recorded, runner, example inputs).
-    Call inside ``untouched(model)``."""
+    Call inside ``guard(model, fresh_grads=True)``."""
     prepared = prepare(model, inputs, None, infer=False)
     probe = ModelRun(prepared.runner, record=True, labels_given=labels_in(inputs))
     probe.run(prepared.example)
@@ -35,7 +35,7 @@ def flow_differences(model: torch.nn.Module, inputs: Any, kinds: tuple[str, ...]
                      ) -> list[str] | None:
     """``node: twins kind: what differs`` for every node whose recorded flow differs from a twin
     kind's; None when there are no recorded values to read."""
-    with untouched(model):
+    with guard(model, fresh_grads=True):
         recorded, runner, example = recorded_run(model, inputs)
         assert recorded is not None and recorded.graph_module is not None, recorded
         if recorded.values is None:

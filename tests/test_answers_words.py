@@ -136,8 +136,7 @@ def test_one_parameter_is_singular() -> None:
 def test_a_model_with_no_parameter_has_no_table_and_says_what_ran() -> None:
     text = render_text(_checked(NoParameters), width=WIDTH)
     assert text.splitlines()[1:3] == ["", "loss: random projection of all outputs (the model returns no loss)"]
-    assert text.endswith("note: no parameter, so no gradient to check: here `verified` means only that the forward "
-                         "ran\n\nnothing to train: the model has no parameters")
+    assert text.endswith("\n\nnothing to train: the model has no parameters, so there is no gradient to verify")
 
 
 def test_a_folded_table_with_no_problem_row_has_no_lone_header() -> None:
@@ -240,7 +239,7 @@ def test_a_global_forward_hook_that_detaches_is_named() -> None:
         handle.remove()
     (site,) = report.parameter("a.weight").cut_by
     path, line = marker_line(TwoLinears, "the global hook")
-    where = f"{os.path.relpath(path)}:{line - 2}"  # the hook's def line
+    where = f"{os.path.relpath(path)}:{line}"  # the hook's return that detaches
     assert (site.op, site.source) == ("_stop_eights hook", where)
     assert site.reason == (f"the forward hook `_stop_eights` ({where}) on `a` (Linear) returns a result with no "
                            "autograd history, so the gradient stops here")

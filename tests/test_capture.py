@@ -12,7 +12,7 @@ from fxflow.static.analyze import analyze
 from fxflow.static.annotate import annotate
 from fxflow.capture import OPAQUE_KEY, _methods, capture
 from fxflow.prepare.unwrap import meta_copy, unwrap
-from fxflow.core.state import preserved_module_attributes
+from fxflow.core.guard import ATTRIBUTES_ONLY, guard
 from gradtruth import assert_agrees, real_grads, static_disagreements
 
 METHODS = dict(_methods())
@@ -99,7 +99,7 @@ CASES = [Branchy, KeywordArgs, DataclassOut, ToList, NumpyTrip, BatchNormNet]
 def _captured(method: str, model: nn.Module, inputs: tuple) -> dict[str, str] | None:
     """Static verdicts from one capture method alone (None when that method cannot capture it)."""
     try:
-        with preserved_module_attributes(model):
+        with guard(model, **ATTRIBUTES_ONLY):
             graph_module = METHODS[method](model, inputs)
     except Exception:
         return None

@@ -158,7 +158,7 @@ def test_a_model_without_parameters_has_nothing_to_train(run_fxflow):
     code, out, err = check(run_fxflow, "models.py:NoParams", "--input-size", "2,10")
     assert code == 0, err
     assert "Traceback" not in err
-    assert out.strip().splitlines()[-1] == "nothing to train: the model has no parameters"
+    assert out.strip().splitlines()[-1] == "nothing to train: the model has no parameters, so there is no gradient to verify"
 
 
 def test_every_parameter_frozen_is_a_model_that_cannot_learn(run_fxflow):

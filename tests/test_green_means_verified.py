@@ -51,8 +51,8 @@ def test_every_parameter_frozen_fails_and_so_does_a_plain_backward():
 
 def test_a_model_without_parameters_has_nothing_to_train():
     report = check(nn.ReLU(), torch.randn(4, 10, requires_grad=True))
-    assert report.ok and report.exit_code == 0
-    assert report.summary() == "nothing to train: the model has no parameters"
+    assert not report.ok and not report.verified and report.exit_code == 0  # nothing was verified
+    assert report.summary() == "nothing to train: the model has no parameters, so there is no gradient to verify"
 
 
 # -- 2. the model's own loss --------------------------------------------------------------------
@@ -200,8 +200,9 @@ def test_tensors_the_optimizer_never_sees_are_unregistered(path):
     report = check(model, x, path)
     found = {p.name: p for p in report.parameters if p.static == "unregistered"}
     assert list(found) == ["layers[0].weight", "layers[0].bias", "layers[1].weight", "layers[1].bias", "scale"]
-    assert "nn.ModuleList" in found["layers[0].weight"].diagnosis
-    assert "nn.Parameter" in found["scale"].diagnosis
+    assert found["layers[0].weight"].reasons == ["in-container"]  # the fix line says nn.ModuleList
+    assert "kept in a plain Python list" in found["layers[0].weight"].diagnosis
+    assert found["scale"].reasons == ["plain-tensor"] and "plain tensor attribute" in found["scale"].diagnosis
     assert found["scale"].shape == (16,)
     assert report.exit_code == 1 and "5 unregistered" in report.summary()
     assert model.scale.grad is None and model.layers[0].weight.grad is None  # left as found

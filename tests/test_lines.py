@@ -232,11 +232,12 @@ HOOKS = """
 
 @pytest.mark.parametrize("capture", CAPTURES)
 def test_a_detaching_pre_hook_is_named_at_the_hook(tmp_path: Path, capture: str) -> None:
-    """A forward pre-hook that returns a detached input: named in the hook (the traced call runs hooks only on twins: the hook's own line; the recording
-    sees the detach inside it), never at the hooked module's call with a shape-or-mask reason."""
+    """A forward pre-hook that returns a detached input: named in the hook at its detaching return (the traced
+    call runs hooks only on twins: read from the hook's code; the recording sees the detach inside it), never at
+    the hooked module's call with a shape-or-mask reason."""
     module, path = _load(tmp_path, HOOKS)
     report = _check(module, capture)
-    pre_hook = _where(path, "def detach_input") if capture == "symbolic_trace" else _where(path, "# the pre-hook's detach")
+    pre_hook = _where(path, "# the pre-hook's detach")
     assert {p.name for p in report.parameters if p.static == "cut"} == {"enc.weight", "enc.bias"}
     assert {s.source for s in report.parameter("enc.weight").cut_by} == {pre_hook}
     assert all("shape, indices or mask" not in s.reason for s in report.parameter("enc.weight").cut_by)

@@ -11,7 +11,7 @@ import torch.nn as nn
 from fxflow.errors import FxflowError
 from fxflow.prepare.inputs import check_input_count, infer_inputs, make_inputs, parse_input_size
 from fxflow.prepare.load import load_target, parse_args, split_target
-from fxflow.core.state import preserved_module_attributes, untouched
+from fxflow.core.guard import ATTRIBUTES_ONLY, guard
 
 from conftest import TARGETS
 
@@ -108,7 +108,7 @@ def test_preserved_attributes_restores_containers_in_place():
     history: list = [1]
     model.history = history
     model.table = {"a": 1}
-    with preserved_module_attributes(model):
+    with guard(model, **ATTRIBUTES_ONLY):
         model.history.append(2)
         model.table["b"] = 2
         model.extra = "new"
@@ -118,17 +118,17 @@ def test_preserved_attributes_restores_containers_in_place():
     assert not hasattr(model, "extra")
 
 
-def test_untouched_puts_back_values_grads_and_random_state():
+def test_the_guard_puts_back_values_grads_and_random_state():
     model = nn.Sequential(nn.Linear(3, 3), nn.BatchNorm1d(3))
     model[0].weight.grad = grad = torch.ones(3, 3)
     weight, stats = model[0].weight.detach().clone(), model[1].running_mean.clone()
     rng = torch.get_rng_state()
-    with untouched(model) as notes:
+    with guard(model, fresh_grads=True) as kept:
         model(torch.randn(4, 3)).sum().backward()
         with torch.no_grad():
             model[0].weight.add_(1)
         model.eval()
-    assert notes == []
+    assert kept.notes == []
     assert model[0].weight.grad is grad and torch.equal(grad, torch.ones(3, 3))
     assert torch.equal(model[0].weight, weight) and torch.equal(model[1].running_mean, stats)
     assert int(model[1].num_batches_tracked) == 0 and model.training

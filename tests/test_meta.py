@@ -116,13 +116,15 @@ def test_a_model_on_meta_runs_forward_once_and_its_gradients_are_the_real_backwa
         "a.weight": "cut", "a.bias": "cut", "b.weight": "reachable", "b.bias": "reachable"}
 
 
-def test_a_meta_forward_that_makes_a_cpu_tensor_is_answered_by_the_fake_probe() -> None:
-    """``torch.rand([])`` lands on the CPU on meta but under the fake mode on fake tensors: the two
-    runs differ (on fake tensors the branch on it cannot be decided), so the fake probe runs
-    forward again and the check says what it says."""
-    from fxflow.errors import FxflowError
-
+def test_a_meta_forward_that_branches_on_a_scalar_it_draws_follows_the_real_branch() -> None:
+    """``torch.rand([])`` (a layer drop) under the fake mode holds its real value, as a scalar forward
+    makes from nothing: the branch on it is the real run's, decided in the one recorded forward."""
+    torch.manual_seed(0)
+    model = _Counted(layer_drop=True)
+    truth = real_grads(model, (torch.randn(2, 4),))
     _FORWARDS.clear()
-    with pytest.raises(FxflowError, match="DataDependentOutputException"):
-        fxflow.check(meta_copy(_Counted(layer_drop=True)), torch.randn(2, 4).to("meta"), capture_methods=["runtime"])
-    assert len(_FORWARDS) == 2
+    report = fxflow.check(meta_copy(model), torch.randn(2, 4).to("meta"), capture_methods=["runtime"])
+    assert len(_FORWARDS) == 1
+    assert {p.name: p.dynamic for p in report.parameters} == {
+        name: ("present" if arrived else "missing") for name, arrived in truth.items()}
+    assert not any("stand-in" in note for note in report.notes)

@@ -12,7 +12,7 @@ from torch import nn
 
 import fxflow
 from fxflow.dynamic.probe import run_model
-from fxflow.core.state import untouched
+from fxflow.core.guard import guard
 from fxflow.dynamic.gradients import dynamic_verdicts
 from fxflow.reconcile import matches
 
@@ -39,7 +39,7 @@ class Grads(nn.Module):
 def test_dynamic_verdicts_follow_the_real_gradients():
     model = Grads()
     x = torch.randn(4, 3)
-    with untouched(model):
+    with guard(model, fresh_grads=True):
         result = run_model(model, (x,)).result
     verdicts = dynamic_verdicts(result, vanishing=1e-3)
     model.zero_grad(set_to_none=True)

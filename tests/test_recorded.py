@@ -15,7 +15,7 @@ import torch.nn as nn
 
 import fxflow
 from fxflow.capture import capture
-from fxflow.core.state import untouched
+from fxflow.core.guard import guard
 from gradtruth import assert_agrees, real_grads
 from recorded_flows import flow_differences, recorded_run
 from test_functions import ScaleGrad  # examples/hidden_autograd_function.py's: its backward returns None
@@ -132,7 +132,7 @@ def test_a_forward_that_changes_a_tensor_after_making_it_is_checked_on_twins(nam
 
     torch.manual_seed(0)
     model, inputs = Changing(), (torch.randn(3, 4),)
-    with untouched(model):
+    with guard(model, fresh_grads=True):
         recorded, _, _ = recorded_run(model, inputs)
     assert recorded.graph_module is not None and recorded.values is None
     report = fxflow.check(model, inputs, capture_methods=["runtime"])
@@ -142,12 +142,12 @@ def test_a_forward_that_changes_a_tensor_after_making_it_is_checked_on_twins(nam
 def test_the_capture_hands_the_recorded_results_on_only_with_the_recorded_graph() -> None:
     torch.manual_seed(0)
     model, inputs = _gpt2()
-    with untouched(model):
+    with guard(model, fresh_grads=True):
         recorded, runner, example = recorded_run(model, inputs)
         captured = capture(runner, example, recorded=recorded)
     assert captured.method == "runtime" and captured.values is recorded.values is not None
     traced = Layers(torch.relu)
-    with untouched(traced):
+    with guard(traced, fresh_grads=True):
         recorded, runner, example = recorded_run(traced, (torch.randn(3, 4),))
         captured = capture(runner, example, recorded=recorded)
     assert captured.method == "symbolic_trace" and captured.values is None

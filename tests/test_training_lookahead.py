@@ -14,6 +14,7 @@ import torch.nn as nn
 import torch.nn.functional as F
 
 import fxflow
+from gradtruth import first_learning_steps
 
 TRUTH_STEPS = 8  # real optimizer steps: a chain of k zero-inits learns from step k + 1
 
@@ -35,17 +36,7 @@ def real_first_steps(model: torch.nn.Module, inputs: tuple, steps: int = TRUTH_S
                      loss_fn=projection_loss) -> dict[str, int | None]:
     """{trainable parameter: the first real Adam step (1-based) with a non-zero gradient, or None}."""
     model = copy.deepcopy(model)
-    trainable = {name: p for name, p in model.named_parameters() if p.requires_grad}
-    optimizer = torch.optim.Adam(trainable.values(), lr=1e-3)
-    first: dict[str, int | None] = dict.fromkeys(trainable)
-    for step in range(1, steps + 1):
-        optimizer.zero_grad(set_to_none=True)
-        loss_fn(model(*inputs)).backward()
-        for name, parameter in trainable.items():
-            if first[name] is None and parameter.grad is not None and bool(parameter.grad.count_nonzero()):
-                first[name] = step
-        optimizer.step()
-    return first
+    return first_learning_steps(model, lambda: loss_fn(model(*inputs)).backward(), steps, lr=1e-3)
 
 
 def real_steps_in_float64(model: torch.nn.Module, inputs: tuple, steps: int = TRUTH_STEPS,
@@ -55,18 +46,13 @@ def real_steps_in_float64(model: torch.nn.Module, inputs: tuple, steps: int = TR
     model = copy.deepcopy(model).double()
     inputs = tuple(x.double() if isinstance(x, torch.Tensor) and x.is_floating_point() else x for x in inputs)
     trainable = {name: p for name, p in model.named_parameters() if p.requires_grad}
-    optimizer = torch.optim.Adam(trainable.values(), lr=1e-3)
-    first: dict[str, int | None] = dict.fromkeys(trainable)
-    for step in range(1, steps + 1):
-        optimizer.zero_grad(set_to_none=True)
-        projection_loss(model(*inputs)).backward()
+
+    def learned(names: list[str]) -> list[str]:
         rms = {name: float(p.grad.pow(2).mean().sqrt()) if p.grad is not None else 0.0 for name, p in trainable.items()}
         largest = max(rms.values())
-        for name, size in rms.items():
-            if first[name] is None and size > rounding * largest:
-                first[name] = step
-        optimizer.step()
-    return first
+        return [name for name in names if rms[name] > rounding * largest]
+    return first_learning_steps(model, lambda: projection_loss(model(*inputs)).backward(), steps, lr=1e-3,
+                                learned=learned)
 
 
 # ---- the idioms: where a stand-in for training differs from training -----------------------------

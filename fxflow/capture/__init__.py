@@ -35,7 +35,7 @@ from torch.utils._pytree import tree_flatten
 
 from ..errors import describe
 from ..prepare.signature import defaulted_arguments
-from ..core.state import RandomState, preserved_module_attributes
+from ..core.guard import ATTRIBUTES_ONLY, guard, save
 from ..verdicts import OPAQUE_KEY
 from ..core.functions import (CheckpointGate, OpaqueFunction, checkpoint_inputs, checkpointed_call,
                         intercepted_apply, is_checkpoint, is_user_function, opaque_reason)
@@ -132,7 +132,7 @@ def capture(model: torch.nn.Module, inputs: Sequence[object] | None = None, *,
     if unknown:
         raise ValueError(f"unknown capture method {sorted(unknown)[0]!r}; choose from {', '.join(METHODS)}")
     inner, prefix, notes = unwrap(model)
-    random_state = RandomState.save()
+    random_state = save()  # the global generators (no model given)
     for name, method in _methods():
         if methods is not None and name not in methods:
             continue
@@ -144,11 +144,11 @@ def capture(model: torch.nn.Module, inputs: Sequence[object] | None = None, *,
         try:
             if method is _runtime:  # what each node returned comes with the graph
                 if recorded is None:
-                    with preserved_module_attributes(inner):
+                    with guard(inner, **ATTRIBUTES_ONLY):
                         recorded = record_run(inner, inputs)
                 graph_module, values = recorded.graph_module, recorded.values
             else:
-                with preserved_module_attributes(inner):
+                with guard(inner, **ATTRIBUTES_ONLY):
                     graph_module = method(inner, inputs)
             graph_module = rebase(graph_module, model, prefix)
         except Exception as error:  # any failure means: try the next capture

@@ -2,13 +2,14 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 from typing import Any, Callable, Iterator
 
 import torch
 import torch.fx as fx
 
 from ..core.grad_mode import META_KEY, GradModeRecorder
-from ..core.patching import ThreadPatch, as_method
+from ..core.patching import ThreadPatch, as_method, quiet_thread
 from ..core.source import python_stack_trace
 
 # Tensor factories that read their data argument's *values* in C++ (``torch.tensor(h.tolist())``,
@@ -75,6 +76,46 @@ def _attributes_keep_their_line(recorder: GradModeRecorder) -> Iterator[None]:
         yield
 
 
+@contextlib.contextmanager
+def _no_warning_filters() -> Iterator[None]:
+    """Each Proxy's ``__torch_function__`` asks ``torch.overrides.is_tensor_method_or_property``, which
+    torch wraps in ``warnings.catch_warnings`` and a filter: a change of the process-wide filter list at
+    every traced op, which another thread filtering its own warnings sees (and can lose its own filter
+    to). The filter is for warnings of the table's first build only; here this thread asks the same
+    table, built with its warnings kept to this thread (:func:`quiet_thread`); other threads' calls are
+    untouched."""
+    methods = _tensor_methods()
+    if methods is None:  # another torch: its own function, as it is
+        yield
+        return
+    with _TENSOR_METHOD.active(lambda func: func in methods or func.__name__ == "__get__"):
+        yield
+
+
+@functools.cache
+def _tensor_methods() -> frozenset | None:
+    """What ``is_tensor_method_or_property`` looks in: the overridable methods of ``torch.Tensor``."""
+    table = getattr(torch.overrides, "_get_overridable_functions", None)
+    if table is None:
+        return None
+    with contextlib.ExitStack() as stack:  # the lists it reads, without their wrappers' filters
+        stack.enter_context(quiet_thread())
+        for patch in _FILTERED_LISTS:
+            stack.enter_context(patch.active(functools.cache(_unwrapped(patch.original))))
+        return frozenset(table()[0][torch.Tensor])
+
+
+def _unwrapped(function: Callable[..., Any]) -> Callable[..., Any]:
+    while hasattr(function, "__wrapped__"):  # torch's cache, then its warning filter
+        function = function.__wrapped__
+    return function
+
+
+_FILTERED_LISTS = [ThreadPatch(torch.overrides, name) for name in ("get_ignored_functions", "get_testing_overrides")
+                   if hasattr(torch.overrides, name)]
+
+
+_TENSOR_METHOD = ThreadPatch(torch.overrides, "is_tensor_method_or_property")
 _ATTRIBUTE_INIT = ThreadPatch(fx.proxy.Attribute, "__init__", as_method)
 _ATTRIBUTE_NODE = ThreadPatch(fx.proxy.Attribute, "node", property)
 
@@ -106,7 +147,7 @@ def symbolic_capture(model: torch.nn.Module) -> fx.GraphModule:
     Raises :class:`BakedInGradient` when the trace froze autograd history into a constant.
     """
     recorder = GradModeRecorder()
-    with recorder.recording(), _traceable_factories(), _attributes_keep_their_line(recorder):
+    with recorder.recording(), _traceable_factories(), _attributes_keep_their_line(recorder), _no_warning_filters():
         graph = FlowTracer(recorder).trace(model)
     graph_module = fx.GraphModule(model, graph, model.__class__.__name__)
     reject_baked_in_gradients(graph_module, model)

@@ -104,11 +104,11 @@ def plain_structure(model: nn.Module) -> Iterator[nn.Module]:
     if not is_sharded(model) and not any(_fsdp_base_class(m) for m in model.modules()):
         yield model
         return
-    from .state import preserved_module_attributes
+    from .guard import ATTRIBUTES_ONLY, guard
 
     classes = [(m, type(m)) for m in model.modules()]
     replacements: dict[int, nn.Parameter] = {}
-    with preserved_module_attributes(model):
+    with guard(model, **ATTRIBUTES_ONLY):
         try:
             for module, _ in classes:
                 base = _fsdp_base_class(module)

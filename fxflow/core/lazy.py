@@ -6,8 +6,8 @@ from typing import Any, Callable
 
 import torch
 
-from .state import (RandomState, TensorValues, inputs_of, plain_tensor_attributes, put_back_attributes,
-                    saved_attributes)
+from .guard import guard
+from .state import put_back_attributes, saved_attributes
 
 
 @dataclass
@@ -48,25 +48,11 @@ def materialize_lazy(model: torch.nn.Module, call: Callable[[], Any], inputs: An
     undo = LazyModules(modules=[(m, type(m)) for m in modules], attributes=saved_attributes(modules), tensors=[
         (t, type(t), t.data) for m in modules for t in [*m._parameters.values(), *m._buffers.values()]
         if isinstance(t, uninitialized)])
-    initialized = [t for t in [*model.parameters(), *model.buffers()] if not isinstance(t, uninitialized)]
-    written = TensorValues.save(initialized + plain_tensor_attributes(model) + inputs_of(inputs), "a tensor")
-    lazy_ids = {id(m) for m in modules}  # the others' attributes are put back after the forward
-    others = saved_attributes(m for m in model.modules() if id(m) not in lazy_ids)
-    training = {module: module.training for module in model.modules()}
-    random_state = RandomState.save()
-    try:
+    # the guard puts back everything but the lazy modules' own attributes (their lazy state is `undo`'s)
+    with guard(model, inputs, keep=modules, lazy=undo):
         model.eval()
         with torch.no_grad():
             call()
-    except BaseException:
-        undo.restore()
-        raise
-    finally:
-        for module, mode in training.items():
-            module.training = mode
-        random_state.restore()
-        written.restore()
-        put_back_attributes(others)
     shown = ", ".join(lazy[:3]) + (" ..." if len(lazy) > 3 else "")
     undo.notes.append(f"lazy parameters ({shown}) had no shape yet: one forward without autograd initialized them "
                       "for the check, as the first training step would, and they are lazy again after it")

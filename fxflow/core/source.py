@@ -1,12 +1,14 @@
 """Find the user's own line behind a graph node: the innermost frame outside torch and fxflow."""
 from __future__ import annotations
 
+import ast
 import functools
 import inspect
 import linecache
 import os
 import re
 import sys
+import textwrap
 from types import FrameType
 from typing import Iterable
 
@@ -20,6 +22,18 @@ _LIBRARY_ROOTS = tuple(
 _STDLIB_ROOT = os.path.dirname(os.path.abspath(os.__file__)) + os.sep
 
 
+_TYPED = ("<stdin>", "<ipython-input-")  # python - < file, an IPython cell: code the user typed
+_COMMAND_LINE = "<string>"  # python -c's code; also the file of code a library makes with exec (dataclasses)
+
+
+def _frame_file(filename: str, function: str | None) -> str:
+    """The file a frame counts as: a dunder in ``<string>`` is code a library generated (a dataclass's
+    ``__init__``, a namedtuple's ``__new__``), never the user's typed code."""
+    if filename == _COMMAND_LINE and function and function.startswith("__") and function.endswith("__"):
+        return "<generated>"
+    return filename
+
+
 @functools.lru_cache(maxsize=4096)  # called once per frame of every node: cache per file
 def is_library_file(path: str) -> bool:
     """True for files of torch, fxflow or the standard library: never the user's code.
@@ -27,8 +41,8 @@ def is_library_file(path: str) -> bool:
     Other installed packages (transformers, say) count as user code: a cut inside them
     is still best reported at their line.
     """
-    if path.startswith("<"):
-        return True
+    if path.startswith("<"):  # code with no file: the user's when typed (python -c, stdin, a notebook cell)
+        return not (path.startswith(_TYPED) or (path == _COMMAND_LINE and sys.argv[:1] == ["-c"]))
     path = os.path.abspath(path)
     if path.startswith(_LIBRARY_ROOTS):
         return True
@@ -67,7 +81,7 @@ def source_of_stack_trace(stack_trace: str | None) -> str | None:
     """``file:line`` of the user's line in a ``node.meta["stack_trace"]`` string."""
     if not stack_trace:
         return None
-    frames = [(m["file"], int(m["line"])) for m in _FRAME.finditer(stack_trace)]
+    frames = [(_frame_file(m["file"], m["function"]), int(m["line"])) for m in _FRAME.finditer(stack_trace)]
     return pick_user_frame(reversed(frames))
 
 
@@ -80,14 +94,24 @@ def user_frames(stack_trace: str | None) -> tuple[str, ...]:
     if not stack_trace:
         return ()
     frames = [(m["function"] or "?", f"{display_path(m['file'])}:{m['line']}")
-              for m in _FRAME.finditer(stack_trace) if not is_library_file(m["file"]) and not _installed(m["file"])]
+              for m in _FRAME.finditer(stack_trace) if not is_library_file(_frame_file(m["file"], m["function"]))
+              and not is_installed_file(m["file"])]
     # from the outermost forward down: the frames above it (a test, a script) only called fxflow
     start = next((i for i, (function, _) in enumerate(frames) if function == "forward"), 0)
     chain = tuple(f"{function} @ {where}" for function, where in frames[start:])
     return chain if len(chain) > 1 else ()
 
 
-def _installed(path: str) -> bool:
+def stack_frames(stack_trace: str) -> list[tuple[str, int, str | None]]:
+    """(file, line, function) of each frame of a ``node.meta["stack_trace"]``, outermost first."""
+    return [(_frame_file(m["file"], m["function"]), int(m["line"]), m["function"]) for m in _FRAME.finditer(stack_trace)]
+
+
+def is_fxflow_file(path: str) -> bool:
+    return os.path.abspath(path).startswith(_FXFLOW_ROOT)
+
+
+def is_installed_file(path: str) -> bool:
     """A file of an installed package (transformers, say): its line can be where a cut is, but
     its frames are not the user's way there."""
     return "site-packages" in path or "dist-packages" in path
@@ -97,7 +121,7 @@ def current_user_source() -> str | None:
     """``file:line`` of the innermost user frame on the live Python stack."""
     frame = sys._getframe(1)
     while frame is not None:  # innermost first, up to the first of the user's: rarely more than a few frames
-        if not is_library_file(frame.f_code.co_filename):
+        if not is_library_file(_frame_file(frame.f_code.co_filename, frame.f_code.co_name)):
             return f"{display_path(frame.f_code.co_filename)}:{frame.f_lineno}"
         frame = frame.f_back
     return None
@@ -126,8 +150,8 @@ def entered_region_source() -> str | None:
             decorated = decorator_line(frame.f_locals.get("func"))
             if decorated is not None:
                 return decorated
-        elif not is_library_file(filename):
-            if not _installed(filename):
+        elif not is_library_file(_frame_file(filename, frame.f_code.co_name)):
+            if not is_installed_file(filename):
                 return f"{display_path(filename)}:{frame.f_lineno}"
             package_line = package_line or f"{display_path(filename)}:{frame.f_lineno}"
         frame = frame.f_back
@@ -138,17 +162,64 @@ def decorator_line(function: object) -> str | None:
     """``file:line`` of the grad-mode decorator of the user's own ``function`` (the first decorator
     when no line of them names the grad mode); None for a function of torch or an installed package."""
     code = getattr(inspect.unwrap(function), "__code__", None) if callable(function) else None
-    if code is None or is_library_file(code.co_filename) or _installed(code.co_filename):
+    if code is None or is_library_file(code.co_filename) or is_installed_file(code.co_filename):
         return None
     line = code.co_firstlineno  # a decorated function's first line is its first decorator's
     for number in range(code.co_firstlineno, code.co_firstlineno + 16):
         text = linecache.getline(code.co_filename, number).strip()
         if not text.startswith("@"):
             break
-        if "grad" in text or "inference" in text:
+        if _names_grad_mode(text):
             line = number
             break
     return f"{display_path(code.co_filename)}:{line}"
+
+
+def _names_grad_mode(text: str) -> bool:
+    return "grad" in text or "inference" in text
+
+
+def hook_line(function: object) -> str | None:
+    """``file:line`` where a hook ``function`` hands back what cuts: its grad-mode decorator
+    (``@torch.no_grad()``) when it has one, else its one ``return`` of a value (the one that
+    detaches, where several return one), else its ``def`` line; a lambda's own line."""
+    function = inspect.unwrap(function)
+    code = getattr(function, "__code__", None)
+    if code is None:
+        return None
+    where = f"{display_path(code.co_filename)}:{code.co_firstlineno}"
+    decorated = decorator_line(function)
+    text = linecache.getline(code.co_filename, int(decorated.rpartition(":")[2])).strip() if decorated else ""
+    if text.startswith("@") and _names_grad_mode(text):
+        return decorated
+    line = _cutting_return(function)
+    return f"{display_path(code.co_filename)}:{line}" if line is not None else where
+
+
+def _cutting_return(function: object) -> int | None:
+    """The line of the ``return`` of a value in ``function``'s own body (not a nested one's): the
+    only one, or the only one of them that detaches (``.detach()``, ``.data``)."""
+    try:
+        lines, start = inspect.getsourcelines(function)
+        tree = ast.parse(textwrap.dedent("".join(lines)))
+    except (OSError, TypeError, SyntaxError, ValueError):
+        return None
+    definition = tree.body[0] if tree.body else None
+    if not isinstance(definition, (ast.FunctionDef, ast.AsyncFunctionDef)):
+        return None  # a lambda: its line is the registration's
+    found, stack = [], list(definition.body)
+    while stack:
+        statement = stack.pop()
+        if isinstance(statement, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef, ast.Lambda)):
+            continue
+        if isinstance(statement, ast.Return) and statement.value is not None and \
+                not (isinstance(statement.value, ast.Constant) and statement.value.value is None):
+            found.append(statement)
+        stack.extend(ast.iter_child_nodes(statement))
+    detaching = [r for r in found if any(isinstance(n, ast.Attribute) and n.attr in ("detach", "detach_", "data")
+                                         for n in ast.walk(r.value))]
+    chosen = found if len(found) == 1 else detaching
+    return start + chosen[0].lineno - 1 if len(chosen) == 1 else None
 
 
 class StackTexts:

@@ -1,35 +1,15 @@
-"""Stash and restore everything a check could disturb, so the user's model is left as found."""
+"""The parts the guard (:mod:`fxflow.core.guard`) saves and restores: module attributes, tensor values
+by copy, the global random generators; and calls with weights passed in."""
 from __future__ import annotations
 
 import contextlib
 import random
 import sys
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Callable, Iterable, Iterator
+from typing import Any, Callable, Iterable
 
 import torch
-
-if TYPE_CHECKING:  # pragma: no cover
-    from .lazy import LazyModules
-
-# Parameters are cloned for restoring only up to this size; above it an in-place change made by
-# forward is detected through the tensor version counter and reported instead.
-_PARAMETER_COPY_LIMIT_BYTES = 256 * 2**20
-
-
-@contextlib.contextmanager
-def preserved_module_attributes(model: torch.nn.Module) -> Iterator[None]:
-    """Put back every module's attributes, including the parameter/buffer/submodule/hook tables.
-
-    Attributes that forward assigns (``self.last_h = h``) are removed or put back, and the contents
-    of plain containers held in attributes (``self.cache.append(h)``) are restored in place, so a
-    trace leaves no Proxy and a fake-tensor run no fake tensor behind.
-    """
-    saved = saved_attributes(model.modules())
-    try:
-        yield
-    finally:
-        put_back_attributes(saved)
+from torch._subclasses.fake_tensor import FakeTensor
 
 
 def saved_attributes(modules: Iterable[torch.nn.Module]) -> list:
@@ -91,8 +71,11 @@ def call_with_weights(module: torch.nn.Module, weights: dict[str, torch.Tensor],
     """
     from torch.func import functional_call
 
-    with preserved_module_attributes(module):
+    saved = saved_attributes(module.modules())  # the guard's attribute part (fxflow.core.guard), alone
+    try:
         return functional_call(module, weights, tuple(args), kwargs or {}, tie_weights=True, strict=False)
+    finally:
+        put_back_attributes(saved)
 
 
 _CONTAINERS = (list, dict, set)  # attributes whose contents are put back too
@@ -121,58 +104,6 @@ def _restore_container(container: Any, content: Any) -> None:
         container.update(content)
 
 
-@dataclass
-class Guard:
-    """What :func:`guarded` yields: notes about anything that could not be restored, and the inputs' values."""
-
-    notes: list[str]
-    inputs: "TensorValues"
-
-    def inputs_as_found(self) -> None:
-        """Write the caller's input tensors back now, where a forward wrote them in place: each run
-        of the check (the look-ahead's and the redraw's included) starts from the input as given."""
-        self.notes.extend(note for note in self.inputs.restore() if note not in self.notes)
-
-
-@contextlib.contextmanager
-def guarded(model: torch.nn.Module, inputs: Any = (), lazy: "LazyModules | None" = None) -> Iterator[Guard]:
-    """Whatever runs inside leaves ``model``, the tensors in ``inputs`` and the global random
-    generators exactly as found.
-
-    Parameter, buffer and plain tensor attribute values (symbolic tracing runs forward's Python, so
-    ``self.steps += 1`` on a buffer really happens; a running average kept as a plain tensor is
-    written in place), flags, attributes and RNG state are put back on exit, and so are the values
-    of the caller's input tensors a forward writes in place. Every ``.grad`` is None inside, and the
-    user's own grad tensors come back untouched. ``lazy``: made lazy again if what runs inside raises
-    (otherwise the caller does, once it no longer needs the shapes).
-    """
-    snapshot = ModelSnapshot.save(model)
-    guard = Guard([], TensorValues.save(inputs_of(inputs), "an input tensor"))
-    try:
-        with preserved_module_attributes(model):
-            for parameter in snapshot.grads:  # a backward inside must not add into the user's grads
-                parameter.grad = None
-            yield guard
-    except BaseException:
-        _restore_all(snapshot, guard)
-        if lazy is not None:
-            lazy.restore()
-        raise
-    _restore_all(snapshot, guard)
-
-
-def _restore_all(snapshot: "ModelSnapshot", guard: Guard) -> None:
-    guard.notes.extend(snapshot.restore())
-    guard.inputs_as_found()
-
-
-@contextlib.contextmanager
-def untouched(model: torch.nn.Module, inputs: Any = ()) -> Iterator[list[str]]:
-    """:func:`guarded`, yielding the list that receives its notes."""
-    with guarded(model, inputs) as guard:
-        yield guard.notes
-
-
 def inputs_of(inputs: Any) -> list[torch.Tensor]:
     """The tensors in a call's inputs (a tensor, or tuples, lists and dicts of them), each once."""
     from .tensors import tensors_in
@@ -184,17 +115,17 @@ def inputs_of(inputs: Any) -> list[torch.Tensor]:
 class TensorValues:
     """Copies of some tensors' values, written back into the same tensors where they changed.
 
-    For what the model's state does not cover: plain tensor attributes of its modules and the
-    caller's inputs, which a forward may write in place. Dense tensors are copied while ``limit``
-    bytes in all allow; for the others, and for sparse, nested, quantized or subclassed tensors, a
-    change is only detected (version counter) and noted.
+    Dense tensors are copied while ``limit`` bytes in all allow; the others are copied later, the first
+    time an op writes them (:mod:`fxflow.core.copy_on_write`, inside the guard), or, for sparse, nested,
+    quantized or wrapper-subclass tensors and outside a guard, a change is only detected (version
+    counter) and noted.
     """
 
     what: str  # "an input tensor": the notes' words
-    tensors: list[tuple[torch.Tensor, int, torch.Tensor | None]] = field(default_factory=list)
+    tensors: list[list] = field(default_factory=list)  # [tensor, version, copy or None]
 
     @classmethod
-    def save(cls, tensors: list[torch.Tensor], what: str, limit: int = _PARAMETER_COPY_LIMIT_BYTES) -> "TensorValues":
+    def save(cls, tensors: list[torch.Tensor], what: str, limit: int = 256 * 2**20) -> "TensorValues":
         saved, budget = cls(what), limit
         with torch.no_grad():
             for tensor in tensors:
@@ -204,8 +135,13 @@ class TensorValues:
                 copy = size is not None and size <= budget
                 budget -= size if copy else 0
                 with contextlib.suppress(Exception):  # an inference tensor has no version counter to watch
-                    saved.tensors.append((tensor, tensor._version, tensor.detach().clone() if copy else None))
+                    saved.tensors.append([tensor, tensor._version, tensor.detach().clone() if copy else None])
         return saved
+
+    @staticmethod
+    def copyable(tensor: torch.Tensor) -> bool:
+        """Whether a copy of ``tensor`` can be kept and compared bit for bit."""
+        return _dense(tensor)
 
     def restore(self) -> list[str]:
         """Write back what changed; notes about changes that had no copy to come back from."""
@@ -216,14 +152,15 @@ class TensorValues:
                     if tensor._version != version:
                         notes.append(f"forward changed {self.what} in place; no copy of it was kept to put back "
                                      "(too large, or not a plain dense tensor)")
-                elif _changed(tensor, version, copy):
+                elif changed(tensor, version, copy):
                     tensor.copy_(copy)
         return sorted(set(notes))
 
 
 def _dense(tensor: torch.Tensor) -> bool:
-    """A plain dense tensor holding values: what is copied and compared bit for bit."""
-    return (type(tensor) in (torch.Tensor, torch.nn.Parameter) and tensor.layout == torch.strided
+    """A plain dense tensor holding values (a Parameter subclass too, not a wrapper like DTensor):
+    what is copied and compared bit for bit."""
+    return (type(tensor).__torch_dispatch__ is torch.Tensor.__torch_dispatch__ and tensor.layout == torch.strided
             and not tensor.is_meta and not tensor.is_nested and not tensor.is_quantized)
 
 
@@ -279,69 +216,7 @@ class RandomState:
             sys.modules["numpy"].random.set_state(self.numpy)
 
 
-@dataclass
-class ModelSnapshot:
-    """What a forward and backward may change on a model, saved so it can be put back exactly."""
-
-    model: torch.nn.Module
-    grads: dict[torch.nn.Parameter, torch.Tensor | None] = field(default_factory=dict)
-    requires_grad: dict[torch.nn.Parameter, bool] = field(default_factory=dict)
-    versions: dict[torch.nn.Parameter, int] = field(default_factory=dict)
-    parameter_copies: dict[torch.nn.Parameter, torch.Tensor] = field(default_factory=dict)
-    # (module, name) -> (the buffer, its version counter, a copy of its values)
-    buffers: dict[tuple[torch.nn.Module, str], tuple[torch.Tensor, int, torch.Tensor]] = field(default_factory=dict)
-    training: dict[torch.nn.Module, bool] = field(default_factory=dict)
-    attributes: TensorValues | None = None  # plain tensor attributes, by value
-    random_state: RandomState | None = None
-    copied: bool = True  # parameter values were meant to be copied (see save)
-
-    @classmethod
-    def save(cls, model: torch.nn.Module, copy_parameters: bool = True) -> "ModelSnapshot":
-        """``copy_parameters=False``: parameter values are left to an outer snapshot (the check's own),
-        which copies them once; this one still puts back grads, flags, buffers and the random state."""
-        snapshot = cls(model, random_state=RandomState.save(), copied=copy_parameters)
-        parameters = list(dict.fromkeys(model.parameters()))
-        copy = copy_parameters and sum(p.numel() * p.element_size() for p in parameters) <= _PARAMETER_COPY_LIMIT_BYTES
-        for parameter in parameters:
-            snapshot.grads[parameter] = parameter.grad
-            snapshot.requires_grad[parameter] = parameter.requires_grad
-            snapshot.versions[parameter] = parameter._version
-            if copy and not parameter.is_meta:
-                snapshot.parameter_copies[parameter] = parameter.detach().clone()
-        for module in model.modules():
-            snapshot.training[module] = module.training
-            for name, buffer in module._buffers.items():
-                if buffer is not None:
-                    snapshot.buffers[(module, name)] = (buffer, buffer._version, buffer.detach().clone())
-        snapshot.attributes = TensorValues.save(plain_tensor_attributes(model), "a plain tensor attribute")
-        return snapshot
-
-    def restore(self) -> list[str]:
-        """Put everything back; returns notes about what could not be restored."""
-        notes = []
-        with torch.no_grad():
-            for parameter, grad in self.grads.items():
-                parameter.grad = grad
-                parameter.requires_grad_(self.requires_grad[parameter])
-                if parameter in self.parameter_copies:
-                    if _changed(parameter, self.versions[parameter], self.parameter_copies[parameter]):
-                        parameter.copy_(self.parameter_copies[parameter])
-                elif parameter._version != self.versions[parameter] and self.copied:
-                    notes.append("forward changed a parameter in place; it was too large to keep a copy")
-            for (module, name), (original, version, value) in self.buffers.items():
-                if not original.is_meta and _changed(original, version, value):  # running stats, counters
-                    original.copy_(value)
-                module._buffers[name] = original
-        for module, training in self.training.items():
-            module.training = training
-        if self.attributes is not None:
-            notes.extend(self.attributes.restore())
-        if self.random_state is not None:
-            self.random_state.restore()
-        return sorted(set(notes))
-
-
-def _changed(tensor: torch.Tensor, version: int, copy: torch.Tensor) -> bool:
+def changed(tensor: torch.Tensor, version: int, copy: torch.Tensor) -> bool:
     """Whether ``tensor`` differs from its saved copy.
 
     The version counter alone is not enough: batch norm kernels update running statistics in
@@ -349,7 +224,7 @@ def _changed(tensor: torch.Tensor, version: int, copy: torch.Tensor) -> bool:
     """
     if tensor._version != version or tensor.shape != copy.shape or tensor.dtype != copy.dtype:
         return True
-    if not tensor.numel():
+    if not tensor.numel() or isinstance(tensor, FakeTensor):  # a fake (the meta run's) has no values to compare
         return False
     return not torch.equal(_bits(tensor.detach()), _bits(copy))
 

@@ -19,7 +19,8 @@ if TYPE_CHECKING:  # pragma: no cover
 
 
 def diagnose(run: "ModelRun", result: "ProbeResult", verdicts: dict[str, DynamicVerdict]) -> None:
-    """Fill ``result.explanations`` (zero and vanishing parameters) and ``result.nonfinite``."""
+    """Fill ``result.explanations`` (zero and vanishing parameters, and missing ones that forward read
+    only through detached copies) and ``result.nonfinite``."""
     trace, run.trace = run.trace, None  # the autograd graph it holds is not needed after this
     if not result.measurable:
         return
@@ -35,6 +36,16 @@ def diagnose(run: "ModelRun", result: "ProbeResult", verdicts: dict[str, Dynamic
         except Exception as error:
             result.notes.append(f"could not localize the zero or vanishing gradients: {type(error).__name__}: "
                                 f"{first_line(error)}")
+    missing = {name for name, verdict in verdicts.items() if verdict == DynamicVerdict.MISSING}
+    recorded = getattr(run.recorded, "graph_module", None)
+    if missing and recorded is not None:  # read only through a detached copy: where the copy was made
+        from .stand_ins import stand_in_sources
+
+        try:
+            result.explanations.update(stand_in_sources(recorded, missing))
+        except Exception as error:
+            result.notes.append(f"could not find what stood in for the parameters without a gradient: "
+                                f"{type(error).__name__}: {first_line(error)}")
     if not result.loss_finite or DynamicVerdict.NONFINITE in verdicts.values():
         from .nonfinite import nonfinite_origins
 

@@ -1,10 +1,11 @@
-"""The random generators a model holds: its own randomness, beside the global generators.
+"""The random generators a model holds or is given: its own randomness, beside the global generators.
 
 A ``torch.Generator``, a NumPy ``Generator`` or ``RandomState``, or a ``random.Random`` kept in a
-module's attributes (or in a list, tuple or dict there) draws the model's layer drop, its branch
-choice, its noise. Reseeding torch, ``random`` and NumPy leaves them alone, so fxflow finds them
-here: to tell that the forward drew from them, to rerun the look-ahead from the same draws, to
-draw again with other seeds (:mod:`fxflow.dynamic.redraw`), and to put them back as found.
+module's attributes (or in a list, tuple or dict there), or passed to forward among its inputs
+(``model(x, generator=g)``), draws the model's layer drop, its branch choice, its noise. Reseeding
+torch, ``random`` and NumPy leaves them alone, so fxflow finds them here: to tell that the forward
+drew from them, to rerun the look-ahead from the same draws, to draw again with other seeds
+(:mod:`fxflow.dynamic.redraw`), and to put them back as found.
 """
 from __future__ import annotations
 
@@ -23,21 +24,23 @@ class ModelGenerators:
         self.generators = generators
 
     @classmethod
-    def of(cls, model: torch.nn.Module) -> "ModelGenerators":
+    def of(cls, model: torch.nn.Module, inputs: Any = ()) -> "ModelGenerators":
+        """The generators ``model``'s modules hold, then those among ``inputs`` (forward's arguments: a
+        tuple, with a dict of keyword arguments in it, looked into one level as the attributes are)."""
         found: dict[int, Any] = {}
-        for module in model.modules():
-            for value in module.__dict__.values():
-                for item in _items(value):
-                    if _is_generator(item):
-                        found.setdefault(id(item), item)
+        values = [value for module in model.modules() for value in module.__dict__.values()]
+        for value in [*values, *_items(inputs)[1:]]:
+            for item in _items(value):
+                if _is_generator(item):
+                    found.setdefault(id(item), item)
         return cls(list(found.values()))
 
     @classmethod
     @contextlib.contextmanager
-    def kept(cls, model: torch.nn.Module) -> Iterator[tuple["ModelGenerators", list[Any]]]:
-        """The generators ``model`` holds and their states, put back as found on exit (the check's runs
-        and the capture's draw from them)."""
-        generators = cls.of(model)
+    def kept(cls, model: torch.nn.Module, inputs: Any = ()) -> Iterator[tuple["ModelGenerators", list[Any]]]:
+        """The generators ``model`` holds or is given in ``inputs`` and their states, put back as found on
+        exit (the check's runs and the capture's draw from them)."""
+        generators = cls.of(model, inputs)
         states = generators.save()
         try:
             yield generators, states

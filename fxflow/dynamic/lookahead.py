@@ -16,7 +16,7 @@ Adam's first update is; a size relative to the weight keeps a dead unit from bei
 step and a half-precision weight from being left unmoved by a tiny one. Each tensor is replaced for
 the look-ahead and the original object put back afterwards, so the user's weights are restored bit
 for bit (the model's buffers, grads and random state are restored by
-:func:`fxflow.core.state.untouched` around the check).
+:func:`fxflow.core.guard.guard` around the check).
 
 A gradient at rounding level is no gradient (:mod:`fxflow.dynamic.rounding`): a zero that a step
 turns into round-off (a LayerNorm over one feature, once the nudge has moved its neighbours) is

@@ -134,20 +134,3 @@ def stop_at_missing_derivatives() -> Iterator[StopAtMissingDerivatives]:
     backward, the mode's :meth:`~StopAtMissingDerivatives.reached` names where the real one raises."""
     with StopAtMissingDerivatives() as mode:
         yield mode
-
-
-class StopsOnMeta(StopAtMissingDerivatives):
-    """The meta run's forward mode, also noting whether any call saw a tensor that is not on meta.
-
-    Such a tensor is one forward made itself (``torch.rand([])`` for a layer drop, without a
-    device): on fake tensors the fake mode takes it over, and a data-dependent branch on it raises
-    there, where on meta it runs on real values. The two runs then differ, and the fake run's
-    answer is the one the check gives.
-    """
-
-    real = False
-
-    def observe(self, func: Callable, args: tuple, kwargs: dict, result: Any) -> None:
-        super().observe(func, args, kwargs, result)
-        if not self.real and not all(t.is_meta for t in call_tensors((args, kwargs, result))):
-            self.real = True

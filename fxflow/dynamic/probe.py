@@ -10,6 +10,7 @@ callbacks, whose forward and backward are the user's own, read their gradients t
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Literal, Sequence
 
@@ -24,11 +25,11 @@ from .redraw import drew_random_numbers
 from .backward_trace import BackwardTrace
 from .module_norms import ModuleGradRecorder
 from ..prepare.fake import FakeWeights, fake_inputs, fake_weights, new_fake_mode
-from .no_derivative import StopAtMissingDerivatives, StopsOnMeta, stop_at_missing_derivatives
+from .no_derivative import StopAtMissingDerivatives, stop_at_missing_derivatives
 from ..core.user_hooks import post_accumulate_hooks_paused
 from ..core.observer import ForwardPart
 from ..core.records import NonfiniteSite
-from ..core.state import RandomState
+from ..core.guard import ATTRIBUTES_ONLY, guard, save
 from .loss import LOSS_PROJECTION, TrainingLoss, floating_outputs, training_loss
 from .unregistered import unregistered_tensors
 from ..verdicts import CutSite
@@ -71,14 +72,7 @@ class BackwardFailed(Exception):
     Function's broken backward): the gradients are unknown, not missing."""
 
 
-def on_meta(model: torch.nn.Module, example: tuple[Any, ...] | None) -> bool:
-    """Every parameter, buffer and example tensor lives on meta: a forward of ``model`` computes nothing."""
-    tensors = list(model.parameters()) + list(model.buffers())
-    tensors += [x for x in example or () if isinstance(x, torch.Tensor)]
-    return bool(tensors) and all(t.is_meta for t in tensors)
-
-
-Mode = Literal["real", "fake", "meta"]
+Mode = Literal["real", "fake"]
 
 
 def gradient_result(grads: dict[str, GradInfo], unregistered: "dict[str, tuple[tuple[int, ...], GradInfo]]",
@@ -90,9 +84,9 @@ def gradient_result(grads: dict[str, GradInfo], unregistered: "dict[str, tuple[t
                        **fields)
 
 
-def reached_unregistered(stash: "GradStash", group: Any = None) -> "dict[str, tuple[tuple[int, ...], GradInfo]]":
-    """The stashed tensors outside ``model.parameters()`` that the backward gave a ``.grad``."""
-    reached = {path: tensor for path, tensor in stash.tensors.items() if tensor.grad is not None}
+def reached_unregistered(tensors: dict[str, torch.Tensor], group: Any = None) -> "dict[str, tuple[tuple[int, ...], GradInfo]]":
+    """The tensors outside ``model.parameters()`` (by path) that the backward gave a ``.grad``."""
+    reached = {path: tensor for path, tensor in tensors.items() if tensor.grad is not None}
     infos, _ = read_gradients({path: tensor.grad for path, tensor in reached.items()}, group)
     return {path: (tuple(tensor.shape), infos[path]) for path, tensor in reached.items()}
 
@@ -102,26 +96,17 @@ def run_model(model: torch.nn.Module, inputs: Sequence[Any], *, mode: Mode = "re
               record: bool = False, trace: bool = False, kwargs: dict[str, Any] | None = None) -> "ModelRun":
     """The one forward and backward of the user's model, in every mode; returns the run, read out.
 
-    ``mode="real"``: the model's own tensors. ``"meta"``: a model whose weights live on the meta device
-    runs as it is, recorded like a real run; where such a run cannot answer (forward makes a tensor that
-    is not on meta, or raises), the ``"fake"`` run answers: fake twins of the weights, passed in per
-    call. Meta and fake runs tell which parameters a gradient reaches, not how large it is. With
+    ``mode="real"``: the model's own tensors. ``"fake"`` (a model on the meta device, or ``device="meta"``):
+    fake twins of the weights put in place for the run, under a fake mode
+    (:class:`fxflow.prepare.fake.StandInFakeMode`), recorded like a real run; such a run tells which
+    parameters a gradient reaches, not how large it is. With
     ``record=True`` the forward is also recorded as an fx graph (:attr:`ModelRun.recorded`); with ``trace=True``
     a real run also keeps what localization reads (:attr:`ModelRun.trace`).
-    Call it inside :func:`fxflow.core.state.untouched`: the run leaves its gradients in ``.grad``.
+    Call it inside :func:`fxflow.core.guard.guard`: the run leaves its gradients in ``.grad``.
     """
     run = ModelRun(model, mode=mode, loss_fn=loss_fn, seed=seed, labels_given=labels_given, record=record,
                    trace=trace)
-    try:
-        run.run(inputs, kwargs)
-    except FxflowError:
-        if mode != "meta":
-            raise  # the model's own forward raised: that is the answer
-    if mode == "meta" and run.result is None:  # the fake run answers, as it would alone
-        fake = ModelRun(model, mode="fake", loss_fn=loss_fn, seed=seed, labels_given=labels_given)
-        fake.run(inputs, kwargs)
-        fake.recorded = run.recorded
-        return fake
+    run.run(inputs, kwargs)
     return run
 
 
@@ -143,7 +128,7 @@ class ModelRun:
         self.loss_fn = loss_fn
         self.seed = seed
         self.labels_given = labels_given  # a tuple output's first element is then the model's loss
-        self.record = record and mode != "fake"
+        self.record = record
         self.recorded: Recorded | None = None  # with record=True: the graph of the forward, or why none
         self._tracing = trace and mode == "real"  # only real gradients have norms to localize by
         self.trace: BackwardTrace | None = None  # with trace=True, after the backward: origins and norms
@@ -159,11 +144,12 @@ class ModelRun:
     def forward(self, call: Callable[[], Any]) -> Any:
         """Run ``call`` (the model's forward) with the per-module gradient hooks in place."""
         self._call = call  # replayed only to find where a non-finite value was born
-        self._random_state = RandomState.save()
+        self._random_state = save()  # the global generators the forward starts from
         # the fake run's tensors have no values to take a norm of
         self._recorder = ModuleGradRecorder(self.model) if self.mode == "real" else None
-        self._stops = StopsOnMeta() if self.mode == "meta" else StopAtMissingDerivatives()
-        self._unregistered = GradStash(unregistered_tensors(self.model) if self.mode == "real" else {})
+        self._stops = StopAtMissingDerivatives()
+        self._unregistered = unregistered_tensors(self.model) if self.mode == "real" else {}
+        self._unregistered_grads = save(grads_of=list(self._unregistered.values()), fresh_grads=True, rng=False)
         self.trace = BackwardTrace(self.model) if self._tracing else None
         try:
             with torch.enable_grad(), contextlib.ExitStack() as watching:
@@ -173,7 +159,7 @@ class ModelRun:
                     watching.enter_context(self.trace.forward())
                 outputs = _forward(call, self._stops)
             if self.mode == "real":  # only a real run is drawn again (and fake mode cannot compare states)
-                self.drew_random_numbers = drew_random_numbers(self._random_state, RandomState.save())
+                self.drew_random_numbers = drew_random_numbers(self._random_state, save())
             return outputs
         except BaseException:
             self._release()
@@ -182,20 +168,17 @@ class ModelRun:
     def _release(self) -> None:
         if self._recorder is not None:
             self._recorder.remove()
-        self._unregistered.restore()
+        self._unregistered_grads.restore()
 
     def backward(self, outputs: Any) -> ProbeResult | None:
         """Differentiate the loss of ``outputs`` and read every parameter's gradient; None when the
-        backward itself raised (:attr:`failure` says how), or when a meta run cannot answer."""
-        if self.mode == "meta" and self._stops.real:
-            self._release()
-            return None  # forward made a tensor that is not on meta: the fake run answers
+        backward itself raised (:attr:`failure` says how)."""
         try:
             note = self._recorder.uninstrumented_note(outputs) if self._recorder is not None else None
             with torch.enable_grad(), post_accumulate_hooks_paused(self.model.parameters()):
                 loss = _backward(outputs, self._training_loss, self.trace)
             self.result = gradient_result(self._read_gradients(), reached_unregistered(self._unregistered), self._recorder,
-                                          notes=[note] if note else [],
+                                          notes=([note] if note else []) + self._stand_in_notes(),
                                           measurable=self.mode == "real" and not any(p.is_meta for p in self.model.parameters()),
                                           backward_raises=self._stops.reached(), loss=loss.description,
                                           loss_output=loss.output_index, loss_finite=_finite_loss(loss))
@@ -219,12 +202,9 @@ class ModelRun:
     def replay(self) -> Any:
         """The forward again, as the real run made it: the same dropout draws, the same stops at ops
         with no derivative; the random state is put back afterwards (for :mod:`fxflow.diagnose.nonfinite`)."""
-        after = RandomState.save()
-        self._random_state.restore()
-        try:
+        with guard():
+            self._random_state.restore()
             return self._replay()
-        finally:
-            after.restore()
 
     def again(self, inputs: Sequence[Any], same_draws: bool = True,
               watchers: Sequence[ForwardPart] = (), model: torch.nn.Module | None = None,
@@ -254,7 +234,7 @@ class ModelRun:
         return self._training_loss(outputs).tensor
 
     def run(self, inputs: Sequence[Any], kwargs: dict[str, Any] | None = None) -> ProbeResult | None:
-        """The forward on ``inputs`` (recorded with ``record=True``), then the backward."""
+        """The forward on ``inputs`` (recorded with ``record=True``), then the backward (on fakes: :meth:`_run_fake`)."""
         if self.mode == "fake":
             return self._run_fake(inputs, kwargs)
         if self.record and not kwargs:
@@ -262,23 +242,33 @@ class ModelRun:
         return self.backward(self.forward(lambda: self.model(*inputs, **(kwargs or {}))))
 
     def _run_fake(self, inputs: Sequence[Any], kwargs: dict[str, Any] | None) -> ProbeResult | None:
-        """Forward and backward on fake twins of the weights, passed in per call: the model's own
-        tensors stay in place, and nothing is allocated or computed."""
+        """Forward and backward on fake twins of the weights, put in place for the run (and recorded, as a
+        real run is): nothing is allocated or computed, and the model's own tensors are back afterwards."""
         self._fake_mode = new_fake_mode()
         self._weights = fake_weights(self.model, self._fake_mode)
-        random_state = RandomState.save()
-        try:
-            with self._fake_mode:
-                arguments = fake_inputs(self._fake_mode, inputs)
-                return self.backward(self.forward(lambda: self._weights(*arguments, **(kwargs or {}))))
-        finally:
-            random_state.restore()
+        with guard(), self._fake_mode, self._weights.in_place():
+            arguments = fake_inputs(self._fake_mode, inputs)
+            if self.record and not kwargs:
+                result = self._run_recorded(arguments)
+                if self.recorded is not None and self.recorded.values is not None:  # read back by the real names
+                    values = dataclasses.replace(self.recorded.values, stood_for=self._weights.twins)
+                    self.recorded = dataclasses.replace(self.recorded, values=values)
+                return result
+            return self.backward(self.forward(lambda: self.model(*arguments, **(kwargs or {}))))
+
+    def _stand_in_notes(self) -> list[str]:
+        """Where the fake run read a value fake tensors do not have, and ran the op on stand-ins."""
+        sites = self._fake_mode.stand_ins if self._fake_mode is not None else []
+        if not sites:
+            return []
+        return [f"meta run: {', '.join(sites)} read values fake tensors do not have, so ran on stand-in values "
+                "(ones, zeros): what those values decide (a branch, a shape) may differ in a real run"]
 
     def _run_recorded(self, inputs: Sequence[Any]) -> ProbeResult | None:
         """The forward inside a recording of it; a recording that fails costs a second, plain forward,
         never the check (the failure is kept for the capture's notes)."""
         forward = RecordedForward(self.model, inputs)
-        random_state = RandomState.save()
+        random_state = save()  # the global generators
         with forward:
             try:
                 outputs = forward.run(self.forward, lambda: self._stops.rebased)
@@ -313,9 +303,7 @@ class RecordedForward:
         return self.inner(*self.inputs)
 
     def __enter__(self) -> "RecordedForward":
-        from ..core.state import preserved_module_attributes
-
-        self._stack.enter_context(preserved_module_attributes(self.inner))
+        self._stack.enter_context(guard(self.inner, **ATTRIBUTES_ONLY))
         self.writes = ForwardWrites(self.inner)
         return self
 
@@ -386,16 +374,3 @@ def _finite_loss(loss: TrainingLoss) -> bool:
     return not isinstance(tensor, torch.Tensor) or tensor.is_meta or is_fake(tensor) or bool(
         torch.isfinite(tensor.detach()).all())
 
-
-class GradStash:
-    """Tensors whose ``.grad`` the probe's backward may fill: cleared for it, then put back."""
-
-    def __init__(self, tensors: dict[str, torch.Tensor]) -> None:
-        self.tensors = tensors
-        self.grads = {path: tensor.grad for path, tensor in tensors.items()}
-        for tensor in tensors.values():
-            tensor.grad = None
-
-    def restore(self) -> None:
-        for path, tensor in self.tensors.items():
-            tensor.grad = self.grads[path]

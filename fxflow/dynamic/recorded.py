@@ -18,6 +18,7 @@ from typing import Any, NamedTuple
 
 import torch
 import torch.fx as fx
+from torch._subclasses.fake_tensor import is_fake, unset_fake_temporarily
 from torch.utils._pytree import tree_map
 
 from ..core.history import entry_key
@@ -61,15 +62,19 @@ class Snapshots:
 
     def of(self, value: Any) -> Any:
         """``value`` with every tensor in it replaced by its snapshot; raises :class:`Unsupported`."""
-        return tree_map(lambda leaf: self._snapshot(leaf) if isinstance(leaf, torch.Tensor) else leaf, value)
+        with unset_fake_temporarily():  # plain meta tensors, also when the run was a fake one (device="meta")
+            return tree_map(lambda leaf: self._snapshot(leaf) if isinstance(leaf, torch.Tensor) else leaf, value)
 
     def _snapshot(self, tensor: torch.Tensor) -> torch.Tensor:
         made = self._made.get(id(tensor))
         if made is not None:
             return made
-        if type(tensor) not in (torch.Tensor, torch.nn.Parameter) or tensor.layout != torch.strided:
+        fake = is_fake(tensor)  # the meta run's: shapes and history, no values (a constant's excepted)
+        if (type(tensor) not in (torch.Tensor, torch.nn.Parameter) and not fake) or tensor.layout != torch.strided:
             raise Unsupported(type(tensor).__name__)
-        if is_integer_scalar(tensor):  # a size or a count: later shapes need its value (as twins keep it)
+        if fake and is_integer_scalar(tensor) and tensor.constant is not None:
+            snapshot = tensor.constant.detach().clone()
+        elif is_integer_scalar(tensor) and not fake:  # a size or a count: later shapes need its value (as twins keep it)
             snapshot = tensor.detach().clone()
         else:
             snapshot = torch.empty_strided(tuple(tensor.shape), tuple(tensor.stride()), dtype=tensor.dtype,
@@ -96,6 +101,9 @@ class RecordedValues:
     results: dict[str, Any]  # node name -> its result, each tensor a meta snapshot
     rewritten: frozenset[str] = frozenset()
     histories: dict[int, History] = field(default_factory=dict)  # id(snapshot) -> the real tensor's history
+    # A fake run's (``device="meta"``): id(the model's own weight) -> the fake that stood for it in the run,
+    # whose history the recorded results lead to.
+    stood_for: dict[int, torch.Tensor] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

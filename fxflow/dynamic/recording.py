@@ -15,7 +15,7 @@ import torch
 import torch.fx as fx
 
 from ..prepare.signature import positional_names
-from ..core.state import ModelSnapshot
+from ..core.guard import save
 from ..core.tensors import tensors_in
 from ..core.functions import intercepted_apply
 from ..core.grad_mode import GradModeRecorder
@@ -51,7 +51,7 @@ class Recording:
             node = self.recorder.graph.placeholder(name)
             if isinstance(value, torch.Tensor):
                 self.recorder.bind(value, node)
-        self.snapshot = ModelSnapshot.save(model, copy_parameters=copy_parameters)
+        self.snapshot = save(model, weights=copy_parameters, attributes=False)
         self.graph_module: fx.GraphModule | None = None
         self._stack = contextlib.ExitStack()
 

@@ -12,24 +12,35 @@ non-zero gradient on which draw. A forward that draws nothing costs nothing here
 
 The model draws from the global generators, so the redraw has to set them (a process-wide effect,
 listed in docs/how-it-works.md): only the default ones, directly, and all of them are put back.
+
+How many draws follows from the random choices the forward makes (:class:`RandomChoices`): a draw of
+one of ``n`` outcomes (``torch.randint``, ``randperm``, ``multinomial``; Python's ``random.choice``,
+``randrange``, ``randint``, ``sample``) is redrawn until every outcome was picked once, within the
+draws that show all ``n`` with high probability, so a branch no draw reached is one none picked.
 """
 from __future__ import annotations
 
+import contextlib
+import math
 import random
 import sys
-from typing import Callable
+from typing import Any, Callable, Iterator
 
 import torch
 
-from ..core.state import RandomState
+from ..core.guard import Saved, guard
+from ..core.observer import ForwardPart
+from ..core.random_ops import draws_random_numbers
+from ..core.source import current_user_source
 
 DRAWS = 4  # other draws at most: a block dropped half the time is missed 1 time in 16, one dropped 1 in 10 never
 
 Rerun = Callable[[], "dict[str, bool] | None"]  # forward + backward again: which parameters got a non-zero gradient
 
 
-def drew_random_numbers(before: RandomState, after: RandomState) -> bool:
+def drew_random_numbers(saved_before: Saved, saved_after: Saved) -> bool:
     """Whether anything between two saves of the generators advanced one of them."""
+    before, after = saved_before.random, saved_after.random
     if not torch.equal(before.torch_cpu, after.torch_cpu) or before.python != after.python:
         return True
     if before.torch_cuda is not None and after.torch_cuda is not None:
@@ -49,8 +60,7 @@ def redraw(dry: list[str], rerun: Rerun, seed: int, draws: int = DRAWS) -> dict[
     """``{name: seed}`` for each of ``dry`` that got a non-zero gradient when the generators were seeded
     with ``seed`` (one of ``seed + 1 .. seed + draws``). The generators are put back afterwards."""
     found: dict[str, int] = {}
-    saved = RandomState.save()
-    try:
+    with guard():  # the global generators
         for offset in range(1, draws + 1):
             _seed_everything(seed + offset)
             alive = rerun()
@@ -61,8 +71,6 @@ def redraw(dry: list[str], rerun: Rerun, seed: int, draws: int = DRAWS) -> dict[
                     found[name] = seed + offset
             if len(found) == len(dry):
                 break
-    finally:
-        saved.restore()
     return found
 
 
@@ -82,3 +90,83 @@ def _seed_everything(seed: int) -> None:
     numpy = sys.modules.get("numpy")
     if numpy is not None:
         numpy.random.seed(seed % 2**32)
+
+
+CHOICE_DRAWS_LIMIT = 256  # draws at most for the choices: n (ln n + 5) of them for n up to 35 outcomes
+
+
+def draws_to_see_all(outcomes: int) -> int:
+    """Draws after which each of ``outcomes`` equally likely outcomes was picked, but for a chance of
+    about e**-5 (0.7%) that one was not: the coupon collector's n ln n, plus 5 n."""
+    return math.ceil(outcomes * (math.log(outcomes) + 5))
+
+
+class RandomChoices(ForwardPart):
+    """Per call site of the forward (``op @ file:line``): how many outcomes each discrete random choice
+    has, and which outcomes the draws seen so far picked (all elements of a draw: a per-sample choice
+    reaches a branch when any sample picks it).
+
+    A choice is a random draw whose result is an integer: torch's ops tagged ``nondeterministic_seeded``
+    with an integer result, whose outcomes are ``high - low`` (or ``n``) from their integer arguments, or
+    the categories of positive weight when a floating tensor of weights comes first (``multinomial``);
+    and Python's ``Random._randbelow(n)``, which ``choice``, ``randrange``, ``randint``, ``sample`` and
+    ``shuffle`` of the global generator and of those the model holds or is given go through."""
+
+    def __init__(self) -> None:
+        self.outcomes: dict[str, int] = {}
+        self.seen: dict[str, set[int]] = {}
+
+    def observe(self, func: Callable, args: tuple, kwargs: dict, result: Any) -> None:
+        if not isinstance(result, torch.Tensor) or result.is_floating_point() or result.is_complex() \
+                or result.dtype == torch.bool or not draws_random_numbers(getattr(func, "__name__", "")):
+            return
+        outcomes = _outcomes(args, kwargs)
+        if outcomes is not None and 1 < outcomes and draws_to_see_all(outcomes) <= CHOICE_DRAWS_LIMIT:
+            self._saw(f"{func.__name__} @ {current_user_source() or '?'}", outcomes,
+                      result.detach().flatten()[:4096].tolist())
+
+    def _saw(self, site: str, outcomes: int, values: list[int]) -> None:
+        self.outcomes[site] = max(outcomes, self.outcomes.get(site, 0))
+        self.seen.setdefault(site, set()).update(values)
+
+    def open(self, drawn: int) -> bool:
+        """Whether a choice has an outcome no draw picked yet, after ``drawn`` draws too few to show all."""
+        return any(len(self.seen[site]) < outcomes and drawn < draws_to_see_all(outcomes)
+                   for site, outcomes in self.outcomes.items())
+
+    @contextlib.contextmanager
+    def python(self, generators: list[Any]) -> Iterator[None]:
+        """Note the choices Python's global generator and the ``random.Random`` objects among
+        ``generators`` make while inside (their ``_randbelow``, read through the instance)."""
+        held = [generator for generator in generators if isinstance(generator, random.Random)]
+        instances = [random._inst, *held]  # type: ignore[attr-defined]
+        wrapped = [instance for instance in dict.fromkeys(instances) if "_randbelow" not in vars(instance)]
+        for instance in wrapped:
+            instance._randbelow = self._noting(instance._randbelow)
+        try:
+            yield
+        finally:
+            for instance in wrapped:
+                del instance._randbelow
+
+    def _noting(self, below: Callable[[int], int]) -> Callable[[int], int]:
+        def noted(n: int) -> int:
+            value = below(n)
+            if 1 < n and draws_to_see_all(n) <= CHOICE_DRAWS_LIMIT:
+                self._saw(f"random @ {current_user_source() or '?'}", n, [value])
+            return value
+        return noted
+
+
+def _outcomes(args: tuple, kwargs: dict) -> int | None:
+    """How many outcomes an integer draw has, read off its arguments (see :class:`RandomChoices`)."""
+    first = args[0] if args else kwargs.get("input")
+    if isinstance(first, torch.Tensor) and first.is_floating_point():
+        if first.dim() == 0:
+            return None
+        return int((first.detach().reshape(-1, first.shape[-1]) > 0).any(0).sum())
+    bounds = [a for a in (*args, kwargs.get("low"), kwargs.get("high"), kwargs.get("n"))
+              if isinstance(a, int) and not isinstance(a, bool)]
+    if not bounds or len(bounds) > 2:
+        return None
+    return max(bounds) - (min(bounds) if len(bounds) == 2 else 0)

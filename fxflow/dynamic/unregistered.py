@@ -58,10 +58,3 @@ def _leaves(path: str, value: Any, depth: int) -> list[tuple[str, torch.Tensor]]
     except Exception:  # noqa: BLE001 - any error of the model's own object: skip it
         return []
     return [leaf for item_path, item in items for leaf in _leaves(item_path, item, depth + 1)]
-
-
-def advice(path: str) -> str:
-    """How to register the tensor at ``path``: a module's parameter held in a list or dict, or a bare tensor."""
-    if "[" in path:
-        return "held in a plain list or dict: use nn.ModuleList / nn.ModuleDict so the optimizer gets them"
-    return "a plain tensor attribute: wrap it in nn.Parameter (or register_buffer if it should not learn)"

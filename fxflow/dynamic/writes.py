@@ -12,7 +12,7 @@ from typing import Any
 
 import torch
 
-from ..core.state import ModelSnapshot
+from ..core.guard import Saved
 
 # a module's own tables and flags: what the forward writes lives elsewhere
 _TABLES = frozenset({"_parameters", "_buffers", "_modules", "training", "_non_persistent_buffers_set"})
@@ -26,7 +26,7 @@ class ForwardWrites:
         self.attributes: list[tuple[torch.nn.Module, str, Any]] = []
         self.buffers: list[tuple[torch.Tensor, torch.Tensor]] = []  # (the model's buffer, the value written)
 
-    def read(self, snapshot: ModelSnapshot | None) -> None:
+    def read(self, snapshot: Saved | None) -> None:
         """After the forward, before the model is put back: what changed since ``__init__`` (the buffers
         as ``snapshot``, taken before the forward, held them)."""
         for module, attributes in self.before.items():

@@ -115,7 +115,8 @@ def keyword_call(model: nn.Module, names: list[str], constants: dict[str, Any]) 
     """
     arguments = ", ".join(argument_names(names))  # the call maps them back to the keys by position
     namespace: dict[str, Any] = {}
-    exec(f"def forward(self, {arguments}):\n    return self.call({arguments})\n", namespace)  # noqa: S102
+    source = f"def forward(self, {arguments}):\n    return self.call({arguments})\n"
+    exec(compile(source, "<fxflow: model(**inputs)>", "exec"), namespace)  # noqa: S102 (a file name of its own: never python -c's code)
     namespace["forward"].__doc__ = "The user's ``model(**inputs)`` (see :meth:`KeywordCall.call`)."
     cls = type(KeywordCall.__name__, (KeywordCall,), {"forward": namespace["forward"], "__module__": __name__})
     return cls(model, names, constants)

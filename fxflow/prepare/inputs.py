@@ -215,9 +215,11 @@ def no_inputs_note(model: nn.Module) -> str:
     """Why nothing ran, naming forward's arguments so the user knows what to give."""
     names = positional_names(model)
     call = f"forward({', '.join(names)})" if names else "forward"
+    given = names[0] if len(names) == 1 else f"({', '.join(names)})" if names else "inputs"
+    # said to both: the note does not know whether the Python API or the command line asked
     return (f"no example inputs for {call}: none were given and they could not be inferred from the first "
-            "layer, so no backward ran; pass --input-size (one per input, e.g. --input-size 16,10) "
-            "or define example_inputs() in the model's file")
+            f"layer, so no backward ran; give them: `fxflow.check(model, {given})` in Python, one --input-size "
+            "per input on the command line (e.g. --input-size 16,10), or example_inputs() in the model's file")
 
 
 def as_call_inputs(inputs: Any, model: nn.Module) -> tuple[tuple[Any, ...] | None, dict[str, Any]]:

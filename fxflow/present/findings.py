@@ -16,7 +16,7 @@ from typing import Iterable
 
 from ..report import ParameterReport, Report
 from ..verdicts import CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static
-from .fixes import fix_line, site_fix, verdict_cause
+from .fixes import data_cause, fix_line, site_fix, verdict_cause
 from .fresh import fresh_paragraph, fresh_tensor_sources
 from .summary import allowed_problems, vanishing_size
 from .text import held_cause
@@ -103,17 +103,14 @@ def _assignment_line(owner: ast.AST, attribute: str | None) -> int | None:
     return None
 
 
-_LOCALIZED = re.compile(r"` at (?P<source>\S+:\d+)")  # where fxflow.diagnose.localize found a gradient died ("after `relu` at m.py:12")
-
-
 def _finding_location(report: Report, verdict: str, parameters: list[ParameterReport],
                       target: tuple[str | None, int | None]) -> tuple[str | None, int | None]:
     """Where a finding no cut site explains points: an exact zero at the op that zeroed it, an
     unused parameter at the line that defines its attribute, the rest at the model's class."""
     if verdict == Dynamic.ZERO:
-        found = _LOCALIZED.search(parameters[0].diagnosis or "")
-        if found:
-            return split_source(found["source"])
+        where = parameters[0].where  # the op that zeroed it (fxflow.diagnose.localize)
+        if where is not None and where.source:
+            return split_source(where.source)
     if verdict in (Static.UNUSED, Static.UNREGISTERED):  # the line defining the attribute
         path, line = target_location(report.target, re.split(r"[.\[]", parameters[0].name, maxsplit=1)[0])
         if path is not None:
@@ -169,7 +166,8 @@ def findings(report: Report, known: Iterable[str] = ()) -> list[Finding]:
         result.append(Finding(Static.UNREGISTERED, WARNING, paragraph.removeprefix(f"At {source} "), path, line, fix=fix))
     for birth in report.nonfinite:  # the parameters it reached are a finding of their own (nonfinite)
         path, line = split_source(birth.source) if birth.source else (target_path, target_line)
-        result.append(Finding(NONFINITE_ORIGIN, ERROR, nonfinite_sentence(birth), path, line, fix=fix_line(Dynamic.NONFINITE)))
+        result.append(Finding(NONFINITE_ORIGIN, ERROR, nonfinite_sentence(birth), path, line,
+                              fix=fix_line(data_cause(Dynamic.NONFINITE, birth.op), words={"loss": birth.op})))
     vanishing = [p for p in report.parameters if p.dynamic == Dynamic.VANISHING]
     if vanishing:
         path, line = target_path, target_line

@@ -84,6 +84,10 @@ FIXES: tuple[Fix, ...] = (
         "this gradient at exactly 0 for good", deliberate=False),
     Fix(Dynamic.ZERO, "`zero` from the real backward (dead ReLU, all-zero mask, an expert no token reached)",
         "check the activations' sign, the mask and the loss weights at the named op"),
+    Fix("ignored-labels", "`zero`, or a NaN loss, at a loss given labels (`cross_entropy`, `nll_loss`)",
+        "`{loss}` passes back 0 when no label of the batch counts, and its mean over none is NaN: check the labels "
+        "it is given (each equal to `ignore_index`, -100 by default, or of a class whose `weight` is 0); skip such "
+        "batches, or make sure each batch has a labelled target", deliberate=False),
     Fix(Dynamic.MISSING, "`missing` from the real backward", "see the cut or the static verdict named above"),
     Fix("unseen-cut", "`reachable / missing`: the graph sees a path the real run did not take",
         "find what stood in for these parameters at run time: a `state_dict()` (detached copies) fed to "
@@ -138,6 +142,17 @@ def site_cause(site: CutSite, zero: bool = False) -> str:
     return "cut"
 
 
+# Losses given class labels: a batch whose labels all go uncounted (ignore_index, a zero class weight)
+# makes their gradient exactly 0, and their mean a NaN.
+LABEL_LOSSES = frozenset({"cross_entropy", "nll_loss"})
+
+
+def data_cause(cause: str, op: str | None) -> str:
+    """``cause``, made ``ignored-labels`` when its zero or NaN was made at a loss given labels: the batch's
+    labels decide there, not the weights."""
+    return "ignored-labels" if cause in (Dynamic.ZERO, Dynamic.NONFINITE) and op in LABEL_LOSSES else cause
+
+
 def verdict_cause(verdict: str, names: Iterable[str] = (), static: str | None = None) -> str:
     """The cause of a group no cut site explains, from its verdict (and, for unregistered rows,
     the form of their names: ``layers[0].weight`` is a module kept in a plain list; for a
@@ -150,7 +165,7 @@ def verdict_cause(verdict: str, names: Iterable[str] = (), static: str | None = 
 
 
 # What a fix says where it has no line to fill its words from (the docs' table, SARIF's rule help).
-_GENERIC_WORDS = {"op": "argmax", "passes": "z", "skips": "q", "holders": "`lora_B`"}
+_GENERIC_WORDS = {"op": "argmax", "passes": "z", "skips": "q", "holders": "`lora_B`", "loss": "cross_entropy"}
 
 
 def site_words(site: CutSite) -> dict[str, str]:

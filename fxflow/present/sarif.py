@@ -30,9 +30,9 @@ RULE_NAMES: dict[str, str] = {
 # rule id -> the causes whose fixes its help lists (fxflow.present.fixes: the text report's fix lines)
 RULE_CAUSES: dict[str, tuple[str, ...]] = {
     Static.CUT: CUT_CAUSES, Static.ZERO: ZERO_CAUSES, Static.UNUSED: (Static.UNUSED,),
-    Dynamic.MISSING: (Dynamic.MISSING,), ZERO_GRADIENT: (Dynamic.ZERO,), Dynamic.NONFINITE: (Dynamic.NONFINITE,),
-    Dynamic.VANISHING: (Dynamic.VANISHING,), BACKWARD_RAISES: ("backward-raises",),
-    Static.UNREGISTERED: ("unregistered-list", Static.UNREGISTERED), NONFINITE_ORIGIN: (Dynamic.NONFINITE,),
+    Dynamic.MISSING: (Dynamic.MISSING,), ZERO_GRADIENT: (Dynamic.ZERO, "ignored-labels"),
+    Dynamic.NONFINITE: (Dynamic.NONFINITE,), Dynamic.VANISHING: (Dynamic.VANISHING,), BACKWARD_RAISES: ("backward-raises",),
+    Static.UNREGISTERED: ("unregistered-list", Static.UNREGISTERED), NONFINITE_ORIGIN: (Dynamic.NONFINITE, "ignored-labels"),
 }
 
 

@@ -58,7 +58,7 @@ def summary_line(report: Report, api: bool = False) -> str:
     Python API's words (``fxflow.check(model, inputs)``, ``backward=False``), not the command line's."""
     total = len(report.parameters)
     if total == 0:
-        return "nothing to train: the model has no parameters"
+        return "nothing to train: the model has no parameters, so there is no gradient to verify"
     if report.everything_frozen:
         return f"problem: {NOTHING_LEARNS}"
     problems = report.problems

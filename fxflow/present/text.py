@@ -13,7 +13,7 @@ import textwrap
 from typing import TYPE_CHECKING
 
 from ..verdicts import DynamicVerdict as Dynamic, OptimizerVerdict, StaticVerdict as Static
-from .fixes import fix_line, site_cause, site_words, verdict_cause
+from .fixes import data_cause, fix_line, site_cause, site_words, verdict_cause
 from .fresh import fresh_paragraph, fresh_tensor_sources
 from .idioms import freeze_line
 from .summary import allowed_problems, group_size, summary_line, vanishing_size  # noqa: F401 - this module's face
@@ -115,7 +115,8 @@ def cut_paragraphs(report: Report, api: bool = False) -> list[str]:
     every = [p.name for p in report.parameters]
     paragraphs = [f"At {site.source}: {site.reason}.\n{fix_line('backward-raises')}"
                   for site in report.backward_raises if site.source]
-    paragraphs += [f"A{nonfinite_sentence(site)[1:]}.\n{fix_line(Dynamic.NONFINITE)}" for site in report.nonfinite]
+    paragraphs += [f"A{nonfinite_sentence(site)[1:]}.\n{fix_line(data_cause(Dynamic.NONFINITE, site.op), words={'loss': site.op})}"
+                   for site in report.nonfinite]
     paragraphs += [fresh_paragraph(source) for source in fresh_tensor_sources(report)]
     paragraphs += [f"The gradient of {flag.layer} is {flag.kind} next to the rest of the model since step {flag.since}: "
                    f"its mean |grad| is {format_norm(flag.ratio)}x the median layer's at the last step."
@@ -184,19 +185,19 @@ def frozen_holders(report: Report, group: list[ParameterReport]) -> list[str]:
 
 
 def held_cause(report: Report, group: list[ParameterReport], cause: str) -> tuple[str, dict[str, str] | None]:
-    """A zero group's cause, made ``frozen-holder`` (with the holders' names) when frozen weights hold it."""
+    """A zero group's cause, made ``frozen-holder`` (with the holders' names) when frozen weights hold it,
+    ``ignored-labels`` when it was made at a loss given labels."""
+    where = group[0].where  # where the zero was made: its file is most likely the model's own
     holders = frozen_holders(report, group) if cause == Dynamic.ZERO else []
     if not holders:
-        return cause, None
-    found = _AT_SOURCE.search(group[0].diagnosis or "")  # the zero's file: most likely the model's own
+        op = where.op if where else None
+        return data_cause(cause, op), ({"loss": op} if op else None)
+    path = where.source.rpartition(":")[0] if where and where.source else None
     named = []
     for name in holders:
-        line = freeze_line(found[1], name) if found else None
-        named.append(f"`{name}`" + (f" (frozen at {found[1]}:{line})" if line else ""))
+        line = freeze_line(path, name) if path else None
+        named.append(f"`{name}`" + (f" (frozen at {path}:{line})" if line else ""))
     return "frozen-holder", {"holders": ", ".join(named)}
-
-
-_AT_SOURCE = re.compile(r"` at (\S+?):\d+")  # where fxflow.diagnose.localize placed a zero: "`matmul` at m.py:15"
 
 
 def _fix_for(group: list[ParameterReport], cause: str, every: list[str], api: bool = False,
@@ -225,16 +226,11 @@ _CAPTURE_FAILED = re.compile(r"^(symbolic_trace|runtime|torch\.export) failed: "
 
 def shown_notes(report: Report, debug: bool = False) -> list[str]:
     """The notes a reader is shown: why an earlier capture failed matters only when none worked
-    (``--debug`` and the JSON keep it whenever one failed); with no parameter, what "verified" covers."""
+    (``--debug`` and the JSON keep it whenever one failed)."""
     notes = report.trace.notes + report.notes
-    if not report.parameters and report.verified:
-        notes = notes + [NOTHING_VERIFIED]
     if debug or report.trace.method == "none":
         return notes
     return [note for note in notes if not _CAPTURE_FAILED.match(note)]
-
-
-NOTHING_VERIFIED = "no parameter, so no gradient to check: here `verified` means only that the forward ran"
 
 
 def render_text(report: Report, width: int | None = None, all_rows: bool = False, api: bool = False,

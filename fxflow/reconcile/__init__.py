@@ -23,7 +23,8 @@ import torch
 
 from ..dynamic.gradients import dynamic_verdicts
 from ..report import ParameterReport
-from ..verdicts import PARAM_PREFIX, CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static, agreement
+from ..verdicts import PARAM_PREFIX, CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static, UnregisteredReason
+from ..verdicts import agreement
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..static.analyze import StaticAnalysis
@@ -50,6 +51,7 @@ def parameter_reports(model: torch.nn.Module, static: "StaticAnalysis | None", r
     reports = []
     for name, parameter in model.named_parameters():
         verdict = static.verdicts[name] if static is not None else None
+        where = _localized(result, name, verdict)
         if verdict is not None:
             static_verdict = verdict.static
         else:
@@ -61,8 +63,9 @@ def parameter_reports(model: torch.nn.Module, static: "StaticAnalysis | None", r
             dynamic=dynamic.get(name),
             grad_norm=result.grads[name].norm if result is not None and name in result.grads else None,
             cut_by=list(verdict.cut_by) if verdict else [],
-            diagnosis=(verdict.detail if verdict else None) or _localized(result, name, verdict),
+            finding=(verdict.detail if verdict else None) or (where.reason if where else None),
             allowed=matches(name, allow),
+            where=where,
         )
         opaque = None
         if static is not None and report.static == Static.REACHABLE and report.dynamic == Dynamic.MISSING:
@@ -93,24 +96,28 @@ def _note_randomness(report: ParameterReport, static: "StaticAnalysis") -> None:
 def unregistered_reports(result: "ProbeResult", vanishing: float) -> list[ParameterReport]:
     """One record per tensor that the real backward reached but ``model.parameters()`` does not list:
     it gets a gradient that no optimizer built from the model will ever apply."""
-    from ..dynamic.unregistered import advice
-
     if not result.unregistered:
         return []
     grads = {**result.grads, **{path: info for path, (_, info) in result.unregistered.items()}}
     judged = dynamic_verdicts(replace(result, grads=grads), vanishing)
     return [ParameterReport(name=path, shape=shape, static=Static.UNREGISTERED, dynamic=judged[path],
-                            grad_norm=info.norm, diagnosis=advice(path))
+                            grad_norm=info.norm, reasons=[_kept(path)])
             for path, (shape, info) in result.unregistered.items()]
 
 
-def _localized(result: "ProbeResult | None", name: str, verdict: object) -> str | None:
+def _kept(path: str) -> UnregisteredReason:
+    """Where an unregistered tensor is kept: a module's parameter in a plain list or dict (its path
+    indexes one: ``layers[0].weight``), or a bare tensor attribute."""
+    return UnregisteredReason.IN_CONTAINER if "[" in path else UnregisteredReason.PLAIN_TENSOR
+
+
+def _localized(result: "ProbeResult | None", name: str, verdict: object) -> CutSite | None:
     """Where the real backward's zero or vanishing gradient of ``name`` died or shrank (fxflow.diagnose.localize),
     unless a static cut site already names that line."""
     site = result.explanations.get(name) if result is not None else None
     if site is None or (verdict is not None and any(s.source == site.source for s in verdict.cut_by)):
         return None
-    return site.reason
+    return site
 
 
 def judge(parameter: ParameterReport, opaque_path: str | None = None) -> None:
@@ -129,7 +136,7 @@ def judge(parameter: ParameterReport, opaque_path: str | None = None) -> None:
                 "the real backward decides, and no gradient arrived"
             )
             return
-        parameter.diagnosis = (
+        parameter.diagnosis = parameter.diagnosis or (  # where diagnose found the copy that stood in for it
             "statically reachable, no gradient at runtime: an op the tracer saw through returns no "
             "gradient (a custom autograd.Function, say), or forward took another branch than the trace"
         )

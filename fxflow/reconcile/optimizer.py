@@ -53,7 +53,7 @@ def judge_optimizer(report: "Report", model: nn.Module, optimizers: list[Any], s
         owner = parameter.name.rpartition(".")[0]
         where = f"module {owner} ({type(modules[owner]).__name__})" if owner in modules else "the model itself"
         verdict, reason = _held(view, parameter.name, where, parameter.name in replaced)
-        if log is not None and parameter.name in view.holders:  # held by no group: no step can move it
+        if log is not None and parameter.name in view.holders:  # in no group: no step can move it
             verdict, reason = _observed(verdict, reason, log, parameter, findings)
         parameter.optimizer, parameter.optimizer_reason = verdict, reason
     report.notes.extend(_notes(report, findings))
@@ -67,7 +67,7 @@ def _held(view: OptimizerView, name: str, owner: str, replaced: bool) -> tuple[s
     if not holders:
         how = ("was replaced after the optimizer was built (the optimizer still steps the old one)" if replaced
                else "was created or replaced after the optimizer was built, or left out of it")
-        return OptimizerVerdict.NOT_OPTIMIZED, f"held by no parameter group (the optimizer has {_groups(view)}): {owner} {how}"
+        return OptimizerVerdict.NOT_OPTIMIZED, f"in no parameter group (the optimizer has {_groups(view)}): {owner} {how}"
     states = [group.updates for group in holders]
     if True in states:
         rising = [g for g in holders if g.lr == 0 and g.rises_at]

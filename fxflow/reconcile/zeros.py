@@ -41,23 +41,29 @@ def classify_zeros(parameters: "Iterable[ParameterReport]", learns_from: dict[st
         if code == ZeroReason.HELD:
             parameter.learns_from_step = learns_from[parameter.name]
             parameter.held_by = list(holders)
-            parameter.diagnosis = held_reason(holders, parameter.learns_from_step)
+            parameter.finding, parameter.reasons = None, [code]  # the hold explains the zero whole
             continue
-        found = _ROUNDED if parameter.name in rounding else parameter.diagnosis
-        if code == ZeroReason.ONE_STEP:
-            parameter.diagnosis = _unconfirmed(found, holders)
-        elif code == ZeroReason.STILL_REVIVING:
-            parameter.diagnosis = _still_reviving(found, steps_seen)
-        else:
+        parameter.later_steps = max(steps_seen - 1, 0)
+        rounded = parameter.name in rounding
+        if rounded:  # round-off: what the gradient was replaces where it was made
+            parameter.finding = None
+        if code in (ZeroReason.ROUNDING, ZeroReason.STAYS_ZERO, ZeroReason.NO_STEP_MOVES):
             site = (sites or {}).get(parameter.name)
-            parameter.held_by = list(holders)  # it stays zero: what holds it, a frozen all-zero weight included
-            dead = site is not None and passes_nothing_back(site.op)
-            parameter.diagnosis = _stays_zero(found, [h for h in holders if h in still_zero], steps_seen, dead)
+            # it stays zero: what holds it for good is the all-zero weights that stayed zero too, a
+            # frozen one included; one that got a gradient and moved holds nothing
+            parameter.held_by = [h for h in holders if h in still_zero]
+            dead = not parameter.held_by and site is not None and passes_nothing_back(site.op)
+            later = ZeroReason.STAYS_ZERO if steps_seen > 1 else ZeroReason.NO_STEP_MOVES
+            code = ZeroReason.DEAD_UNIT if dead else later
+        elif code == ZeroReason.ONE_STEP:
+            parameter.held_by = list(holders)  # what may hold it: one step cannot tell
+        parameter.reasons = ([ZeroReason.ROUNDING] if rounded else []) + [code]
 
 
 def zero_verdict(name: str, learns_from: dict[str, int] | None, steps_seen: int,
                  exhausted: bool = False, rounded: bool = False) -> tuple[Dynamic, ZeroReason]:
-    """The verdict of a first-step exact zero and the code of what was observed (words: the callers');
+    """The verdict of a first-step exact zero and the code of what was observed (words:
+    :mod:`fxflow.present.reasons`);
     ``rounded``: its gradient was round-off on some step."""
     if learns_from is None:
         return Dynamic.UNCONFIRMED, ZeroReason.ONE_STEP
@@ -70,49 +76,3 @@ def zero_verdict(name: str, learns_from: dict[str, int] | None, steps_seen: int,
     return Dynamic.ZERO, (ZeroReason.NO_STEP_MOVES if steps_seen <= 1 else ZeroReason.STAYS_ZERO)
 
 
-_ROUNDED = ("zero up to rounding: its gradient is round-off, tiny next to the largest and collapsing by orders "
-            "of magnitude when the same step runs in float64, so it is zero in exact arithmetic")
-
-
-def _still_reviving(found: str | None, steps_seen: int) -> str:
-    head = f"{found}. " if found else ""
-    return head + (f"still exactly 0 after the look-ahead's {steps_seen - 1} steps, while its last step was still "
-                   "reviving other zero-initialized weights: a longer chain may hold it; not verified")
-
-
-def held_reason(holders: list[str], step: int) -> str:
-    """Why an exactly zero first gradient is no problem."""
-    if holders:
-        who = _listed(holders)
-        return (f"exactly 0 on the first step{'s' if step > 2 else ''} because {who} (all zeros at init) "
-                f"hold{'s' if len(holders) == 1 else ''} it; {'it gets' if len(holders) == 1 else 'they get'} a "
-                f"gradient, so it learns from step {step}")
-    return (f"exactly 0 on the first step{'s' if step > 2 else ''}, as behind a zero-initialized weight; "
-            f"non-zero once the optimizer has moved that weight, so it learns from step {step}")
-
-
-def _unconfirmed(found: str | None, holders: list[str]) -> str:
-    head = f"{found}. " if found else ""
-    if holders:
-        return (head + f"{_listed(holders)} (all zeros now) may hold it until the first optimizer step moves "
-                "them; one watched step cannot tell: watch two steps (watch(steps=2)) or run fxflow.check")
-    return (head + "exactly 0 on the one step watched: a zero-initialized weight downstream may hold it until the "
-            "first optimizer step, or it may never learn; watch two steps (watch(steps=2)) or run fxflow.check")
-
-
-def _stays_zero(found: str | None, holders: list[str], steps_seen: int, dead: bool = False) -> str:
-    head = f"{found}. " if found else ""
-    later = f"still exactly 0 after {steps_seen - 1} step{'s' if steps_seen > 2 else ''} that moved every weight with a gradient"
-    if steps_seen <= 1:
-        later = "no weight with a gradient could move what zeroes it"
-    if holders:  # only the holders that stayed zero too: one that got a gradient and moved holds nothing
-        return head + f"{later}: {_listed(holders)} get{'s' if len(holders) == 1 else ''} no gradient either, so it never learns"
-    if dead:
-        return head + (f"{later}: a dead unit, and the weights that feed it get exactly 0 too, so no step "
-                       "revives it and it never learns")
-    return head + f"{later}: the zero comes from something no optimizer step changes, so it never learns"
-
-
-def _listed(names: list[str], keep: int = 3) -> str:
-    shown = ", ".join(names[:keep])
-    return shown + (f" and {len(names) - keep} more" if len(names) > keep else "")

@@ -33,7 +33,7 @@ import torch.fx as fx
 
 from ..core.source import user_frames
 from .flow import DIFF, META_KEY, NONE, ZERO
-from .explain import describe_cut, describe_raise, describe_zero, node_op, node_source
+from .explain import describe_cut, describe_raise, describe_zero, node_op, node_source, one_site_per_cause
 from ..verdicts import (BACKWARD_RAN_KEY, LOSS_OUTPUT_KEY, NO_DERIVATIVE_KEY, OPAQUE_KEY, PARAM_PREFIX, PARAMETER_STATE, CutSite, NodeState,
                        StaticVerdict as Static)
 
@@ -276,6 +276,9 @@ def analyze(graph_module: fx.GraphModule, model: torch.nn.Module) -> StaticAnaly
                       if data.get("no_derivative") and name in wet_any and "part_of" not in data), key=_order(graph))
     raises = [_site(describe_raise, nodes[name]) for name in raising]
     _paint(graph, connected, wet_any, wet, verdicts, raises)
+    merged = one_site_per_cause((site for v in verdicts.values() for site in v.cut_by), nodes)  # painted per call
+    for verdict in verdicts.values():
+        verdict.cut_by = _distinct([merged.get(site.node, site) for site in verdict.cut_by])
     uncertain = _uncertain(graph_module, graph)
     _remove_parts(graph)
     return StaticAnalysis(graph, verdicts, uncertain, raises)

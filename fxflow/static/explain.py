@@ -3,6 +3,8 @@ from __future__ import annotations
 
 import functools
 import inspect
+from dataclasses import replace
+from typing import Iterable, Mapping
 
 import torch
 import torch.fx as fx
@@ -10,7 +12,9 @@ import torch.fx as fx
 from . import rules
 from .flow import META_KEY, NONE, NodeFlow
 from .scripted import is_scripted, read_scripted
-from ..core.source import display_path, is_library_file, source_of_stack_trace
+from ..core.functions import CheckpointGate
+from ..core.package_way import only_torch_in_forward, package_way
+from ..core.source import display_path, hook_line, is_library_file, source_of_stack_trace
 from ..verdicts import OPAQUE_KEY, ZERO_BY_CONSTRUCTION_KEY, CutSite, constant_reason, raises_reason
 
 _CASTS = {"to", "type", "long", "int", "short", "bool", "byte", "char", "half", "float", "double"}
@@ -35,7 +39,22 @@ def node_op(node: fx.Node) -> str:
 
 
 def describe_cut(node: fx.Node) -> CutSite:
-    """Why gradient does not pass through ``node`` to (some of) its inputs."""
+    """Why gradient does not pass through ``node`` to (some of) its inputs, at the user's line."""
+    return _at_users_line(_describe_cut(node), node)
+
+
+def _at_users_line(site: CutSite, node: fx.Node) -> CutSite:
+    """A cut made inside an installed package (transformers' reentrant checkpoint, an adapter's
+    ``no_grad``) is named at the user's line that leads there (:func:`~fxflow.core.source.package_way`),
+    with the package's line beside it in the reason."""
+    way = package_way(node.meta.get("stack_trace"), site.op) if site.source else None
+    if way is None or site.source not in way.package_lines:  # named at the user's line already
+        return site
+    return replace(site, source=way.line,
+                   reason=f"{site.reason} ({site.source}, in an installed package, {way.how} {way.line})")
+
+
+def _describe_cut(node: fx.Node) -> CutSite:
     flow: NodeFlow = node.meta[META_KEY]
     op = node_op(node)
     source = node_source(node)
@@ -45,6 +64,9 @@ def describe_cut(node: fx.Node) -> CutSite:
         kind = region.kind  # set_grad_enabled(False) flips the same switch as no_grad: reported as no_grad
         at = f" ({source})" if source and source != region.source else ""
         where = f" (entered at {region.source})" if region.source else ""
+        way = package_way(node.meta.get("stack_trace"), kind)
+        if way is not None and source in way.package_lines and region.source == way.line:  # entered in the package
+            where = f", entered in an installed package ({way.how} {way.line})"
         reason = f"{op}{at} runs inside torch.{kind}(){where}, so autograd records nothing for it"
         return CutSite(node.name, kind, region.source or source, reason)
     if OPAQUE_KEY in node.meta and (flow.requires_grad is False or _historyless_element(flow)):
@@ -73,18 +95,17 @@ def describe_cut(node: fx.Node) -> CutSite:
             reason = f"the comparison {op} returns {with_article(dtype)} tensor, which carries no gradient"
         else:
             reason = f"{op} returns {with_article(dtype)} tensor (indices or flags), which carries no gradient"
+    elif isinstance(node.target, CheckpointGate):
+        reason = ("a reentrant checkpoint (use_reentrant=True) whose inputs do not require grad returns a result with "
+                  "no autograd history, so the parameters inside it get no gradient")
     elif getattr(node.target, "cut_reason", None):  # a capture's own function says why (a hidden channel)
         reason = node.target.cut_reason
     elif flow.requires_grad is False and _hooks(node, "_forward_hooks"):
         hook, where = _hooks(node, "_forward_hooks")[0]
-        reason = (f"the forward hook `{hook}`{f' ({where})' if where else ''} on `{node.target}` ({op}) returns "
-                  "a result with no autograd history, so the gradient stops here")
-        return CutSite(node.name, f"{hook} hook", where or source, reason)
+        return CutSite(node.name, f"{hook} hook", where or source, _hook_reason(f"{hook} hook", where, [node]))
     elif NONE in flow.inputs.values() and _hooks(node, "_forward_pre_hooks"):
         hook, where = _hooks(node, "_forward_pre_hooks")[0]
-        reason = (f"the forward pre-hook `{hook}`{f' ({where})' if where else ''} on `{node.target}` ({op}) "
-                  "hands it an input with no autograd history, so the gradient stops here")
-        return CutSite(node.name, f"{hook} pre-hook", where or source, reason)
+        return CutSite(node.name, f"{hook} pre-hook", where or source, _hook_reason(f"{hook} pre-hook", where, [node]))
     elif flow.requires_grad is False:
         reason = f"{op} produces a result that does not depend differentiably on its input"
     elif not flow.evaluated:
@@ -121,11 +142,12 @@ def _historyless_element(flow: NodeFlow) -> bool:
 
 
 def _hooks(node: fx.Node, kind: str) -> list[tuple[str, str | None]]:
-    """(name, ``file:line`` where it is defined) of each hook of a ``call_module`` node's module in
-    its ``kind`` table (``_forward_hooks``, ``_forward_pre_hooks``): a hook that detaches, or runs
-    under ``no_grad``, is where such a call loses its history, and the module's own line is not.
-    A decorated hook's line is its first decorator's (``@torch.no_grad()``); a lambda's, the line
-    that registered it. Global hooks (``register_module_forward_hook``) run on every module: theirs too."""
+    """(name, ``file:line``) of each hook of a ``call_module`` node's module in its ``kind`` table
+    (``_forward_hooks``, ``_forward_pre_hooks``): a hook that detaches, or runs under ``no_grad``,
+    is where such a call loses its history, and the module's own line is not. The line is where the
+    hook hands back what cuts (:func:`~fxflow.core.source.hook_line`: its ``@torch.no_grad()``, else
+    its ``return``); a lambda's, the line that registered it. Global hooks
+    (``register_module_forward_hook``) run on every module: theirs too."""
     owner = node.graph.owning_module
     if node.op != "call_module" or owner is None:
         return []
@@ -133,21 +155,74 @@ def _hooks(node: fx.Node, kind: str) -> list[tuple[str, str | None]]:
     every = getattr(torch.nn.modules.module, f"_global{kind}", {})  # _global_forward_hooks, ..._pre_hooks
     for hook in [*getattr(owner.get_submodule(node.target), kind).values(), *every.values()]:
         function = inspect.unwrap(hook.func if isinstance(hook, functools.partial) else hook)
-        code = getattr(function, "__code__", None)
-        where = f"{display_path(code.co_filename)}:{code.co_firstlineno}" if code is not None else None
-        hooks.append((getattr(function, "__name__", type(function).__name__), where))
+        hooks.append((getattr(function, "__name__", type(function).__name__), hook_line(function)))
     return hooks
+
+
+_HOOK_KINDS = {"hook": ("forward hook", "returns a result with no autograd history"),
+               "pre-hook": ("forward pre-hook", "hands {it} an input with no autograd history")}
+
+
+def _hook_reason(op: str, where: str | None, nodes: list[fx.Node]) -> str:
+    """Why a hook (``op``: ``"name hook"``, ``"name pre-hook"``) cuts at the calls ``nodes`` of the modules it runs on."""
+    hook, _, kind = op.rpartition(" ")
+    words, effect = _HOOK_KINDS[kind]
+    modules = list(dict.fromkeys(f"`{n.target}` ({node_op(n)})" for n in nodes))
+    effect = effect.format(it="it" if len(modules) == 1 else "each")
+    on = ", ".join(modules[:-1]) + " and " + modules[-1] if len(modules) > 1 else modules[0]
+    return (f"the {words} `{hook}`{f' ({where})' if where else ''} on {on} {effect}, "
+            "so the gradient stops here")
+
+
+def one_site_per_cause(sites: Iterable[CutSite], nodes: Mapping[str, fx.Node]) -> dict[str, CutSite]:
+    """``{node name: its site}`` for the cuts that one line away from the nodes' own makes at several
+    calls, so that line is one finding, not one per call: a hook's (a global hook runs on every module,
+    one function may hook many; the reason lists the modules), or the user's line behind a package's
+    cut (each checkpointed layer of a model). Named at the first call; ``nodes``: the graph's, in order."""
+    groups: dict[tuple[str, ...], dict[str, CutSite]] = {}
+    for site in sites:
+        node = nodes.get(site.node)
+        if node is None or not site.source or site.source == node_source(node):
+            continue
+        hook = site.op.endswith((" hook", " pre-hook"))
+        groups.setdefault((site.op, site.source) if hook else (site.op, site.source, site.reason), {})[site.node] = site
+    order = {name: index for index, name in enumerate(nodes)}
+    merged: dict[str, CutSite] = {}
+    for key, group in groups.items():
+        if len(group) < 2:
+            continue
+        calls = sorted(group, key=order.__getitem__)
+        site = group[calls[0]]
+        if len(key) == 2:  # a hook's: on every module it cut at
+            site = replace(site, reason=_hook_reason(site.op, site.source, [nodes[name] for name in calls]))
+        merged.update(dict.fromkeys(calls, site))
+    return merged
 
 
 def describe_raise(node: fx.Node) -> CutSite:
     """A node with no derivative for an input, which the gradient reaches: the real backward raises there."""
-    op = node_op(node)
+    op = _shown_op(node)
     return CutSite(node.name, op, node_source(node), raises_reason(op))
+
+
+def _shown_op(node: fx.Node) -> str:
+    """:func:`node_op`, but an op that torch's own module ran with no line of the user's in forward
+    (``rnn_relu`` when the checked model is an ``nn.RNN``) is named after that module (``RNN``), as a
+    traced call of it is: the user's nearest line is then the one that called fxflow, and the op's name
+    is torch's inner one."""
+    if node.op not in ("call_function", "call_method") or not only_torch_in_forward(node.meta.get("stack_trace")):
+        return node_op(node)
+    modules = list((node.meta.get("nn_module_stack") or {}).values())
+    inner = modules[-1] if modules else None
+    if isinstance(inner, tuple) and len(inner) == 2 and isinstance(inner[1], str):
+        return inner[1].rpartition(".")[2]
+    owner = node.graph.owning_module
+    return type(owner).__name__ if owner is not None else node_op(node)
 
 
 def describe_zero(node: fx.Node) -> CutSite:
     """Why gradient through ``node`` arrives as an exact zero."""
-    op = node_op(node)
+    op = _shown_op(node)
     if node.meta.get(ZERO_BY_CONSTRUCTION_KEY):  # its backward on random stand-ins gave exact zeros
         reason = constant_reason(op)
     elif node.op == "call_module":  # the zero is somewhere inside the call, not the module itself

@@ -91,6 +91,8 @@ class FlowState:
 
     def __post_init__(self) -> None:
         self.names = parameter_names(self.model)
+        stood_for = self.recorded.stood_for if self.recorded is not None else {}  # a fake run's weights: same names
+        self.names.update({id(stood_for[key]): name for key, name in list(self.names.items()) if key in stood_for})
         self.histories = dict(self.recorded.histories) if self.recorded is not None else {}
         self.leaf_names = ChainMap(self.twin_names, self.names)
         self.storages = StorageMap({n.name: n for n in self.graph_module.graph.nodes})
@@ -103,7 +105,7 @@ class FlowState:
         if twin is None:
             twin = make_twin(tensor, self.twins)
             if self.recorded is not None:  # recorded results' histories lead to the real tensor
-                self.histories[id(twin)] = history_of(tensor)
+                self.histories[id(twin)] = history_of(self.recorded.stood_for.get(id(tensor), tensor))
             if isinstance(tensor, torch.nn.Parameter):
                 self.twin_names[id(twin)] = self.names.get(id(tensor), "")
             self.twin_of[id(tensor)] = twin

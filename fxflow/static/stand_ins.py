@@ -18,6 +18,7 @@ from torch.utils._pytree import tree_flatten, tree_map
 
 from .aliasing import state, storage_key, written_members
 from ..capture import OPAQUE_KEY
+from ..core.guard import guard
 from ..core.history import backward_kinds, entry_key, walk_history
 from ..core.tensors import result_elements, tensors_in
 from .flow import DIFF, NONE, NodeFlow
@@ -178,7 +179,7 @@ class CustomBackward:
         modules = [value for value in tree_flatten(self.state.runner.arguments(node))[0]
                    if isinstance(value, torch.nn.Module)]
         try:
-            with torch.enable_grad(), self.state.device, random_state_kept(self.state.device):
+            with torch.enable_grad(), self.state.device, random_state_kept():
                 kinds = read_on_draws(lambda draw: self._read(call, modules, draw))
         except Exception:
             kinds = None
@@ -242,9 +243,7 @@ class CustomBackward:
             yield copies
 
 
-def random_state_kept(device: torch.device) -> contextlib.AbstractContextManager:
+def random_state_kept() -> contextlib.AbstractContextManager:
     """The global random state as found on leaving: reruns on stand-ins draw (dropout) and may
     reseed (reformer's backward calls ``torch.manual_seed``)."""
-    accelerator = device.type not in ("cpu", "meta")
-    return torch.random.fork_rng(devices=[device] if accelerator else [],
-                                 device_type=device.type if accelerator else "cuda")
+    return guard()  # no model: the global generators alone

@@ -17,6 +17,12 @@ not by construction, and stays ``reachable``. A node whose backward cannot run o
 its edges; so does one with an empty tensor among its arguments or results (an expert no token
 was routed to): the gradient of nothing is vacuously zero and says nothing of the op.
 
+An input the node's other input computes (``x - x.mean(dim)``, ``x - x.max(dim, keepdim=True)[0]``: the
+mean through ops that read nothing else, no weight) is computed again from that input's stand-in, not
+drawn apart from it: the node's derivative in ``x`` is then the one it really has through both paths,
+zero where the group is of one element (``x - x`` whatever its values). Both edges read zero then: the
+computed input's gradient reaches nothing but ``x``.
+
 What the code alone fixes stays as it is: a value computed from no input and no parameter (the
 ``torch.zeros`` initial state an RNN makes for itself) is part of the construction, so the check
 runs on its real value (computed again on the model's device where the twins are meta), not on a
@@ -74,12 +80,15 @@ class ZeroByConstruction:
         candidates = self._candidates(call, flow)
         if not candidates or not flow.evaluated or not self._checkable(call):
             return
+        derived = self._derived(call)
         try:
-            with torch.enable_grad(), self.state.device, random_state_kept(self.state.device):
+            with torch.enable_grad(), self.state.device, random_state_kept():
                 kinds = read_on_draws(lambda draw: self._read(call, draw))
         except Exception:  # the op needs values stand-ins do not have: its edges stay as decided
             return
-        marked = sorted(name for name, kind in (kinds or {}).items() if kind == ZERO and name in candidates)
+        zeros = {name for name, kind in (kinds or {}).items() if kind == ZERO}
+        zeros |= {node.name for node, (source, _) in derived.items() if source.name in zeros}  # its one way back
+        marked = sorted(name for name in zeros if name in candidates or name in (node.name for node in derived))
         for name in marked:
             is_param = name.startswith(PARAM_PREFIX)
             key = name[len(PARAM_PREFIX):] if is_param else name
@@ -128,13 +137,40 @@ class ZeroByConstruction:
             values += sum(t.numel() for t in (*module.parameters(), *module.buffers()))
         return values <= self.limit
 
+    def _derived(self, call: NodeCall) -> dict[fx.Node, tuple[fx.Node, list[fx.Node]]]:
+        """``{input: (another input of the node, the ops from it to this one)}`` for each input computed
+        from another by at most 3 ops that read no other node (no weight, no buffer), run with grad."""
+        inputs, derived = set(call.inputs), {}
+        for start in call.inputs:
+            chain, current = [], start
+            while len(chain) < 3 and current.op in ("call_function", "call_method") \
+                    and not target_draws_random_numbers(current.target) and len(current.all_input_nodes) == 1:
+                chain.insert(0, current)
+                current = current.all_input_nodes[0]
+                if current in inputs:
+                    if self.constants.value(start) is None and self.constants.value(current) is None and \
+                            any(t.requires_grad for t in tensors_in(self.state.env[start])):
+                        derived[start] = (current, chain)
+                    break
+        return derived
+
     def _read(self, call: NodeCall, draw: StandIn) -> dict[str, str]:
-        """``{input name or "param:<name>": kind}`` from one backward of the node on ``draw``'s stand-ins."""
-        state = self.state
+        """``{input name or "param:<name>": kind}`` from one backward of the node on ``draw``'s stand-ins;
+        an input another computes (:meth:`_derived`) is computed again from that one's stand-in."""
+        state, derived = self.state, self._derived(call)
         kept = {id(state.env[i]): value for i in call.inputs if (value := self.constants.value(i)) is not None}
+        made: dict[int, torch.Tensor] = {}
+        recomputed = {id(state.env[node]): (node, source, chain) for node, (source, chain) in derived.items()}
 
         def make(twin: torch.Tensor, device: torch.device) -> torch.Tensor:
-            return kept[id(twin)] if id(twin) in kept else draw(twin, device)
+            if id(twin) in kept:
+                return kept[id(twin)]
+            if id(twin) not in made:
+                if id(twin) in recomputed:
+                    made[id(twin)] = self._recompute(*recomputed[id(twin)], make, device)
+                else:
+                    made[id(twin)] = draw(twin, device)
+            return made[id(twin)]
 
         with stand_in_weights(state, draw) as weights:
             args, kwargs, entries, _ = stand_in_arguments(state, call.node, call.inputs, make, fresh=True)
@@ -142,6 +178,18 @@ class ZeroByConstruction:
             trainable = {name: copy for name, copy in weights.items() if copy.requires_grad}
             entries.update({entry_key(copy): [PARAM_PREFIX + name] for name, copy in trainable.items()})
             return backward_kinds(result, tensors_in((args, kwargs)) + list(trainable.values()), entries)
+
+
+    def _recompute(self, node: fx.Node, source: fx.Node, chain: list[fx.Node], make: StandIn,
+                   device: torch.device) -> torch.Tensor:
+        """``node``'s value computed again along ``chain`` from ``source``'s stand-in (``make``'s)."""
+        values: dict[fx.Node, Any] = {source: tree_map(lambda t: make(t, device) if isinstance(t, torch.Tensor)
+                                                       and (t.is_floating_point() or t.is_complex()) else t,
+                                                       self.state.env[source])}
+        for step in chain:
+            args, kwargs = fx.node.map_arg((step.args, step.kwargs), lambda n: values[n])
+            values[step] = self.state.runner.execute(step, args, kwargs)
+        return values[node]
 
 
 class Constants:

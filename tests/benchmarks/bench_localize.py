@@ -23,7 +23,7 @@ import torch  # noqa: E402
 from fxflow.diagnose.localize import localize  # noqa: E402
 from fxflow.dynamic.probe import ModelRun  # noqa: E402
 from fxflow.dynamic.gradients import dynamic_verdicts  # noqa: E402
-from fxflow.core.state import untouched  # noqa: E402
+from fxflow.core.guard import guard  # noqa: E402
 from models import MODELS  # noqa: E402
 
 
@@ -42,14 +42,14 @@ def measure(name: str, repeats: int) -> dict[str, float]:
     named = dict(model.named_parameters())
 
     def plain() -> None:
-        with untouched(model):
+        with guard(model, fresh_grads=True):
             ModelRun(model).run(inputs)  # the probe alone: localizing is a stage of its own (fxflow.diagnose)
 
     def traced() -> None:
-        with untouched(model):
+        with guard(model, fresh_grads=True):
             ModelRun(model, trace=True).run(inputs)
 
-    with untouched(model):
+    with guard(model, fresh_grads=True):
         run = ModelRun(model, trace=True)
         result = run.run(inputs)
     norms = {name: info.norm or 0.0 for name, info in result.grads.items()}

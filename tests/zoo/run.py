@@ -18,10 +18,11 @@ import torch
 import fxflow
 from fxflow.errors import FxflowError
 
+from . import untouched
 from . import hf, hf_auto_media, hf_auto_text, hf_media, libraries, torch_nn  # noqa: F401 (importing them registers their specimens)
 from .registry import DEFAULT_CHAIN, PATHS, SPECIMENS, Path, Specimen
-from .truth import (HELD_STEPS, Disagreement, Truth, disagreements, first_learning_step, real_gradients,
-                    seed_dependent, seed_everything)
+from .truth import (HELD_STEPS, Disagreement, Truth, disagreements, first_learning_step, reached_on_other_draws,
+                    real_gradients, seed_dependent, seed_everything)
 
 
 @dataclass
@@ -70,8 +71,8 @@ class ZooResult:
 
 def check_path(model: torch.nn.Module, inputs: Any, truth: dict[str, Truth], path: Path) -> PathResult:
     """fxflow restricted to one capture path, compared with the plain backward; a model the check
-    does not leave as it found it (mode, parameters, buffers, gradients) is an error."""
-    before = _state(model)
+    does not leave, byte for byte, as it found it (tests/zoo/untouched.py) is an error."""
+    before = untouched.as_bytes(model, inputs)
     seed_everything()
     started = time.process_time()
     pinned = {"FXFLOW_TWINS": path.twins} if path.twins else {}  # whatever the machine's load
@@ -81,14 +82,15 @@ def check_path(model: torch.nn.Module, inputs: Any, truth: dict[str, Truth], pat
     except FxflowError as error:  # fxflow's own refusal: the check did not run at all
         return PathResult(path.name, True, error=f"fxflow.check raised: {error}", seconds=time.process_time() - started)
     seconds = time.process_time() - started
-    changed = _changed(model, before)
+    changed = untouched.differences(before, untouched.as_bytes(model, inputs))
     if changed:
         return PathResult(path.name, True, error=f"fxflow.check left the model changed: {changed}", seconds=seconds)
     if report.trace.method == "none":
         return PathResult(path.name, False, seconds=seconds, why_unavailable=_failure(report.trace.notes, path.capture))
     assert path.capture in (None, report.trace.method), (report.trace.method, path.capture)
     steps = functools.cache(lambda: first_learning_step(model, inputs, steps=HELD_STEPS))  # only if some is held
-    return PathResult(path.name, True, disagreements(report, truth, steps), seconds=seconds,
+    draws = functools.cache(lambda names: reached_on_other_draws(model, inputs, names))  # only if intermittent
+    return PathResult(path.name, True, disagreements(report, truth, steps, draws), seconds=seconds,
                       method=report.trace.method, exit_code=report.exit_code,
                       problems=tuple(p.name for p in report.problems), why_exit=_why(report.problems))
 
@@ -101,23 +103,6 @@ def _why(problems: Sequence[Any]) -> str:
     site = next(iter(first.cut_by), None)
     where = f"{site.reason} ({site.op} @ {site.source})" if site is not None else (first.diagnosis or "")
     return f"{first.name}: {first.static}/{first.dynamic}: {where}"
-
-
-def _state(model: torch.nn.Module) -> tuple[bool, dict[str, torch.Tensor], list[str]]:
-    """What a check must leave as it found: the mode, every parameter and buffer, the gradients."""
-    with_grads = [name for name, p in model.named_parameters() if p.grad is not None]
-    return model.training, {k: v.detach().clone() for k, v in model.state_dict().items()}, with_grads
-
-
-def _changed(model: torch.nn.Module, before: tuple[bool, dict[str, torch.Tensor], list[str]]) -> str:
-    """What differs from ``before`` (empty when nothing does)."""
-    training, values, with_grads = _state(model)
-    if training != before[0]:
-        return "train/eval mode"
-    if with_grads != before[2]:
-        return "the parameters' .grad"
-    different = [k for k, v in values.items() if k not in before[1] or not torch.equal(v, before[1][k])]
-    return ", ".join(different[:3]) + (f" and {len(different) - 3} more" if len(different) > 3 else "")
 
 
 def _failure(notes: Sequence[str], capture: str | None) -> str:

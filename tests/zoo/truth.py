@@ -11,7 +11,10 @@ whose verdicts contradict that:
   ``zero``, dynamic ``zero``; ``held`` only when real
   optimizer steps (``first_learning_step``) give it a first nonzero gradient on the very step fxflow's
   ``learns_from_step`` names, never for an exact zero as such;
-* no gradient (None): static ``cut``/``unused``/``frozen``, dynamic ``missing``.
+* no gradient (None): static ``cut``/``unused``/``frozen``, dynamic ``missing``;
+* ``intermittent`` for a zero or missing gradient only when another draw of the model's random numbers
+  (``reached_on_other_draws``: the same plain step with the generators seeded otherwise) gives it a
+  nonzero gradient, never for a missing gradient as such.
 
 ``first_learning_step`` trains the model a few real optimizer steps and says when each parameter
 first gets a nonzero gradient: a zero at step 1 that turns nonzero at step 2 is a zero-initialized
@@ -27,7 +30,7 @@ from typing import Any, Callable
 import torch
 
 from fxflow.verdicts import DynamicVerdict, StaticVerdict
-from gradtruth import Untouched, has_labels, plain_loss
+from gradtruth import Untouched, first_learning_steps, has_labels, plain_loss
 
 STEPS = 3  # optimizer steps a parameter is given to start learning (a zero-initialized factor needs 2)
 HELD_STEPS = 5  # to check a `held`: fxflow's look-ahead names learning steps up to 4
@@ -48,10 +51,10 @@ ALLOWED_STATIC: dict[Truth, set[str]] = {
 }
 ALLOWED_DYNAMIC: dict[Truth, set[str]] = {
     Truth.NONZERO: {DynamicVerdict.OK, DynamicVerdict.VANISHING, DynamicVerdict.NONFINITE},
-    # held (issue 27): zero at step 1, learns once a zero-initialized weight moves; known_exits checks
-    # those models against first_learning_step
+    # held (issue 27): zero at step 1, learns once a zero-initialized weight moves; disagreements checks
+    # it against first_learning_step
     # intermittent: dry on this draw, reached on another draw of the model's own random numbers
-    # (router jitter, layer drop, dropout); the truth is one draw, known_exits pins the exit codes
+    # (router jitter, layer drop, dropout); disagreements checks it against reached_on_other_draws
     Truth.ZERO: {DynamicVerdict.ZERO, DynamicVerdict.HELD, DynamicVerdict.INTERMITTENT},
     Truth.NONE: {DynamicVerdict.MISSING, DynamicVerdict.INTERMITTENT},
 }
@@ -145,6 +148,26 @@ def seed_dependent(model: torch.nn.Module, inputs: Any, seeds: tuple[int, ...] =
     return sorted(name for name in runs[0] if len({run[name] for run in runs}) > 1)
 
 
+OTHER_DRAWS = 64  # seeds the truth tries for an intermittent parameter (fxflow draws as long as it needs)
+
+
+def reached_on_other_draws(model: torch.nn.Module, inputs: Any, names: frozenset[str],
+                           seeds: range = range(1, OTHER_DRAWS + 1)) -> set[str]:
+    """Which of ``names`` a plain step (same inputs, same weights) gives a nonzero gradient, above
+    rounding level, when the generators it draws from are seeded with one of ``seeds``; stops once all
+    are reached. The model is left as found."""
+    reached: set[str] = set()
+    with Untouched(model):
+        named = dict(model.named_parameters())
+        for seed in seeds:
+            _backward(model, inputs, seed)
+            new = [name for name in names - reached if _truth(named[name].grad) is Truth.NONZERO]
+            reached.update(set(new) - _round_off(model, inputs, new, seed))
+            if reached >= names:
+                break
+    return reached
+
+
 def first_learning_step(model: torch.nn.Module, inputs: Any, steps: int = STEPS) -> dict[str, int | None]:
     """{parameter name: the first of ``steps`` real Adam steps whose backward gives it a nonzero
     gradient (1: the one backward the check runs), None: none of them}; the model trains, then
@@ -152,20 +175,12 @@ def first_learning_step(model: torch.nn.Module, inputs: Any, steps: int = STEPS)
     last BatchNorm, LoRA's B factor) from one that never learns."""
     with Untouched(model):
         named = dict(model.named_parameters())
-        trainable = [p for p in named.values() if p.requires_grad]
-        optimizer = torch.optim.Adam(trainable, lr=1e-2) if trainable else None
-        first: dict[str, int | None] = dict.fromkeys(named, None)
-        for step in range(1, steps + 1):
-            _backward(model, inputs, seed=0)
-            rounded = _round_off(model, inputs, [name for name, p in named.items()
-                                                 if first[name] is None and _truth(p.grad) is Truth.NONZERO])
-            for name, parameter in named.items():
-                if first[name] is None and _truth(parameter.grad) is Truth.NONZERO and name not in rounded:
-                    first[name] = step
-            if optimizer is None or all(first[name] is not None for name, p in named.items() if p.requires_grad):
-                break
-            optimizer.step()
-        return first
+
+        def learned(names: list[str]) -> set[str]:
+            nonzero = [name for name in names if _truth(named[name].grad) is Truth.NONZERO]
+            return set(nonzero) - _round_off(model, inputs, nonzero)
+        first = first_learning_steps(model, lambda: _backward(model, inputs, seed=0), steps, lr=1e-2, learned=learned)
+        return {name: first.get(name) for name in named}
 
 
 def _truth(grad: torch.Tensor | None) -> Truth:
@@ -190,18 +205,25 @@ class Disagreement:
 
 
 def disagreements(report: Any, truth: dict[str, Truth],
-                  learning: Callable[[], dict[str, int | None]] | None = None) -> list[Disagreement]:
+                  learning: Callable[[], dict[str, int | None]] | None = None,
+                  draws: Callable[[frozenset[str]], set[str]] | None = None) -> list[Disagreement]:
     """Every parameter of ``report`` whose static or dynamic verdict contradicts ``truth``; a ``held``
     one also when ``learning()`` (real optimizer steps: :func:`first_learning_step`, asked only when
-    some parameter is held) does not first give it a gradient on its ``learns_from_step`` (no
-    ``learning``: a held verdict cannot be checked, and is a disagreement)."""
+    some parameter is held) does not first give it a gradient on its ``learns_from_step``; an
+    ``intermittent`` one also when ``draws(names)`` (:func:`reached_on_other_draws`, asked only when
+    some is intermittent) does not reach it. Without ``learning`` or ``draws`` the verdict cannot be
+    checked, and is a disagreement."""
     verdicts = {p.name: p for p in report.parameters}
     assert set(verdicts) == set(truth), sorted(set(verdicts) ^ set(truth))
     found = []
+    intermittent = frozenset(name for name, p in verdicts.items()
+                             if p.dynamic == DynamicVerdict.INTERMITTENT and truth[name] is not Truth.NONZERO)
+    reached = (draws(intermittent) if draws is not None else set()) if intermittent else set()
     for name, real in truth.items():
         parameter = verdicts[name]
         held_wrong = parameter.dynamic == DynamicVerdict.HELD and (
             learning is None or learning().get(name) != parameter.learns_from_step)
+        held_wrong |= name in intermittent and name not in reached
         if parameter.static not in ALLOWED_STATIC[real] or parameter.dynamic not in ALLOWED_DYNAMIC[real] or held_wrong:
             found.append(Disagreement(name, real, str(parameter.static),
                                       None if parameter.dynamic is None else str(parameter.dynamic),

@@ -64,14 +64,14 @@ def _find() -> list[str]:
     from zoo.vision_ops import define_nms_if_missing
 
     define_nms_if_missing()  # before transformers, timm or torchvision import torchvision (tests/conftest.py)
-    from fxflow.core.state import untouched
+    from fxflow.core.guard import guard
     from recorded_flows import recorded_run
     from zoo.run import SPECIMENS
 
     found = []
     for name, specimen in SPECIMENS.items():
         model, inputs = specimen.make()
-        with untouched(model):
+        with guard(model, fresh_grads=True):
             try:
                 recorded, _, _ = recorded_run(model, inputs)
             except Exception:  # noqa: BLE001 - no recording at all: nothing to pin
