@@ -365,16 +365,6 @@ DRY: dict[str, str] = {'diffusers_autoencoder_kl': 'stays dry: encoder.mid_block
                 'decoder.blocks.0.block.1.0.bias: reachable/zero: zero up to rounding: its gradient is round-off, '
                 'tiny next to the largest and collapsing by orders of magnitude when the same step runs in '
                 'float64, so i',
- 'st_cosent': 'stays dry: model.0.model.encoder.layer.0.attention.self.key.bias, '
-              'model.0.model.encoder.layer.1.attention.self.key.bias; first failing: '
-              'model.0.model.encoder.layer.0.attention.self.key.bias: reachable/zero: zero up to rounding: its '
-              'gradient is round-off, tiny next to the largest and collapsing by orders of magnitude when the same '
-              'step',
- 'st_ranking': 'stays dry: model.0.model.encoder.layer.0.attention.self.key.bias, '
-               'model.0.model.encoder.layer.1.attention.self.key.bias; first failing: '
-               'model.0.model.encoder.layer.0.attention.self.key.bias: reachable/zero: zero up to rounding: its '
-               'gradient is round-off, tiny next to the largest and collapsing by orders of magnitude when the '
-               'same step',
  'yolo_11_detect': 'stays dry: model.10.m.0.attn.proj.bn.bias, model.10.m.0.attn.pe.bn.bias; first failing: '
                    'model.10.m.0.attn.proj.bn.bias: reachable/zero: zero up to rounding: its gradient is '
                    'round-off, tiny next to the largest and collapsing by orders of magnitude when the same step '
