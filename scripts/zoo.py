@@ -7,6 +7,8 @@ were checked on, per capture path, against a plain forward/backward.
     python scripts/zoo.py --pin bert      # some models only, their pins rewritten, the others' kept
     python scripts/zoo.py --libraries --pin --jobs 2   # the models beyond transformers: their section
                                                       # of the page (exit codes, optimizer steps), their pins
+    python scripts/zoo.py --libraries --only monai,kornia --pin   # those libraries' models only: their
+                                                      # tables rewritten, the other libraries' kept
 
 The checks are exactly those of tests/test_zoo.py. A disagreement listed in tests/zoo/known.py
 (the xfails) is shown as a disagreement with its failure class; one that is not is marked NEW.
@@ -222,9 +224,17 @@ def main(argv: list[str] | None = None) -> int:
                         "(with models named: theirs only, the other pins kept)")
     parser.add_argument("--libraries", action="store_true", help="the models beyond transformers only: rewrite "
                         "their section of the page")
+    parser.add_argument("--only", default="", help="with --libraries: these libraries only (comma-separated, "
+                        "as tests/zoo/libraries.py names them); the others' tables on the page are kept")
     args = parser.parse_args(argv)
+    only = [library for library in args.only.split(",") if library]
+    if only and not args.libraries or set(only) - set(LIBRARIES):
+        print(f"zoo.py: --only takes libraries of tests/zoo/libraries.py, with --libraries: {sorted(LIBRARIES)}",
+              file=sys.stderr)
+        return 2
     if args.libraries:
-        args.models = [name for name, specimen in SPECIMENS.items() if specimen.family in LIBRARIES]
+        args.models = [name for name, specimen in SPECIMENS.items()
+                       if specimen.family in LIBRARIES and (not only or specimen.family in only)]
     unknown = [name for name in args.models if name not in SPECIMENS]
     if unknown:
         print(f"zoo.py: no model {unknown[0]!r} in the zoo", file=sys.stderr)
@@ -243,7 +253,7 @@ def main(argv: list[str] | None = None) -> int:
         PINS.write_text(pins(results, UNAVAILABLE))
         print(f"wrote {PINS.relative_to(ROOT)}", file=sys.stderr)
     if args.libraries:
-        PAGE.write_text(replace_section(PAGE.read_text(), libraries_section(results, MISSING)))
+        PAGE.write_text(replace_section(PAGE.read_text(), libraries_section(results, MISSING, PAGE.read_text())))
         print(f"wrote the libraries' section of {PAGE.relative_to(ROOT)}", file=sys.stderr)
     elif args.models:
         print(text)

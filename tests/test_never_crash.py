@@ -361,3 +361,28 @@ def test_dict_keyed_by_a_non_string_says_so():
         assert "keys must be strings: not 0" in str(error)
     else:
         raise AssertionError("a call Python refuses was checked")
+
+
+# -- a plain tensor attribute that is a strided view ---------------------------------------------
+
+
+class HoldsAColumn(nn.Module):
+    """A plain tensor attribute that is one column of a larger tensor (stride 4, not 1), as a
+    forecasting model's positional table kept as a slice: the guard compares it bit for bit."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.lin = nn.Linear(3, 3)
+        self.table = torch.randn(3, 4)
+        self.column = self.table[:, 1]
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.lin(x) * self.column
+
+
+def test_a_strided_view_held_as_an_attribute_is_compared_not_a_reason_to_fail():
+    model = HoldsAColumn()
+    column = model.column.clone()
+    report = fxflow.check(model, (torch.randn(2, 3),))
+    assert {p.name: str(p.dynamic.value) for p in report.parameters} == {"lin.weight": "ok", "lin.bias": "ok"}
+    assert torch.equal(model.column, column) and model.column.stride() == (4,)

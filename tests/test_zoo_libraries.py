@@ -1,5 +1,6 @@
 """The zoo beyond transformers (tests/zoo/libraries.py): timm, torchvision, diffusers, peft,
-torch_geometric and torchaudio models, one per library in this suite (the matrix checks them all).
+torch_geometric, torchaudio and the thirteen libraries of issue 40's models, one per library in this
+suite (the matrix checks them all).
 
 Each sampled model's verdicts must agree with a plain backward on every parameter, and its exit
 code must be the pinned one (tests/zoo/known_exits.py), whose class (weights that start at zero

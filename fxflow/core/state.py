@@ -232,7 +232,7 @@ def changed(tensor: torch.Tensor, version: int, copy: torch.Tensor) -> bool:
 def _bits(tensor: torch.Tensor) -> torch.Tensor:
     """The tensor's bytes as the widest integers they divide into: ``torch.equal`` on int64 compares
     bit for bit at several times the speed of the same bytes as uint8."""
-    raw = tensor.reshape(-1).view(torch.uint8)
+    raw = tensor.reshape(-1).contiguous().view(torch.uint8)  # a strided view (a column) reshapes to stride > 1
     for dtype, size in ((torch.int64, 8), (torch.int32, 4), (torch.int16, 2)):
         if raw.numel() % size == 0 and raw.data_ptr() % size == 0:
             return raw.view(dtype)

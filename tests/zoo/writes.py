@@ -47,6 +47,10 @@ WRITES_IN_FORWARD: frozenset[str] = frozenset({
     'pyg_sg_conv', 'pyg_arma_conv', 'pyg_gen_conv', 'pyg_general_conv', 'pyg_res_gated_graph_conv', 'pyg_gcn',
     'pyg_graphsage', 'pyg_gin', 'pyg_gat', 'pyg_edgecnn', 'pyg_pna', 'pyg_graph_classifier',
     'peft_lokr', 'peft_peanut',
+    'monai_basic_unet', 'monai_segresnet', 'monai_unetr', 'monai_swin_unetr', 'smp_unet', 'smp_fpn',
+    'smp_deeplabv3plus', 'smp_linknet', 'openclip_resnet', 'openclip_siglip', 'openclip_coca',
+    'e3nn_gated_block', 'e3nn_point_convolution', 'vq_vector_quantize', 'vq_residual_vq', 'ode_rk4',
+    'ode_dopri5', 'ode_latent', 'kornia_augmented_cnn', 'gp_exact', 'gp_variational', 'gp_deep_kernel',
 })
 
 
