@@ -216,10 +216,14 @@ def redraw_of(run: ModelRun, example: tuple[Any, ...], dry: list[str], seed: int
     """:func:`fxflow.dynamic.redraw.redraw` on the model of ``run``: ``dry`` parameters that other draws
     of its random numbers reach (the global generators' and ``generators``, those the model holds or is
     given), and ``op @ file:line`` of the calls that drew; the model's buffers, grads and random state are
-    put back afterwards (the generators it holds by the caller). ``rounded``: parameters whose gradient was
-    round-off; another draw reaches one only with a gradient above round-off's size. ``as_found`` puts
-    the inputs back after each rerun."""
+    put back afterwards (the generators it holds by the caller). Another draw reaches a dry parameter only
+    with a gradient above round-off's size (:data:`fxflow.dynamic.rounding.SUSPECT` of the largest): a
+    layer a layer drop skipped on the first draw whose key bias gets round-off when it runs never learns,
+    and each draw would need a float64 copy of its own to tell a smaller real gradient apart (``rounded``,
+    the parameters the first draw's float64 rerun found round-off, are kept for the callers' sake).
+    ``as_found`` puts the inputs back after each rerun."""
     snapshot = save(run.model, weights=False, attributes=False)  # nothing moves the weights here
+    dry_names = {*dry, *rounded}
     draws_made = iter(range(seed + 1, seed + 1 + 10**6))  # redraw reruns once per seed, seed + 1 first
 
     def reseed() -> None:  # the model's own generators take the draw's seed, as the global ones do
@@ -234,7 +238,7 @@ def redraw_of(run: ModelRun, example: tuple[Any, ...], dry: list[str], seed: int
             with choices.python(generators.generators if generators else []):
                 relative = again()
             return relative if relative is None else {
-                name: 0.0 if name in rounded and size < SUSPECT else size for name, size in relative.items()}
+                name: 0.0 if name in dry_names and size < SUSPECT else size for name, size in relative.items()}
         found: dict[str, int] = {}
         # Rounds of DRAWS draws: while a recorded choice (one of n branches) has a branch no draw picked,
         # within the draws that show all n (fxflow.dynamic.redraw.RandomChoices); then, for what is not a
