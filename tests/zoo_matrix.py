@@ -58,7 +58,8 @@ def test_every_path_captures_as_pinned_and_agrees(name: str, path: Path) -> None
         assert_exit_as_pinned(name, result, learning(name))
 
 
-@pytest.mark.parametrize("name", [pytest.param(name, marks=_library(name)) for name in SPECIMENS])
+@pytest.mark.parametrize("name", [pytest.param(name, marks=[*_library(name), *known.edge_marks(name)])
+                                  for name in SPECIMENS])
 def test_recorded_edges_are_the_edges_real_twins_rebuild(name: str) -> None:
     """The check annotates a recorded run from its own results (twins ``recorded``): node by node, the
     same edges as running the graph again on real twins (tests/recorded_flows.py). A model whose

@@ -25,8 +25,10 @@ OPAQUE = "4. custom autograd.Functions the twins cannot see through"
 # its own size, so real Adam steps move such a weight as far as any other and may then give it a real gradient.
 ROUND_OFF_STEPS = "5. round-off that an adaptive optimizer turns into a full step"
 # A forward that fills its input dict (sentence-transformers' modules add token_embeddings and
-# sentence_embedding to the features they are given): the check's last run leaves its own tensors there.
-INPUT_FILLS = "6. an input dict the forward fills is left as the check's last run filled it"
+# sentence_embedding to the features they are given; the check puts the dict back as given): the
+# recording reads such a tensor back as the input it was found in, so its recorded edges differ from
+# those real twins rebuild (the check's verdicts agree with the real backward all the same).
+INPUT_FILLS = "6. a tensor forward writes into its input dict is read back as that input"
 FAILURE_CLASSES = (VIEW_WRITES, TWINS, MULTI_OUTPUT, OPAQUE, ROUND_OFF_STEPS, INPUT_FILLS)
 
 # The 35 entries this table held for issue 10 (view writes in Longformer/LED, SpecAugment in
@@ -41,10 +43,6 @@ KNOWN_DISAGREEMENTS: dict[tuple[str, str], str] = {
     **{("pp_doclayout_v3", path): f"{ROUND_OFF_STEPS}: encoder_input_proj.0.1.bias and 16 more BatchNorm biases, "
                                   "zero up to rounding in the truth, read held or unconfirmed by the look-ahead"
        for path in ("default chain", "runtime", "runtime/real twins")},
-    **{(name, "default chain"): f"{INPUT_FILLS}: fxflow.check left the inputs changed (the tensors the model's "
-                                 "modules write into each features dict: token_embeddings, sentence_embedding, ...); "
-                                 "every capture path alone leaves them as found"
-       for name in ("st_ranking", "st_cosent")},
     ("ode_adjoint", "runtime"): f"{OPAQUE}: every parameter static unknown on meta twins: torchdiffeq's "
                                 "odeint_adjoint runs the solver inside the autograd.Function OdeintAdjointMethod, "
                                 "which meta twins do not run (real twins and the default chain agree)",
@@ -108,6 +106,18 @@ def left_to_matrix(name: str, family: str) -> bool:
     from .libraries import LIBRARIES
 
     return name in MATRIX_ONLY or (family in LIBRARIES and name != SUITE_SAMPLE.get(family))
+
+
+# Models whose recorded edges differ from those real twins rebuild (tests/zoo_matrix.py), by class.
+KNOWN_EDGE_DIFFERENCES: dict[str, str] = {
+    name: f"{INPUT_FILLS}: token_embeddings, written into the features dict, is read back as sentence_features"
+    for name in ("st_ranking", "st_cosent")}
+
+
+def edge_marks(name: str) -> list[pytest.MarkDecorator]:
+    """The strict xfail of a model whose recorded edges are known to differ, else nothing."""
+    reason = KNOWN_EDGE_DIFFERENCES.get(name)
+    return [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
 
 
 def marks(name: str, path: str) -> list[pytest.MarkDecorator]:
