@@ -131,6 +131,7 @@ def _flags(options: dict) -> str:
 
 def build(out_md: Path, out_dir: Path) -> list[Path]:
     """Render every entry; returns the files written."""
+    from fxflow.present.text import render_text
     from fxflow.render import render_file
 
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -176,7 +177,8 @@ def build(out_md: Path, out_dir: Path) -> list[Path]:
             parts += [f"<details><summary>Model code: <code>{file}</code></summary>", "", "```python", code, "```",
                       "", "</details>", ""]
         if not entry.options:
-            parts += [f"`fxflow check {entry.target}`:", "", "```", report.table().rstrip(), "```", ""]
+            # the CLI's words (--allow, --all), as `fxflow check` prints them; report.table() speaks the API's
+            parts += [f"`fxflow check {entry.target}`:", "", "```", render_text(report, width=None).rstrip(), "```", ""]
     out_md.write_text("\n".join(parts).rstrip() + "\n", encoding="utf-8")
     written.append(out_md)
     return written
@@ -188,6 +190,7 @@ def main(argv: list[str] | None = None) -> int:
     options = parser.parse_args(argv)
     os.chdir(ROOT)  # source lines read examples/..., as in the README
     sys.path.insert(0, str(ROOT))
+    import torchvision_env  # noqa: F401  (the examples import transformers, which imports torchvision)
     docs = Path(options.out)
     for path in build(docs / "gallery.md", docs / "gallery"):
         print(path.relative_to(docs.parent) if docs.parent in path.parents else path)
