@@ -58,6 +58,13 @@ class ZeroReason(StrEnum):
     # it stays zero at a dead unit whose input trainable weights compute: they got a gradient and moved,
     # and it stayed dead over the steps seen; larger steps may move its input across the threshold
     DEAD_INPUT_MOVES = "dead-input-moves"
+    # made at a loss given labels, by this batch's labels (none counts): the data, not the weights
+    LABELS = "labels"
+
+
+# Losses given class labels: a batch whose labels all go uncounted (ignore_index, a zero class weight)
+# makes their gradient exactly 0, and their mean a NaN: the data decides there, not the weights.
+LABEL_LOSSES = frozenset({"cross_entropy", "nll_loss"})
 
 
 class UnregisteredReason(StrEnum):

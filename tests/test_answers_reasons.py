@@ -196,6 +196,13 @@ def test_a_batch_whose_labels_are_all_ignored_gets_a_fix_about_its_labels() -> N
     assert paragraphs[2].startswith(f"lin.weight, lin.bias (reachable / zero): exactly 0 after `cross_entropy` at "
                                     f"{os.path.relpath(path)}:{line}")
     assert paragraphs[3] == fix
+    assert paragraphs[2].endswith(  # the reason names the data (issue "Training, not a stand-in", item 4)
+        "The batch's labels make it so: no label of it counts (each is `ignore_index`, or of a class whose `weight` "
+        "is 0), so this batch teaches the model nothing, whatever the weights; a batch with a label that counts "
+        "gives it a gradient.")
+    model.zero_grad()
+    model(torch.randn(4, 8), torch.tensor([-100, -100, -100, 2])).backward()  # plain torch: one label counts
+    assert model.lin.weight.grad.abs().max().item() > 0
     assert "grid_sample" not in text and "softmax" not in text and "clamp its input" not in text
 
 

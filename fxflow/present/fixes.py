@@ -13,7 +13,7 @@ import os
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from ..verdicts import CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static, constant_reason, raises_reason
+from ..verdicts import LABEL_LOSSES, CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static, constant_reason, raises_reason
 from .idioms import detach_idiom
 
 
@@ -147,9 +147,6 @@ def site_cause(site: CutSite, zero: bool = False) -> str:
     return "cut"
 
 
-# Losses given class labels: a batch whose labels all go uncounted (ignore_index, a zero class weight)
-# makes their gradient exactly 0, and their mean a NaN.
-LABEL_LOSSES = frozenset({"cross_entropy", "nll_loss"})
 
 
 def data_cause(cause: str, op: str | None) -> str:

@@ -52,6 +52,10 @@ def _words(code: str, parameter: "ParameterReport") -> str | None:
                 "step was still reviving other zero-initialized weights: a longer chain may hold it; not verified")
     if code in (ZeroReason.STAYS_ZERO, ZeroReason.NO_STEP_MOVES, ZeroReason.DEAD_UNIT):
         return _stays_zero(holders, later, dead=code == ZeroReason.DEAD_UNIT)
+    if code == ZeroReason.LABELS:
+        return ("the batch's labels make it so: no label of it counts (each is `ignore_index`, or of a class whose "
+                "`weight` is 0), so this batch teaches the model nothing, whatever the weights; a batch with a "
+                "label that counts gives it a gradient")
     if code == ZeroReason.DEAD_INPUT_MOVES:
         return _dead_input_moves(list(parameter.fed_by), later)
     if code == UnregisteredReason.IN_CONTAINER:

@@ -11,7 +11,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Iterable
 
 from ..diagnose.localize import passes_nothing_back
-from ..verdicts import CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static, ZeroReason, agreement
+from ..verdicts import LABEL_LOSSES, CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static, ZeroReason, agreement
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..report import ParameterReport
@@ -56,7 +56,8 @@ def classify_zeros(parameters: "Iterable[ParameterReport]", learns_from: dict[st
             parameter.held_by = [h for h in holders if h in still_zero]
             dead = not parameter.held_by and site is not None and passes_nothing_back(site.op)
             later = ZeroReason.STAYS_ZERO if steps_seen > 1 else ZeroReason.NO_STEP_MOVES
-            code = later if not dead else ZeroReason.DEAD_INPUT_MOVES if (fed_by or {}).get(parameter.name) \
+            labels = not parameter.held_by and site is not None and site.op in LABEL_LOSSES
+            code = ZeroReason.LABELS if labels else later if not dead else ZeroReason.DEAD_INPUT_MOVES if (fed_by or {}).get(parameter.name) \
                 else ZeroReason.DEAD_UNIT
             parameter.fed_by = list((fed_by or {}).get(parameter.name, [])) if dead else []
         elif code == ZeroReason.ONE_STEP:
