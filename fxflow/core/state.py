@@ -193,19 +193,21 @@ _MAX_ITEMS = 1000
 
 @dataclass
 class RandomState:
-    """The global random generators fxflow may advance: torch (CPU and CUDA), Python, NumPy."""
+    """The global random generators fxflow may advance: torch (CPU, CUDA, and the other accelerators
+    ``fork_rng`` covers: MPS, XPU), Python, NumPy."""
 
     torch_cpu: torch.Tensor
     torch_cuda: list[torch.Tensor] | None
     python: Any
     numpy: Any = None
+    others: dict[str, Any] = field(default_factory=dict)  # accelerator module name -> its generators' states
 
     @classmethod
     def save(cls) -> "RandomState":
         cuda = torch.cuda.get_rng_state_all() if torch.cuda.is_initialized() else None
         numpy = sys.modules.get("numpy")  # not imported yet: nothing can have touched it
         numpy_state = numpy.random.get_state() if numpy is not None else None
-        return cls(torch.get_rng_state(), cuda, random.getstate(), numpy_state)
+        return cls(torch.get_rng_state(), cuda, random.getstate(), numpy_state, _accelerator_states())
 
     def restore(self) -> None:
         torch.set_rng_state(self.torch_cpu)
@@ -214,6 +216,22 @@ class RandomState:
         random.setstate(self.python)
         if self.numpy is not None:
             sys.modules["numpy"].random.set_state(self.numpy)
+        for name, states in self.others.items():
+            if name == "xpu":
+                torch.xpu.set_rng_state_all(states)
+            else:
+                torch.mps.set_rng_state(states)
+
+
+def _accelerator_states() -> dict[str, Any]:
+    """The generators of the accelerators besides CUDA that are in use (none on a CPU-only machine)."""
+    states: dict[str, Any] = {}
+    if getattr(torch.backends, "mps", None) is not None and torch.backends.mps.is_available():
+        states["mps"] = torch.mps.get_rng_state()
+    xpu = getattr(torch, "xpu", None)
+    if xpu is not None and xpu.is_available() and xpu.is_initialized():
+        states["xpu"] = xpu.get_rng_state_all()
+    return states
 
 
 def changed(tensor: torch.Tensor, version: int, copy: torch.Tensor) -> bool:
