@@ -310,6 +310,7 @@ def _check_target(target: str, options: argparse.Namespace, step: Any) -> Any:
     """Load one target and check it with the command line's options; returns the Report."""
     import torch
 
+    from .core.package_way import entry_files
     from .prepare.inputs import check_input_count
     from .prepare.load import load_function, load_target
     from .pipeline import check
@@ -321,10 +322,11 @@ def _check_target(target: str, options: argparse.Namespace, step: Any) -> Any:
                          device=options.device, seed=options.seed)
     if isinstance(loaded.inputs, tuple):
         check_input_count(loaded.model, loaded.inputs)
-    report = check(loaded.model, loaded.inputs, loss_fn=loss_fn, backward=not options.no_backward, allow=options.allow,
-                   steps=options.steps, batches=loaded.batches if options.steps > 1 else None,
-                   vanishing=options.vanishing, seed=options.seed, target=loaded.target or target,
-                   progress=step, infer=False)
+    with entry_files(loaded.file):  # a factory that set a package's cut up is not on the stack at the cut
+        report = check(loaded.model, loaded.inputs, loss_fn=loss_fn, backward=not options.no_backward,
+                       allow=options.allow, steps=options.steps,
+                       batches=loaded.batches if options.steps > 1 else None, vanishing=options.vanishing,
+                       seed=options.seed, target=loaded.target or target, progress=step, infer=False)
     report.notes[:0] = loaded.notes
     return report
 

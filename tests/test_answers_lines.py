@@ -7,6 +7,7 @@ each failure checked against a real backward in plain torch where it is about gr
 from __future__ import annotations
 
 import inspect
+import json
 import os
 import subprocess
 import sys
@@ -319,3 +320,44 @@ def test_the_no_inputs_note_says_how_to_pass_inputs_in_python() -> None:
         "no example inputs for forward(x, y): none were given and they could not be inferred from the first layer, "
         "so no backward ran; give them: `fxflow.check(model, (x, y))` in Python, one --input-size per input on the "
         "command line (e.g. --input-size 16,10), or example_inputs() in the model's file")
+
+
+_FACTORY = '''import torch
+import transformers
+
+
+def make():
+    torch.manual_seed(0)
+    config = transformers.ViTConfig(hidden_size=16, num_hidden_layers=2, num_attention_heads=2,
+                                    intermediate_size=32, image_size=16, patch_size=8)
+    model = transformers.ViTModel(config, add_pooling_layer=False)
+    model.embeddings.requires_grad_(False)
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": True})  # the factory turns it on
+    model.train()
+    return model
+
+
+def example_inputs():
+    return torch.randn(2, 3, 16, 16)
+'''
+
+
+def test_a_checkpoint_a_factory_turned_on_is_named_at_its_line_from_the_cli(tmp_path: Path, run_fxflow) -> None:
+    pytest.importorskip("transformers")
+    (tmp_path / "factory.py").write_text(_FACTORY)
+    sys.path.insert(0, str(tmp_path))
+    try:
+        import factory
+        model, pixels = factory.make(), factory.example_inputs()
+    finally:
+        sys.path.remove(str(tmp_path))
+        sys.modules.pop("factory", None)
+    layers = {name for name, p in model.named_parameters() if name.startswith("layers.")}
+    assert _no_gradient(model, pixels) == layers  # plain torch: every checkpointed layer is dry
+    code, out, err = run_fxflow("check", "factory.py:make", "--json", cwd=tmp_path)  # the make() is not on the stack
+    assert code == 1, err
+    rows = {row["name"]: row for row in json.loads(out)["parameters"]}
+    line = _FACTORY.splitlines().index(next(t for t in _FACTORY.splitlines() if t.endswith("# the factory turns it on"))) + 1
+    sites = {(site["op"], site["source"]) for name in layers for site in rows[name]["cut_by"]}
+    assert sites == {("checkpoint", f"factory.py:{line}")}
+    assert "set up by `gradient_checkpointing_enable` at factory.py:" in rows["layers.0.mlp.fc1.weight"]["cut_by"][0]["reason"]

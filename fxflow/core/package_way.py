@@ -4,9 +4,11 @@ and where forward ran torch's code alone."""
 from __future__ import annotations
 
 import ast
+import contextlib
 import functools
 import linecache
-from typing import NamedTuple
+from contextvars import ContextVar
+from typing import Iterator, NamedTuple
 
 import torch
 
@@ -21,15 +23,36 @@ class PackageWay(NamedTuple):
     package_lines: frozenset[str]  # the package's own lines on the node's stack (file:line as displayed)
 
 
-@functools.lru_cache(maxsize=4096)
+# The files the user named as the entry (the CLI's target file): where a factory in them set a package's cut
+# up (``make()`` calling ``gradient_checkpointing_enable``), no frame of theirs is on the stack at the cut.
+_ENTRY_FILES: ContextVar[tuple[str, ...]] = ContextVar("fxflow_entry_files", default=())
+
+
+@contextlib.contextmanager
+def entry_files(*files: str | None) -> Iterator[None]:
+    """Within the block, :func:`package_way` also looks for the call that set a package's cut up in ``files``."""
+    token = _ENTRY_FILES.set(tuple(file for file in files if file))
+    try:
+        yield
+    finally:
+        _ENTRY_FILES.reset(token)
+
+
 def package_way(stack_trace: str | None, name: str) -> PackageWay | None:
+    """:func:`_package_way`, also in the entry files the block of :func:`entry_files` names."""
+    return _package_way(stack_trace, name, _ENTRY_FILES.get())
+
+
+@functools.lru_cache(maxsize=4096)
+def _package_way(stack_trace: str | None, name: str, entries: tuple[str, ...] = ()) -> PackageWay | None:
     """For a node made inside an installed package (a ``node.meta["stack_trace"]`` whose innermost
     frame outside torch and fxflow is a package's): the user's line that leads there. It is the
     innermost frame of the user's own files in the model's forward (their call of the package's
     module); where forward has none (the checked model is the package's own), the last call before
     fxflow was called, in the user's files on the stack, of a method named after the op ``name``
-    (``gradient_checkpointing_enable`` for a ``checkpoint``). None when the node's line is the
-    user's already, or no such line exists."""
+    (``gradient_checkpointing_enable`` for a ``checkpoint``), else the last such call in ``entries``
+    (the file the CLI's target names). None when the node's line is the user's already, or no such
+    line exists."""
     if not stack_trace:
         return None
     frames = [(f, n) for f, n, _ in stack_frames(stack_trace)]  # outermost first
@@ -43,10 +66,21 @@ def package_way(stack_trace: str | None, name: str) -> PackageWay | None:
             return PackageWay(f"{display_path(filename)}:{line}", "called at", package)
     for filename, line in reversed(outside):
         if not is_library_file(filename) and not is_installed_file(filename):
-            found = _last_call_named(filename, name, line)
-            if found is not None:
-                return PackageWay(f"{display_path(filename)}:{found[0]}", f"set up by `{found[1]}` at", package)
+            way = _set_up_at(filename, name, line, package)
+            if way is not None:
+                return way
+    for filename in entries:  # anywhere in the file: the factory ran before the check
+        way = _set_up_at(filename, name, 1 << 30, package)
+        if way is not None:
+            return way
     return None
+
+
+def _set_up_at(filename: str, name: str, before: int, package: frozenset[str]) -> PackageWay | None:
+    """The last call before line ``before`` of ``filename`` that set the package's cut ``name`` up."""
+    found = _last_call_named(filename, name, before)
+    return None if found is None else PackageWay(f"{display_path(filename)}:{found[0]}",
+                                                 f"set up by `{found[1]}` at", package)
 
 
 def _forward_frames(frames: list[tuple[str, int]]) -> tuple[list[tuple[str, int]], list[tuple[str, int]]]:

@@ -30,6 +30,7 @@ class Loaded:
     target: str = ""  # the target with its name, also when the user left ``:Name`` out
     # Inputs for the steps after the first (--steps): example_batches(), or fresh draws like ``inputs``.
     batches: Any = None
+    file: str | None = None  # the target's source file: the user's, where a package's cut was set up
 
 
 def parse_args(pairs: Sequence[str]) -> dict[str, Any]:
@@ -274,7 +275,7 @@ def load_target(target: str, *, args: Sequence[str] = (), input_sizes: Sequence[
         if inputs is not None:
             notes.append("inputs inferred from the first layer: one tensor of shape "
                          f"({','.join(str(s) for s in inputs[0].shape)})")
-    return Loaded(model, inputs, notes, target, batches)
+    return Loaded(model, inputs, notes, target, batches, getattr(module, "__file__", None))
 
 
 def _call_user(function: Any, name: str) -> Any:
