@@ -111,7 +111,16 @@ def left_to_matrix(name: str, family: str) -> bool:
 # Models whose recorded edges differ from those real twins rebuild (tests/zoo_matrix.py), by class.
 KNOWN_EDGE_DIFFERENCES: dict[str, str] = {
     name: f"{INPUT_FILLS}: token_embeddings, written into the features dict, is read back as sentence_features"
-    for name in ("st_ranking", "st_cosent")}
+    for name in ("st_ranking", "st_cosent", "st_static")}
+
+# Seen to fail once and not reproduced alone (a non-strict xfail, so the matrix does not hide a fix): the
+# next round should find what state an xdist worker carries into them.
+UNSTABLE: dict[tuple[str, str], str] = {
+    ("openclip_coca", "default chain"): "once exited 1 (model.text.positional_embedding nonfinite, first made by "
+                                        "layer_norm in the backward) in a whole matrix run under xdist, after other "
+                                        "models in the same worker; never alone, in any order of its paths, under "
+                                        "seeds 0-2 or with 1 or 2 threads",
+}
 
 
 def edge_marks(name: str) -> list[pytest.MarkDecorator]:
@@ -121,6 +130,8 @@ def edge_marks(name: str) -> list[pytest.MarkDecorator]:
 
 
 def marks(name: str, path: str) -> list[pytest.MarkDecorator]:
-    """The strict xfail of a known (model, path) disagreement, else nothing."""
+    """The strict xfail of a known (model, path) disagreement (an unstable one's not strict), else nothing."""
     reason = KNOWN_DISAGREEMENTS.get((name, path))
+    if reason is None and (name, path) in UNSTABLE:
+        return [pytest.mark.xfail(strict=False, reason=UNSTABLE[(name, path)])]
     return [pytest.mark.xfail(strict=True, reason=reason)] if reason else []
