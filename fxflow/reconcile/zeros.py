@@ -54,15 +54,23 @@ def classify_zeros(parameters: "Iterable[ParameterReport]", learns_from: dict[st
             # it stays zero: what holds it for good is the all-zero weights that stayed zero too, a
             # frozen one included; one that got a gradient and moved holds nothing
             parameter.held_by = [h for h in holders if h in still_zero]
-            dead = not parameter.held_by and site is not None and passes_nothing_back(site.op)
-            later = ZeroReason.STAYS_ZERO if steps_seen > 1 else ZeroReason.NO_STEP_MOVES
-            labels = not parameter.held_by and site is not None and site.op in LABEL_LOSSES
-            code = ZeroReason.LABELS if labels else later if not dead else ZeroReason.DEAD_INPUT_MOVES if (fed_by or {}).get(parameter.name) \
-                else ZeroReason.DEAD_UNIT
-            parameter.fed_by = list((fed_by or {}).get(parameter.name, [])) if dead else []
+            feeders = (fed_by or {}).get(parameter.name, [])
+            code = _what_holds_it(parameter.held_by, site, feeders, steps_seen)
+            parameter.fed_by = list(feeders) if code == ZeroReason.DEAD_INPUT_MOVES else []
         elif code == ZeroReason.ONE_STEP:
             parameter.held_by = list(holders)  # what may hold it: one step cannot tell
         parameter.reasons = ([ZeroReason.ROUNDING] if rounded else []) + [code]
+
+
+def _what_holds_it(holders: list[str], site: "CutSite | None", feeders: list[str], steps_seen: int) -> ZeroReason:
+    """The code of a zero the later steps did not lift: no holder and a loss given labels is the batch's
+    labels; no holder and a unit that passes nothing back is a dead unit (one whose input weights that
+    learn compute, ``feeders``, may come back); else it stays zero."""
+    if not holders and site is not None and site.op in LABEL_LOSSES:
+        return ZeroReason.LABELS
+    if not holders and site is not None and passes_nothing_back(site.op):
+        return ZeroReason.DEAD_INPUT_MOVES if feeders else ZeroReason.DEAD_UNIT
+    return ZeroReason.STAYS_ZERO if steps_seen > 1 else ZeroReason.NO_STEP_MOVES
 
 
 def zero_verdict(name: str, learns_from: dict[str, int] | None, steps_seen: int,
