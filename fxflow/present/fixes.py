@@ -8,6 +8,7 @@ a group no site explains, its verdict.
 """
 from __future__ import annotations
 
+import fnmatch
 import glob
 import os
 from dataclasses import dataclass
@@ -25,6 +26,7 @@ class Fix:
     when: str  # how docs/verdicts.md names the cause (markdown)
     text: str  # the fix, one line, said to the user
     deliberate: bool = True  # whether "for a deliberate freeze, pass --allow" applies
+    accept: str = "for a deliberate freeze"  # what passing --allow means for this cause
 
 
 FIXES: tuple[Fix, ...] = (
@@ -87,6 +89,12 @@ FIXES: tuple[Fix, ...] = (
         "this gradient at exactly 0 for good", deliberate=False),
     Fix(Dynamic.ZERO, "`zero` from the real backward (dead ReLU, all-zero mask, an expert no token reached)",
         "check the activations' sign, the mask and the loss weights at the named op"),
+    Fix("rounding-zero", "`zero` up to rounding (a derivative zero in exact arithmetic: a key bias under softmax, "
+        "a bias in front of a normalization in training)",
+        "its derivative is zero in exact arithmetic, so the loss does not change when it moves, to first order: a "
+        "bias the next op cancels does this (a key bias shifts every attention score of a query alike, which "
+        "softmax ignores; a normalization subtracts a bias in front of it again); such a bias is redundant, so "
+        "build that layer with `bias=False`", accept="to keep it as it is"),
     Fix("ignored-labels", "`zero`, or a NaN loss, at a loss given labels (`cross_entropy`, `nll_loss`)",
         "`{loss}` passes back 0 when no label of the batch counts, and its mean over none is NaN: check the labels "
         "it is given (each equal to `ignore_index`, -100 by default, or of a class whose `weight` is 0); skip such "
@@ -192,7 +200,7 @@ def fix_line(cause: str, names: Iterable[str] = (), every: Iterable[str] = (), a
         allow = "`allow=[" + ", ".join(f'"{pattern}"' for pattern in patterns) + "]`" if patterns else ""
     else:
         allow = " ".join(f"--allow '{pattern}'" for pattern in patterns)
-    return f"fix: {_filled(fix.text, words)}" + (f"; for a deliberate freeze, pass {allow}" if allow else "")
+    return f"fix: {_filled(fix.text, words)}" + (f"; {fix.accept}, pass {allow}" if allow else "")
 
 
 def _filled(text: str, words: Mapping[str, str] | None) -> str:
@@ -214,8 +222,9 @@ _MAX_PATTERNS = 2  # more --allow flags than this would not fit the line
 
 
 def allow_patterns(names: list[str], every: list[str]) -> list[str]:
-    """The fewest ``--allow`` globs (``module.*``) that match ``names`` and no other of ``every``;
-    none when that takes more than two."""
+    """The fewest ``--allow`` globs that match ``names`` and no other of ``every``: their modules
+    (``module.*``), the names' common ending (``*.key.bias``) or the names themselves; none when that takes
+    more than two."""
     if not names:
         return []
     chosen = set(names)
@@ -228,9 +237,14 @@ def allow_patterns(names: list[str], every: list[str]) -> list[str]:
     common = ".".join(os.path.commonprefix([owner.split(".") for owner in owners]))
     if common and common not in chosen and exact(common):
         return [f"{glob.escape(common)}.*"]
-    if len(owners) > _MAX_PATTERNS or not all(exact(owner) for owner in owners):
-        return []
-    return [glob.escape(owner) if owner in chosen else f"{glob.escape(owner)}.*" for owner in owners]
+    if len(owners) <= _MAX_PATTERNS and all(exact(owner) for owner in owners):
+        return [glob.escape(owner) if owner in chosen else f"{glob.escape(owner)}.*" for owner in owners]
+    # the same parameter of every layer (each layer's key bias): one glob of the names' common ending
+    ending = os.path.commonprefix([name.split(".")[::-1] for name in names])[::-1]
+    suffix = f"*.{glob.escape('.'.join(ending))}" if ending else None
+    if suffix and len(names) > 1 and {name for name in every if fnmatch.fnmatchcase(name, suffix)} == chosen:
+        return [suffix]
+    return [glob.escape(name) for name in sorted(names)] if len(names) <= _MAX_PATTERNS else []
 
 
 def fixes_markdown() -> str:

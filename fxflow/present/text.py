@@ -12,7 +12,7 @@ import re
 import textwrap
 from typing import TYPE_CHECKING
 
-from ..verdicts import DynamicVerdict as Dynamic, OptimizerVerdict, StaticVerdict as Static
+from ..verdicts import DynamicVerdict as Dynamic, OptimizerVerdict, StaticVerdict as Static, ZeroReason
 from .fixes import data_cause, fix_line, site_cause, site_words, verdict_cause
 from .fresh import fresh_paragraph, fresh_tensor_sources
 from .idioms import freeze_line
@@ -186,11 +186,14 @@ def frozen_holders(report: Report, group: list[ParameterReport]) -> list[str]:
 
 def held_cause(report: Report, group: list[ParameterReport], cause: str) -> tuple[str, dict[str, str] | None]:
     """A zero group's cause, made ``frozen-holder`` (with the holders' names) when frozen weights hold it,
-    ``ignored-labels`` when it was made at a loss given labels."""
+    ``rounding-zero`` when every one is zero up to rounding, ``ignored-labels`` when it was made at a loss
+    given labels."""
     where = group[0].where  # where the zero was made: its file is most likely the model's own
     holders = frozen_holders(report, group) if cause == Dynamic.ZERO else []
     if not holders:
         op = where.op if where else None
+        if cause == Dynamic.ZERO and all(ZeroReason.ROUNDING in p.reasons for p in group):
+            return "rounding-zero", None
         return data_cause(cause, op), ({"loss": op} if op else None)
     path = where.source.rpartition(":")[0] if where and where.source else None
     named = []
