@@ -89,8 +89,13 @@ FIXES: tuple[Fix, ...] = (
         "this gradient at exactly 0 for good", deliberate=False),
     Fix(Dynamic.ZERO, "`zero` from the real backward (dead ReLU, all-zero mask, an expert no token reached)",
         "check the activations' sign, the mask and the loss weights at the named op"),
-    Fix("rounding-zero", "`zero` up to rounding (a derivative zero in exact arithmetic: a key bias under softmax, "
-        "a bias in front of a normalization in training)",
+    Fix("rounding-zero", "`zero` up to rounding (a derivative zero in exact arithmetic: a softmax over one key, a "
+        "normalization over one feature, a gate renormalised as `p / p`)",
+        "its derivative is zero in exact arithmetic, so the loss does not change when it moves, to first order: "
+        "find what makes the output independent of it at the named op (a softmax or a normalization over a "
+        "dimension of size 1, a value divided by itself), or remove it", accept="to keep it as it is"),
+    Fix("rounding-zero-bias", "`zero` up to rounding, biases (a key bias under softmax, a bias in front of a "
+        "normalization in training)",
         "its derivative is zero in exact arithmetic, so the loss does not change when it moves, to first order: a "
         "bias the next op cancels does this (a key bias shifts every attention score of a query alike, which "
         "softmax ignores; a normalization subtracts a bias in front of it again); such a bias is redundant, so "

@@ -186,14 +186,14 @@ def frozen_holders(report: Report, group: list[ParameterReport]) -> list[str]:
 
 def held_cause(report: Report, group: list[ParameterReport], cause: str) -> tuple[str, dict[str, str] | None]:
     """A zero group's cause, made ``frozen-holder`` (with the holders' names) when frozen weights hold it,
-    ``rounding-zero`` when every one is zero up to rounding, ``ignored-labels`` when it was made at a loss
+    ``rounding-zero`` when every one is zero up to rounding (``-bias`` when each is a bias), ``ignored-labels`` when it was made at a loss
     given labels."""
     where = group[0].where  # where the zero was made: its file is most likely the model's own
     holders = frozen_holders(report, group) if cause == Dynamic.ZERO else []
     if not holders:
         op = where.op if where else None
         if cause == Dynamic.ZERO and all(ZeroReason.ROUNDING in p.reasons for p in group):
-            return "rounding-zero", None
+            return "rounding-zero-bias" if all(p.name.endswith("bias") for p in group) else "rounding-zero", None
         return data_cause(cause, op), ({"loss": op} if op else None)
     path = where.source.rpartition(":")[0] if where and where.source else None
     named = []
