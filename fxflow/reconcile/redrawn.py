@@ -9,24 +9,24 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable
 
-from ..verdicts import DynamicVerdict as Dynamic, agreement
+from ..verdicts import DrawReason, DynamicVerdict as Dynamic, agreement
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..report import ParameterReport
 
 
 def mark_redrawn(parameters: "Iterable[ParameterReport]", redrawn: dict[str, int], draws: list[str]) -> None:
-    """Give each parameter another draw reached the verdict ``intermittent``, and say what drew
-    (``draws``: ``op @ file:line`` of the forward's random calls, where the parameter's path names none)."""
+    """Give each parameter another draw reached the verdict ``intermittent``, with the code of what was seen
+    (words: :mod:`fxflow.present.reasons`) and its facts: the draw's ``seed``, what the first draw gave
+    (``first``: ``missing`` or ``zero``), and what drew (``random_ops``; ``draws``: ``op @ file:line`` of the
+    forward's random calls, where the parameter's path names none)."""
     for parameter in parameters:
         seed = redrawn.get(parameter.name)
         if seed is None:
             continue
-        got = "no gradient" if parameter.dynamic == Dynamic.MISSING else "an exactly zero gradient"
         parameter.random_ops = parameter.random_ops or list(draws)
-        drawn = f" (what {', '.join(parameter.random_ops[:3])} drew)" if parameter.random_ops else ""
+        first = Dynamic.MISSING if parameter.dynamic == Dynamic.MISSING else Dynamic.ZERO
         parameter.dynamic = Dynamic.INTERMITTENT
         parameter.agree = agreement(parameter.static, parameter.dynamic)
-        parameter.diagnosis = (f"{got} with this draw of the model's random numbers{drawn}, a gradient with "
-                               f"another (seed {seed}: `--seed {seed}`, `seed={seed}`): the model's own randomness decides, so it learns on "
-                               "some steps only")
+        parameter.finding, parameter.reasons = None, [DrawReason.OTHER_DRAW]
+        parameter.facts.update(seed=seed, first=str(first))
