@@ -116,11 +116,12 @@ EXPECTED: dict[StaticVerdict, set[DynamicVerdict]] = {
     StaticVerdict.REACHABLE: {DynamicVerdict.OK, DynamicVerdict.VANISHING, DynamicVerdict.ZERO, DynamicVerdict.NONFINITE,
                               DynamicVerdict.PRESENT, DynamicVerdict.HELD, DynamicVerdict.UNCONFIRMED,
                               DynamicVerdict.INTERMITTENT},
-    StaticVerdict.ZERO: {DynamicVerdict.ZERO, DynamicVerdict.PRESENT},
-    # one step's graph cuts it and other steps (or draws) reach it: intermittent agrees with either
-    StaticVerdict.CUT: {DynamicVerdict.MISSING, DynamicVerdict.INTERMITTENT},
+    # one step's graph cuts it and other steps (or draws) reach it: intermittent agrees with either; so
+    # does unconfirmed, where a random choice's unpicked outcomes were not seen (the trace is one draw's)
+    StaticVerdict.ZERO: {DynamicVerdict.ZERO, DynamicVerdict.PRESENT, DynamicVerdict.UNCONFIRMED},
+    StaticVerdict.CUT: {DynamicVerdict.MISSING, DynamicVerdict.INTERMITTENT, DynamicVerdict.UNCONFIRMED},
     StaticVerdict.FROZEN: {DynamicVerdict.MISSING},
-    StaticVerdict.UNUSED: {DynamicVerdict.MISSING, DynamicVerdict.INTERMITTENT},
+    StaticVerdict.UNUSED: {DynamicVerdict.MISSING, DynamicVerdict.INTERMITTENT, DynamicVerdict.UNCONFIRMED},
 }
 
 

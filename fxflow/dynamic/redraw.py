@@ -24,6 +24,7 @@ import contextlib
 import math
 import random
 import sys
+from dataclasses import dataclass, field
 from typing import Any, Callable, Iterator
 
 import torch
@@ -74,6 +75,43 @@ def redraw(dry: list[str], rerun: Rerun, seed: int, draws: int = DRAWS) -> dict[
     return found
 
 
+REDRAW_LIMIT = 64  # draws at most, while recent draws still reach parameters that earlier ones did not
+
+
+@dataclass
+class Redrawn:
+    """What other draws showed: the dry parameters one reached (``found``: the draw's seed), ``op @
+    file:line`` of the calls that drew (``draws``), and, where a random choice still had outcomes no draw
+    picked when the draws ended, those choices (``unpicked``, :meth:`RandomChoices.unpicked`) and the dry
+    parameters no draw reached (``undecided``): what the unpicked outcomes do to them was not seen."""
+
+    found: dict[str, int] = field(default_factory=dict)
+    draws: list[str] = field(default_factory=list)
+    unpicked: list[dict[str, Any]] = field(default_factory=list)
+    undecided: list[str] = field(default_factory=list)
+    next_seed: int | None = None  # the seed of a check whose draws are none of these (and not the first)
+
+
+def redraw_choices(dry: list[str], rerun: Rerun, seed: int, choices: RandomChoices) -> Redrawn:
+    """:func:`redraw` in rounds of :data:`DRAWS`: while a recorded choice (one of n outcomes) has an outcome
+    no draw picked, within the draws that show all n (at most :data:`CHOICE_DRAWS_LIMIT`); then, for what
+    is not a choice (dropout, a draw compared with a threshold), for as long as three times the draws it
+    took to reach the last parameter reached (at most :data:`REDRAW_LIMIT`): a dead parameter beside a
+    dropout costs one round. ``choices`` watches ``rerun``'s forwards."""
+    found: dict[str, int] = {}
+    drawn = 0
+    while len(found) < len(dry):
+        found.update(redraw([name for name in dry if name not in found], rerun, seed + drawn))
+        drawn += DRAWS
+        if choices.open(drawn):
+            continue
+        if drawn >= REDRAW_LIMIT or drawn >= max(DRAWS, 3 * (max(found.values(), default=seed) - seed)):
+            break
+    undecided = [name for name in dry if name not in found]
+    unpicked = choices.unpicked(drawn) if undecided else []
+    return Redrawn(found, unpicked=unpicked, undecided=undecided if unpicked else [], next_seed=seed + drawn + 1)
+
+
 def _seed_everything(seed: int) -> None:
     """Give the generators the model draws from fresh states for ``seed`` (put back by :func:`redraw`).
 
@@ -102,37 +140,59 @@ def draws_to_see_all(outcomes: int) -> int:
 
 
 class RandomChoices(ForwardPart):
-    """Per call site of the forward (``op @ file:line``): how many outcomes each discrete random choice
-    has, and which outcomes the draws seen so far picked (all elements of a draw: a per-sample choice
+    """Per call site of the forward (``op @ file:line``): the outcomes each discrete random choice can
+    give, and which of them the draws seen so far picked (all elements of a draw: a per-sample choice
     reaches a branch when any sample picks it).
 
     A choice is a random draw whose result is an integer: torch's ops tagged ``nondeterministic_seeded``
-    with an integer result, whose outcomes are ``high - low`` (or ``n``) from their integer arguments, or
-    the categories of positive weight when a floating tensor of weights comes first (``multinomial``);
-    and Python's ``Random._randbelow(n)``, which ``choice``, ``randrange``, ``randint``, ``sample`` and
-    ``shuffle`` of the global generator and of those the model holds or is given go through."""
+    with an integer result, whose outcomes are ``low .. high - 1`` (or ``0 .. n - 1``) from their integer
+    arguments, or the categories of positive weight when a floating tensor of weights comes first
+    (``multinomial``); and Python's ``Random._randbelow(n)``, which ``choice``, ``randrange``, ``randint``,
+    ``sample`` and ``shuffle`` of the global generator and of those the model holds or is given go
+    through (its outcomes are positions ``0 .. n - 1`` in what they pick from)."""
 
     def __init__(self) -> None:
-        self.outcomes: dict[str, int] = {}
+        self.outcomes: dict[str, range | frozenset[int]] = {}
         self.seen: dict[str, set[int]] = {}
+        self.positions: set[str] = set()  # the sites whose outcomes are positions (Python's _randbelow)
 
     def observe(self, func: Callable, args: tuple, kwargs: dict, result: Any) -> None:
         if not isinstance(result, torch.Tensor) or result.is_floating_point() or result.is_complex() \
                 or result.dtype == torch.bool or not draws_random_numbers(getattr(func, "__name__", "")):
             return
         outcomes = _outcomes(args, kwargs)
-        if outcomes is not None and 1 < outcomes and draws_to_see_all(outcomes) <= CHOICE_DRAWS_LIMIT:
+        if outcomes is not None and len(outcomes) > 1:
             self._saw(f"{func.__name__} @ {current_user_source() or '?'}", outcomes,
                       result.detach().flatten()[:4096].tolist())
 
-    def _saw(self, site: str, outcomes: int, values: list[int]) -> None:
-        self.outcomes[site] = max(outcomes, self.outcomes.get(site, 0))
+    def _saw(self, site: str, outcomes: range | frozenset[int], values: list[int]) -> None:
+        known = self.outcomes.get(site)
+        self.outcomes[site] = outcomes if known is None or len(outcomes) > len(known) else known
         self.seen.setdefault(site, set()).update(values)
 
+    def _unpicked(self, site: str) -> int:
+        return len(self.outcomes[site]) - sum(1 for value in self.seen[site] if value in self.outcomes[site])
+
     def open(self, drawn: int) -> bool:
-        """Whether a choice has an outcome no draw picked yet, after ``drawn`` draws too few to show all."""
-        return any(len(self.seen[site]) < outcomes and drawn < draws_to_see_all(outcomes)
+        """Whether a choice has an outcome no draw picked yet, after ``drawn`` draws too few to show all
+        (:func:`draws_to_see_all`, at most :data:`CHOICE_DRAWS_LIMIT`)."""
+        return any(drawn < min(draws_to_see_all(len(outcomes)), CHOICE_DRAWS_LIMIT) and self._unpicked(site)
                    for site, outcomes in self.outcomes.items())
+
+    def unpicked(self, drawn: int, shown: int = 8) -> list[dict[str, Any]]:
+        """The choices that still have outcomes no draw picked after the ``drawn`` draws made, as the facts
+        a reason tells: ``site``, ``outcomes`` (how many), ``count`` (how many never picked), ``unpicked``
+        (the first ``shown`` of them), ``draws`` and ``positions`` (the outcomes are positions)."""
+        found = []
+        for site, outcomes in sorted(self.outcomes.items()):
+            count = self._unpicked(site)
+            if not count:
+                continue
+            seen = self.seen[site]
+            first = [value for value in _first(outcomes, seen, shown)]
+            found.append({"site": site, "outcomes": len(outcomes), "count": count, "unpicked": first,
+                          "draws": drawn, "positions": site in self.positions})
+        return found
 
     @contextlib.contextmanager
     def python(self, generators: list[Any]) -> Iterator[None]:
@@ -152,21 +212,35 @@ class RandomChoices(ForwardPart):
     def _noting(self, below: Callable[[int], int]) -> Callable[[int], int]:
         def noted(n: int) -> int:
             value = below(n)
-            if 1 < n and draws_to_see_all(n) <= CHOICE_DRAWS_LIMIT:
-                self._saw(f"random @ {current_user_source() or '?'}", n, [value])
+            if 1 < n:
+                site = f"random @ {current_user_source() or '?'}"
+                self.positions.add(site)
+                self._saw(site, range(n), [value])
             return value
         return noted
 
 
-def _outcomes(args: tuple, kwargs: dict) -> int | None:
-    """How many outcomes an integer draw has, read off its arguments (see :class:`RandomChoices`)."""
+def _first(outcomes: range | frozenset[int], seen: set[int], count: int) -> Iterator[int]:
+    """The first ``count`` outcomes not in ``seen``, in order (a range of a million is not listed whole)."""
+    found = 0
+    for value in (outcomes if isinstance(outcomes, range) else sorted(outcomes)):
+        if value not in seen:
+            yield value
+            found += 1
+            if found == count:
+                return
+
+
+def _outcomes(args: tuple, kwargs: dict) -> range | frozenset[int] | None:
+    """The outcomes an integer draw can give, read off its arguments (see :class:`RandomChoices`)."""
     first = args[0] if args else kwargs.get("input")
     if isinstance(first, torch.Tensor) and first.is_floating_point():
         if first.dim() == 0:
             return None
-        return int((first.detach().reshape(-1, first.shape[-1]) > 0).any(0).sum())
+        weights = (first.detach().reshape(-1, first.shape[-1]) > 0).any(0)
+        return frozenset(int(index) for index in weights.nonzero().flatten().tolist())
     bounds = [a for a in (*args, kwargs.get("low"), kwargs.get("high"), kwargs.get("n"))
               if isinstance(a, int) and not isinstance(a, bool)]
     if not bounds or len(bounds) > 2:
         return None
-    return max(bounds) - (min(bounds) if len(bounds) == 2 else 0)
+    return range(min(bounds), max(bounds)) if len(bounds) == 2 else range(max(bounds))

@@ -127,19 +127,27 @@ def unpicked_words(parameter: "ParameterReport") -> str:
     draws = max((choice.get("draws", 0) for choice in choices), default=0)
     told = "; ".join(_unpicked(choice) for choice in choices[:2])
     more = f"; and {len(choices) - 2} more such choices" if len(choices) > 2 else ""
-    return (f"{got} on each of the {draws} draws of the model's random numbers made, while {told}{more}: an outcome "
-            "no draw picked may reach it, so whether it learns on the steps that pick one, or never, is not "
-            "verified. Another seed draws other outcomes (`--seed N`, `seed=N`); `fxflow.watch(steps=N)` over real "
-            "training steps sees what they pick; `--allow` it if it is meant to stay dry")
+    return (f"{got} on this draw of the model's random numbers and on each of the {draws} others made, while "
+            f"{told}{more}: an outcome no draw picked may reach it, so whether it learns on the steps that pick one, "
+            f"or never, is not verified. {_next_draws(parameter.facts.get('next_seed'), draws)}; "
+            "`fxflow.watch(steps=N)` over real training steps sees what they pick; `--allow` it (`allow=`) if it "
+            "is meant to stay dry")
+
+
+def _next_draws(seed: int | None, draws: int) -> str:
+    """The seed whose check draws none of the outcomes this one drew (its own draws and the next ``draws``)."""
+    if seed is None:
+        return "A seed far from this one draws other outcomes (`--seed N`, `seed=N`)"
+    return f"With `--seed {seed}` (`seed={seed}`) the other draws come from seeds none of these {draws} used"
 
 
 def _unpicked(choice: dict) -> str:
     """``a random choice of 300 outcomes at randint @ model.py:12 never picked 112 of them (values 3, 7, 9 ...)``."""
     missing, count = list(choice.get("unpicked") or []), int(choice.get("count", 0))
-    shown = ", ".join(map(str, missing[:6])) + (" ..." if count > len(missing[:6]) else "")
-    kind = "positions in what it picks from" if choice.get("positions") else "values"
+    shown = ", ".join(map(str, missing[:6])) + (f" and {count - len(missing[:6])} more" if count > len(missing[:6]) else "")
+    kind = f"positions {shown} in what it picks from" if choice.get("positions") else f"values {shown}"
     return (f"a random choice of {choice.get('outcomes')} outcomes at {choice.get('site')} never picked "
-            f"{'one' if count == 1 else count} of them ({kind} {shown})")
+            f"{'one' if count == 1 else count} of them ({kind})")
 
 
 _FIXED = {  # the codes whose words need no fact

@@ -1,4 +1,5 @@
-"""Dry parameters that the model's own randomness decides: they learn on some steps.
+"""Dry parameters that the model's own randomness decides: they learn on some steps, or, where a random
+choice left outcomes no draw picked, it was not seen whether they do.
 
 A parameter with no gradient (or an exactly zero one) on the checked draw, that another draw of the
 model's random numbers reaches (:mod:`fxflow.dynamic.redraw`), is a layer dropped this time, a gate
@@ -30,3 +31,24 @@ def mark_redrawn(parameters: "Iterable[ParameterReport]", redrawn: dict[str, int
         parameter.agree = agreement(parameter.static, parameter.dynamic)
         parameter.finding, parameter.reasons = None, [DrawReason.OTHER_DRAW]
         parameter.facts.update(seed=seed, first=str(first))
+
+
+def mark_unpicked(parameters: "Iterable[ParameterReport]", undecided: list[str], unpicked: list[dict],
+                  next_seed: int | None = None) -> None:
+    """Give each of ``undecided`` (dry on every draw made, while the random choices ``unpicked`` had outcomes
+    no draw picked) the verdict ``unconfirmed``: what those outcomes do to it was not seen, so it is neither
+    a parameter that never learns nor one that learns on some steps. What the first draw's findings said
+    of it stays; what the earlier codes concluded (it never learns, another seed may differ) gives way.
+    ``next_seed``: the seed of a check that draws none of the outcomes drawn here."""
+    names = set(undecided)
+    for parameter in parameters:
+        if parameter.name not in names or parameter.dynamic not in (Dynamic.MISSING, Dynamic.ZERO,
+                                                                       Dynamic.UNCONFIRMED):
+            continue
+        first = Dynamic.MISSING if parameter.dynamic == Dynamic.MISSING else Dynamic.ZERO
+        parameter.dynamic = Dynamic.UNCONFIRMED
+        parameter.agree = agreement(parameter.static, parameter.dynamic)
+        parameter.reasons = [DrawReason.CHOICE_UNPICKED]
+        parameter.facts.update(first=str(first), choices=[dict(choice) for choice in unpicked])
+        if next_seed is not None:
+            parameter.facts["next_seed"] = next_seed
