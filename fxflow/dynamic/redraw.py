@@ -81,15 +81,16 @@ REDRAW_LIMIT = 64  # draws at most, while recent draws still reach parameters th
 @dataclass
 class Redrawn:
     """What other draws showed: the dry parameters one reached (``found``: the draw's seed), ``op @
-    file:line`` of the calls that drew (``draws``), and, where a random choice still had outcomes no draw
-    picked when the draws ended, those choices (``unpicked``, :meth:`RandomChoices.unpicked`) and the dry
-    parameters no draw reached (``undecided``): what the unpicked outcomes do to them was not seen."""
+    file:line`` of the calls that drew (``draws``), the dry parameters no draw reached (``undecided``) in
+    the ``drawn`` draws made, and the random choices that still had outcomes no draw picked when the draws
+    ended (``unpicked``, :meth:`RandomChoices.unpicked`): what those outcomes do was not seen."""
 
     found: dict[str, int] = field(default_factory=dict)
     draws: list[str] = field(default_factory=list)
     unpicked: list[dict[str, Any]] = field(default_factory=list)
     undecided: list[str] = field(default_factory=list)
-    next_seed: int | None = None  # the seed of a check whose draws are none of these (and not the first)
+    drawn: int = 0
+    next_seed: int | None = None  # the seed of a check whose other draws use none of these seeds
 
 
 def redraw_choices(dry: list[str], rerun: Rerun, seed: int, choices: RandomChoices) -> Redrawn:
@@ -108,8 +109,8 @@ def redraw_choices(dry: list[str], rerun: Rerun, seed: int, choices: RandomChoic
         if drawn >= REDRAW_LIMIT or drawn >= max(DRAWS, 3 * (max(found.values(), default=seed) - seed)):
             break
     undecided = [name for name in dry if name not in found]
-    unpicked = choices.unpicked(drawn) if undecided else []
-    return Redrawn(found, unpicked=unpicked, undecided=undecided if unpicked else [], next_seed=seed + drawn + 1)
+    return Redrawn(found, unpicked=choices.unpicked(drawn) if undecided else [], undecided=undecided, drawn=drawn,
+                   next_seed=seed + drawn + 1)
 
 
 def _seed_everything(seed: int) -> None:

@@ -86,8 +86,13 @@ def _born(parameter: "ParameterReport") -> str:
 
 
 def _randomness(parameter: "ParameterReport") -> str:
-    return (f"This depends on randomness: it is computed from what {', '.join(parameter.random_ops[:3])} drew, so "
-            "another seed (--seed, seed=) may give another verdict")
+    """Its gradient is computed from what random ops drew; where other draws were made, what they showed."""
+    ops, redraws = ", ".join(parameter.random_ops[:3]), parameter.facts.get("redraws")
+    if redraws:  # other draws were seen: say what they gave, not what they might
+        return (f"This depends on randomness: it is computed from what {ops} drew, yet none of {redraws} other draws "
+                "of the model's random numbers gave it a non-zero gradient")
+    return f"This depends on randomness: it is computed from what {ops} drew, so another seed (--seed, seed=) may " \
+           "give another verdict"
 
 
 def _other_draw(parameter: "ParameterReport") -> str:

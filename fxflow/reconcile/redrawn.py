@@ -33,22 +33,29 @@ def mark_redrawn(parameters: "Iterable[ParameterReport]", redrawn: dict[str, int
         parameter.facts.update(seed=seed, first=str(first))
 
 
-def mark_unpicked(parameters: "Iterable[ParameterReport]", undecided: list[str], unpicked: list[dict],
-                  next_seed: int | None = None) -> None:
-    """Give each of ``undecided`` (dry on every draw made, while the random choices ``unpicked`` had outcomes
-    no draw picked) the verdict ``unconfirmed``: what those outcomes do to it was not seen, so it is neither
-    a parameter that never learns nor one that learns on some steps. What the first draw's findings said
-    of it stays; what the earlier codes concluded (it never learns, another seed may differ) gives way.
-    ``next_seed``: the seed of a check that draws none of the outcomes drawn here."""
+def mark_undrawn(parameters: "Iterable[ParameterReport]", undecided: list[str], drawn: int, unpicked: list[dict],
+                 next_seed: int | None = None) -> None:
+    """What the ``drawn`` other draws showed of ``undecided``, the dry parameters none of them reached: a
+    reason that spoke of randomness gets the count (``facts["redraws"]``: another seed may differ, yet
+    these did not); where random choices had outcomes no draw picked (``unpicked``), the verdict is
+    ``unconfirmed``: what those outcomes do to it was not seen, so it is neither a parameter that never
+    learns nor one that learns on some steps. What the first draw's findings said of it stays; what the
+    earlier codes concluded (it never learns, another seed may differ) gives way. ``next_seed``: the seed
+    of a check whose other draws use none of these seeds."""
     names = set(undecided)
     for parameter in parameters:
         if parameter.name not in names or parameter.dynamic not in (Dynamic.MISSING, Dynamic.ZERO,
                                                                        Dynamic.UNCONFIRMED):
             continue
+        if DrawReason.RANDOMNESS in parameter.reasons:
+            parameter.facts["redraws"] = drawn
+        if not unpicked:
+            continue
         first = Dynamic.MISSING if parameter.dynamic == Dynamic.MISSING else Dynamic.ZERO
         parameter.dynamic = Dynamic.UNCONFIRMED
         parameter.agree = agreement(parameter.static, parameter.dynamic)
         parameter.reasons = [DrawReason.CHOICE_UNPICKED]
+        parameter.facts.pop("redraws", None)
         parameter.facts.update(first=str(first), choices=[dict(choice) for choice in unpicked])
         if next_seed is not None:
             parameter.facts["next_seed"] = next_seed
