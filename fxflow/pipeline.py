@@ -148,7 +148,7 @@ def check(
         # what the look-ahead revived or another random draw reached learns, whatever the code says
         suspects = None
         if result is not None and real_run is not None:  # the first step's zeros nothing later lifted
-            lifted = {**(result.look_ahead.learns_from if result.look_ahead is not None else {}), **result.redrawn}
+            lifted = {**(result.look_ahead.learns_from if result.look_ahead is not None else {}), **result.redraws.found}
             suspects = [name for name in zeros if name not in lifted]
         static, static_notes = analyze_capture(captured, runner, example, step=step,
                                                loss_output=result.loss_output if result is not None else None,

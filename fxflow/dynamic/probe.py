@@ -68,16 +68,6 @@ class ProbeResult:
     # and the random choices that left outcomes unpicked.
     redraws: Redrawn = field(default_factory=Redrawn)
 
-    @property
-    def redrawn(self) -> dict[str, int]:
-        """Dry parameters that another draw reaches -> that draw's seed."""
-        return self.redraws.found
-
-    @property
-    def random_draws(self) -> list[str]:
-        """``op @ file:line`` of the calls that drew."""
-        return self.redraws.draws
-
 
 class BackwardFailed(Exception):
     """The real backward itself raised (an op with no derivative written through a view, a custom

@@ -6,7 +6,8 @@ steps (``watch``, the trainer callbacks), other draws of the model's random numb
 of many steps. :func:`settle` is the one function that turns it into each parameter's final dynamic
 verdict, its reason (a :class:`~fxflow.verdicts.ZeroReason` for an exact zero) and its agreement, in a
 fixed order: exact zeros first (held / zero / unconfirmed, :mod:`.zeros`), then other draws
-(:mod:`.redrawn`: reached on another draw, or not verified where a random choice left outcomes unpicked), then many steps (:func:`fxflow.dynamic.steps.apply_steps`); each later kind of
+(:mod:`.redrawn`: reached on another draw, or not verified where a random choice left outcomes
+unpicked), then many steps (:func:`fxflow.dynamic.steps.apply_steps`); each later kind of
 evidence speaks only where the earlier left a parameter dry.
 """
 from __future__ import annotations
