@@ -97,6 +97,10 @@ def test_a_branch_only_an_unpicked_outcome_reaches_is_not_verified(kind):
     # the words are made from the codes and facts, so they survive the JSON
     again = fxflow.Report.from_dict(report.to_dict())
     assert again.parameter("rare.weight").diagnosis == words and again.exit_code == 2
+    # allowed, it passes, and the summary does not claim that it got a gradient
+    torch.manual_seed(0)
+    allowed = fxflow.check(model, (x,), loss_fn=projection_loss, seed=0, allow=["rare.*"])
+    assert allowed.exit_code == 0 and "get a gradient" not in allowed.summary() and "2 allowed" in allowed.summary()
 
 
 class ChoiceOf(nn.Module):

@@ -49,8 +49,9 @@ def group_size(report: Report, group: list[ParameterReport]) -> str:
 
 
 def allowed_problems(report: Report) -> list[ParameterReport]:
-    """Parameters that would fail the check but match an ``--allow`` pattern."""
-    return [p for p in report.parameters if p.allowed and replace(p, allowed=False).problem]
+    """Parameters that would fail the check (or leave it not verified) but match an ``--allow`` pattern."""
+    return [p for p in report.parameters
+            if p.allowed and (replace(p, allowed=False).problem or p.dynamic == Dynamic.UNCONFIRMED)]
 
 
 def summary_line(report: Report, api: bool = False) -> str:
