@@ -168,3 +168,34 @@ def test_under_the_cap_every_branch_is_picked_and_a_dead_layer_still_fails():
     assert report.parameter("dead.weight").problem and report.exit_code == 1
     assert {report.parameter(f"ops.{i}.weight").dynamic for i in range(20)} <= {"ok", "intermittent"}
     assert not any("choice-unpicked" in p.reasons for p in report.parameters)
+
+
+class RandomTokensBesideDead(nn.Module):
+    """Random token ids (a draw of one of 1,000 per sample) that only a tensor op reads, and a layer
+    multiplied by zero: the ids pick embedding rows, not parameters, so the dead layer still fails."""
+
+    def __init__(self):
+        super().__init__()
+        self.embed, self.head, self.dead = nn.Embedding(1000, 8), nn.Linear(8, 8), nn.Linear(8, 8)
+        self.calls = 0
+
+    def forward(self, x):
+        self.calls += 1
+        ids = torch.randint(0, 1000, (x.shape[0],))
+        return self.head(self.embed(ids) + x) + 0.0 * self.dead(x)
+
+
+def test_random_token_ids_no_python_code_reads_pick_no_parameters():
+    torch.manual_seed(0)
+    model, x = RandomTokensBesideDead(), torch.randn(4, 8)
+    for seed in range(20):  # the truth: no draw gives the dead layer a gradient
+        torch.manual_seed(seed)
+        model.zero_grad(set_to_none=True)
+        projection_loss(model(x)).backward()
+        assert not model.dead.weight.grad.any() and model.embed.weight.grad.any()
+    model.calls = 0
+    report = fxflow.check(model, (x,), loss_fn=projection_loss, seed=0)
+    dead = report.parameter("dead.weight")
+    assert dead.problem and dead.dynamic == "zero" and report.exit_code == 1, (dead.dynamic, dead.diagnosis)
+    assert not any("choice-unpicked" in p.reasons for p in report.parameters)
+    assert model.calls < 40, model.calls  # the rounds of four, not the 256 draws a choice Python reads gets

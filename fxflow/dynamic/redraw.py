@@ -20,19 +20,15 @@ draws that show all ``n`` with high probability, so a branch no draw reached is 
 """
 from __future__ import annotations
 
-import contextlib
-import math
 import random
 import sys
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator
+from typing import Any, Callable
 
 import torch
 
 from ..core.guard import Saved, guard
-from ..core.observer import ForwardPart
-from ..core.random_ops import draws_random_numbers
-from ..core.source import current_user_source
+from .choices import CHOICE_DRAWS_LIMIT, RandomChoices, draws_to_see_all  # noqa: F401 - named here before
 
 DRAWS = 4  # other draws at most: a block dropped half the time is missed 1 time in 16, one dropped 1 in 10 never
 
@@ -129,119 +125,3 @@ def _seed_everything(seed: int) -> None:
     numpy = sys.modules.get("numpy")
     if numpy is not None:
         numpy.random.seed(seed % 2**32)
-
-
-CHOICE_DRAWS_LIMIT = 256  # draws at most for the choices: n (ln n + 5) of them for n up to 35 outcomes
-
-
-def draws_to_see_all(outcomes: int) -> int:
-    """Draws after which each of ``outcomes`` equally likely outcomes was picked, but for a chance of
-    about e**-5 (0.7%) that one was not: the coupon collector's n ln n, plus 5 n."""
-    return math.ceil(outcomes * (math.log(outcomes) + 5))
-
-
-class RandomChoices(ForwardPart):
-    """Per call site of the forward (``op @ file:line``): the outcomes each discrete random choice can
-    give, and which of them the draws seen so far picked (all elements of a draw: a per-sample choice
-    reaches a branch when any sample picks it).
-
-    A choice is a random draw whose result is an integer: torch's ops tagged ``nondeterministic_seeded``
-    with an integer result, whose outcomes are ``low .. high - 1`` (or ``0 .. n - 1``) from their integer
-    arguments, or the categories of positive weight when a floating tensor of weights comes first
-    (``multinomial``); and Python's ``Random._randbelow(n)``, which ``choice``, ``randrange``, ``randint``,
-    ``sample`` and ``shuffle`` of the global generator and of those the model holds or is given go
-    through (its outcomes are positions ``0 .. n - 1`` in what they pick from)."""
-
-    def __init__(self) -> None:
-        self.outcomes: dict[str, range | frozenset[int]] = {}
-        self.seen: dict[str, set[int]] = {}
-        self.positions: set[str] = set()  # the sites whose outcomes are positions (Python's _randbelow)
-
-    def observe(self, func: Callable, args: tuple, kwargs: dict, result: Any) -> None:
-        if not isinstance(result, torch.Tensor) or result.is_floating_point() or result.is_complex() \
-                or result.dtype == torch.bool or not draws_random_numbers(getattr(func, "__name__", "")):
-            return
-        outcomes = _outcomes(args, kwargs)
-        if outcomes is not None and len(outcomes) > 1:
-            self._saw(f"{func.__name__} @ {current_user_source() or '?'}", outcomes,
-                      result.detach().flatten()[:4096].tolist())
-
-    def _saw(self, site: str, outcomes: range | frozenset[int], values: list[int]) -> None:
-        known = self.outcomes.get(site)
-        self.outcomes[site] = outcomes if known is None or len(outcomes) > len(known) else known
-        self.seen.setdefault(site, set()).update(values)
-
-    def _unpicked(self, site: str) -> int:
-        return len(self.outcomes[site]) - sum(1 for value in self.seen[site] if value in self.outcomes[site])
-
-    def open(self, drawn: int) -> bool:
-        """Whether a choice has an outcome no draw picked yet, after ``drawn`` draws too few to show all
-        (:func:`draws_to_see_all`, at most :data:`CHOICE_DRAWS_LIMIT`)."""
-        return any(drawn < min(draws_to_see_all(len(outcomes)), CHOICE_DRAWS_LIMIT) and self._unpicked(site)
-                   for site, outcomes in self.outcomes.items())
-
-    def unpicked(self, drawn: int, shown: int = 8) -> list[dict[str, Any]]:
-        """The choices that still have outcomes no draw picked after the ``drawn`` draws made, as the facts
-        a reason tells: ``site``, ``outcomes`` (how many), ``count`` (how many never picked), ``unpicked``
-        (the first ``shown`` of them), ``draws`` and ``positions`` (the outcomes are positions)."""
-        found = []
-        for site, outcomes in sorted(self.outcomes.items()):
-            count = self._unpicked(site)
-            if not count:
-                continue
-            seen = self.seen[site]
-            first = [value for value in _first(outcomes, seen, shown)]
-            found.append({"site": site, "outcomes": len(outcomes), "count": count, "unpicked": first,
-                          "draws": drawn, "positions": site in self.positions})
-        return found
-
-    @contextlib.contextmanager
-    def python(self, generators: list[Any]) -> Iterator[None]:
-        """Note the choices Python's global generator and the ``random.Random`` objects among
-        ``generators`` make while inside (their ``_randbelow``, read through the instance)."""
-        held = [generator for generator in generators if isinstance(generator, random.Random)]
-        instances = [random._inst, *held]  # type: ignore[attr-defined]
-        wrapped = [instance for instance in dict.fromkeys(instances) if "_randbelow" not in vars(instance)]
-        for instance in wrapped:
-            instance._randbelow = self._noting(instance._randbelow)
-        try:
-            yield
-        finally:
-            for instance in wrapped:
-                del instance._randbelow
-
-    def _noting(self, below: Callable[[int], int]) -> Callable[[int], int]:
-        def noted(n: int) -> int:
-            value = below(n)
-            if 1 < n:
-                site = f"random @ {current_user_source() or '?'}"
-                self.positions.add(site)
-                self._saw(site, range(n), [value])
-            return value
-        return noted
-
-
-def _first(outcomes: range | frozenset[int], seen: set[int], count: int) -> Iterator[int]:
-    """The first ``count`` outcomes not in ``seen``, in order (a range of a million is not listed whole)."""
-    found = 0
-    for value in (outcomes if isinstance(outcomes, range) else sorted(outcomes)):
-        if value not in seen:
-            yield value
-            found += 1
-            if found == count:
-                return
-
-
-def _outcomes(args: tuple, kwargs: dict) -> range | frozenset[int] | None:
-    """The outcomes an integer draw can give, read off its arguments (see :class:`RandomChoices`)."""
-    first = args[0] if args else kwargs.get("input")
-    if isinstance(first, torch.Tensor) and first.is_floating_point():
-        if first.dim() == 0:
-            return None
-        weights = (first.detach().reshape(-1, first.shape[-1]) > 0).any(0)
-        return frozenset(int(index) for index in weights.nonzero().flatten().tolist())
-    bounds = [a for a in (*args, kwargs.get("low"), kwargs.get("high"), kwargs.get("n"))
-              if isinstance(a, int) and not isinstance(a, bool)]
-    if not bounds or len(bounds) > 2:
-        return None
-    return range(min(bounds), max(bounds)) if len(bounds) == 2 else range(max(bounds))
