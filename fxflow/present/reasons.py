@@ -1,10 +1,12 @@
 """The words of the reason codes: what was observed about a row (a :class:`~fxflow.verdicts.ZeroReason`,
-an :class:`~fxflow.verdicts.UnregisteredReason`), said the same way by every face (text, JSON's
-``diagnosis``, HTML, DOT, pytest messages). Each reason says only what was seen: which steps ran,
-which weights stayed zero, where the tensor is kept.
+an :class:`~fxflow.verdicts.UnregisteredReason`, a :class:`~fxflow.verdicts.PairReason`, a
+:class:`~fxflow.verdicts.DrawReason`, a :class:`~fxflow.verdicts.StepsReason`), said the same way by every
+face (text, JSON's ``diagnosis``, HTML, DOT, pytest messages). Each reason says only what was seen: which
+steps ran, which weights stayed zero, where the tensor is kept, which draws were made and what they picked.
 
 The Report stores the codes and the facts they speak of (``held_by``, ``learns_from_step``,
-``later_steps``); :func:`diagnosis` puts them in words after the row's ``finding``, and
+``later_steps``, ``missed_steps``, ``random_ops``, ``facts``); no stage below this one stores a sentence
+on a row. :func:`diagnosis` puts them in words after the row's ``finding``, and
 :mod:`fxflow.presenters` registers it so that ``ParameterReport.diagnosis`` and the JSON read it.
 """
 from __future__ import annotations
@@ -124,7 +126,7 @@ def _later_call(parameter: "ParameterReport") -> str:
             f"call {parameter.facts.get('later_call')}, later in the block")
 
 
-def unpicked_words(parameter: "ParameterReport") -> str:
+def _unpicked_words(parameter: "ParameterReport") -> str:
     """A parameter dry on every draw made while a random choice left outcomes unpicked: what was drawn,
     what was not, and how to see more; not verified."""
     choices = list(parameter.facts.get("choices") or [])
@@ -147,7 +149,7 @@ def _next_draws(seed: int | None, draws: int) -> str:
 
 
 def _unpicked(choice: dict) -> str:
-    """``a random choice of 300 outcomes at randint @ model.py:12 never picked 112 of them (values 3, 7, 9 ...)``."""
+    """``a random choice of 300 outcomes at randint @ model.py:12 never picked 112 of them (values 3, 7 and 110 more)``."""
     missing, count = list(choice.get("unpicked") or []), int(choice.get("count", 0))
     shown = ", ".join(map(str, missing[:6])) + (f" and {count - len(missing[:6])} more" if count > len(missing[:6]) else "")
     kind = f"positions {shown} in what it picks from" if choice.get("positions") else f"values {shown}"
@@ -177,7 +179,7 @@ _FIXED = {  # the codes whose words need no fact
 _TOLD: "dict[str, Callable[[ParameterReport], str]]" = {
     **{code: (lambda parameter, words=words: words) for code, words in _FIXED.items()},
     Pair.OPAQUE_PATH: _opaque, Pair.MISMATCH: _pair, Pair.NONFINITE_BORN: _born,
-    Draw.RANDOMNESS: _randomness, Draw.OTHER_DRAW: _other_draw, Draw.CHOICE_UNPICKED: unpicked_words,
+    Draw.RANDOMNESS: _randomness, Draw.OTHER_DRAW: _other_draw, Draw.CHOICE_UNPICKED: _unpicked_words,
     Steps.SOME_STEPS: _some_steps, Steps.SOME_STEPS_NONE: lambda parameter: _some_steps(parameter, ddp=True),
     Steps.LATER_CALL: _later_call,
 }
