@@ -106,16 +106,15 @@ class RandomChoices(ForwardPart):
                    for site, outcomes in self.outcomes.items())
 
     def unpicked(self, drawn: int, shown: int = 8) -> list[dict[str, Any]]:
-        """The choices Python read that still have outcomes no draw picked after the ``drawn`` draws made, as the facts
-        a reason tells: ``site``, ``outcomes`` (how many), ``count`` (how many never picked), ``unpicked``
-        (the first ``shown`` of them), ``draws`` and ``positions`` (the outcomes are positions)."""
+        """The choices Python read that still have outcomes no draw picked after the ``drawn`` draws made, as
+        the facts a reason tells: ``site``, ``outcomes`` (how many), ``count`` (how many never picked),
+        ``unpicked`` (the first ``shown`` of them), ``draws`` and ``positions`` (the outcomes are positions)."""
         found = []
         for site, outcomes in sorted(self.outcomes.items()):
             count = self._unpicked(site)
             if not count or site not in self.read:  # an outcome no Python code read picks no branch
                 continue
-            seen = self.seen[site]
-            first = [value for value in _first(outcomes, seen, shown)]
+            first = list(_first(outcomes, self.seen[site], shown))
             found.append({"site": site, "outcomes": len(outcomes), "count": count, "unpicked": first,
                           "draws": drawn, "positions": site in self.positions})
         return found
