@@ -87,7 +87,8 @@ def _same_after_json(report: fxflow.Report) -> None:
 def test_another_draw_says_its_seed_from_codes_and_facts():
     for seed in range(6):  # a seed on which layer drop skipped a block
         torch.manual_seed(seed)
-        report = fxflow.check(LayerDrop().train(), torch.randn(4, 8))
+        checked = LayerDrop().train()
+        report = fxflow.check(checked, torch.randn(4, 8))
         dropped = [p for p in report.parameters if p.dynamic == "intermittent"]
         if dropped:
             break
@@ -97,8 +98,14 @@ def test_another_draw_says_its_seed_from_codes_and_facts():
     seed = row.facts["seed"]
     assert row.diagnosis == (
         f"no gradient with this draw of the model's random numbers (what {row.random_ops[0]} drew), a gradient "
-        f"with another (seed {seed}: `--seed {seed}`, `seed={seed}`): the model's own randomness decides, so it "
-        "learns on some steps only")
+        f"with another (the generators seeded with {seed}: `torch.manual_seed({seed})`, `random.seed({seed})` right "
+        "before the forward): the model's own randomness decides, so it learns on some steps only")
+    # the words' recipe replays that draw in plain torch: the skipped block gets a gradient
+    x = torch.randn(4, 8)
+    torch.manual_seed(seed)
+    checked(x).sum().backward()  # layer drop's draws come first in the forward
+    grad = dict(checked.named_parameters())[row.name].grad
+    assert grad is not None and grad.any()
     assert row.diagnosis == reason_words(row)  # nothing but the codes' words
     _same_after_json(report)
 

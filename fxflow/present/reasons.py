@@ -101,8 +101,11 @@ def _other_draw(parameter: "ParameterReport") -> str:
     seed = parameter.facts.get("seed")
     got = "no gradient" if parameter.facts.get("first") == Dynamic.MISSING else "an exactly zero gradient"
     drawn = f" (what {', '.join(parameter.random_ops[:3])} drew)" if parameter.random_ops else ""
-    return (f"{got} with this draw of the model's random numbers{drawn}, a gradient with another (seed {seed}: "
-            f"`--seed {seed}`, `seed={seed}`): the model's own randomness decides, so it learns on some steps only")
+    # the draw is the generators seeded with ``seed`` right before the forward (fxflow.dynamic.redraw); --seed
+    # and seed= seed other things first (the model's init, the redraws after it), so they do not replay it
+    return (f"{got} with this draw of the model's random numbers{drawn}, a gradient with another (the generators "
+            f"seeded with {seed}: `torch.manual_seed({seed})`, `random.seed({seed})` right before the forward): the "
+            "model's own randomness decides, so it learns on some steps only")
 
 
 def _some_steps(parameter: "ParameterReport", ddp: bool = False) -> str:
