@@ -155,7 +155,8 @@ def _unpicked(choice: dict) -> str:
     """``a random choice of 300 outcomes at randint @ model.py:12 never picked 112 of them (values 3, 7 and 110 more)``."""
     missing, count = list(choice.get("unpicked") or []), int(choice.get("count", 0))
     shown = ", ".join(map(str, missing[:6])) + (f" and {count - len(missing[:6])} more" if count > len(missing[:6]) else "")
-    kind = f"positions {shown} in what it picks from" if choice.get("positions") else f"values {shown}"
+    plural = "s" if count != 1 else ""
+    kind = f"position{plural} {shown} in what it picks from" if choice.get("positions") else f"value{plural} {shown}"
     return (f"a random choice of {choice.get('outcomes')} outcomes at {choice.get('site')} never picked "
             f"{'one' if count == 1 else count} of them ({kind})")
 
