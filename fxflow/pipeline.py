@@ -32,7 +32,7 @@ from .prepare.inputs import infer_inputs
 from .core.lazy import LazyModules, materialize_lazy
 from .core.guard import ATTRIBUTES_ONLY, guard as guarded, save
 from .dynamic.optimizer import will_update
-from .dynamic.redraw import DRAWS, RandomChoices, redraw
+from .dynamic.redraw import RandomChoices, Redrawn, redraw_choices
 from .dynamic.generators import ModelGenerators
 from .core.observer import ForwardPart
 from .core.random_ops import RandomDraws
@@ -134,8 +134,7 @@ def check(
             if dry:
                 step("drawing the model's random numbers again", phase="redraw")
                 rounding = result.look_ahead.rounding if result.look_ahead is not None else {}
-                result.redrawn, result.random_draws = redraw_of(real_run, example, dry, seed, generators, rounding,
-                                                                guard.inputs_as_found)
+                result.redraws = redraw_of(real_run, example, dry, seed, generators, rounding, guard.inputs_as_found)
 
         step("capturing the graph", phase="capture")
         captured = capture(runner, example, methods=capture_methods, recorded=recorded)
@@ -149,7 +148,7 @@ def check(
         # what the look-ahead revived or another random draw reached learns, whatever the code says
         suspects = None
         if result is not None and real_run is not None:  # the first step's zeros nothing later lifted
-            lifted = {**(result.look_ahead.learns_from if result.look_ahead is not None else {}), **result.redrawn}
+            lifted = {**(result.look_ahead.learns_from if result.look_ahead is not None else {}), **result.redraws.found}
             suspects = [name for name in zeros if name not in lifted]
         static, static_notes = analyze_capture(captured, runner, example, step=step,
                                                loss_output=result.loss_output if result is not None else None,
@@ -206,13 +205,10 @@ def _run_on(run: ModelRun, drawn_from: list[Any]) -> RunOn:
     return run_on
 
 
-REDRAW_LIMIT = 64  # draws at most, while recent draws still reach parameters that earlier ones did not
-
-
 def redraw_of(run: ModelRun, example: tuple[Any, ...], dry: list[str], seed: int,
               generators: ModelGenerators | None = None,
               rounded: Collection[str] = (),
-              as_found: Callable[[], None] | None = None) -> tuple[dict[str, int], list[str]]:
+              as_found: Callable[[], None] | None = None) -> Redrawn:
     """:func:`fxflow.dynamic.redraw.redraw` on the model of ``run``: ``dry`` parameters that other draws
     of its random numbers reach (the global generators' and ``generators``, those the model holds or is
     given), and ``op @ file:line`` of the calls that drew; the model's buffers, grads and random state are
@@ -239,20 +235,9 @@ def redraw_of(run: ModelRun, example: tuple[Any, ...], dry: list[str], seed: int
                 relative = again()
             return relative if relative is None else {
                 name: 0.0 if name in dry_names and size < SUSPECT else size for name, size in relative.items()}
-        found: dict[str, int] = {}
-        # Rounds of DRAWS draws: while a recorded choice (one of n branches) has a branch no draw picked,
-        # within the draws that show all n (fxflow.dynamic.redraw.RandomChoices); then, for what is not a
-        # choice (dropout, a draw compared with a threshold), for as long as three times the draws it took
-        # to reach the last parameter reached: a dead parameter beside a dropout costs one round.
-        drawn = 0
-        while len(found) < len(dry):
-            found.update(redraw([name for name in dry if name not in found], rerun, seed + drawn))
-            drawn += DRAWS
-            if choices.open(drawn):
-                continue
-            if drawn >= REDRAW_LIMIT or drawn >= max(DRAWS, 3 * (max(found.values(), default=seed) - seed)):
-                break
-        return found, draws.found
+        redrawn = redraw_choices(dry, rerun, seed, choices)
+        redrawn.draws = draws.found
+        return redrawn
     finally:
         snapshot.restore()
 

@@ -67,6 +67,9 @@ class ParameterReport:
     # optimizer steps seen after the first (the look-ahead's or the loop's own) that they speak of.
     reasons: list[str] = field(default_factory=list)
     later_steps: int | None = None
+    # The facts the reasons speak of that no field above holds, plain JSON values keyed by name:
+    # ``opaque``, ``seed``, ``first``, ``born``, ``calls``, ``later_call``, ``choices`` (docs/json.md).
+    facts: dict[str, Any] = field(default_factory=dict)
     # Where the real backward's gradient became exactly 0 (``zero``) or shrank most (``vanishing``), when
     # fxflow.diagnose.localize placed it: the op decides the fix line that fits it.
     where: CutSite | None = None
@@ -91,7 +94,7 @@ class ParameterReport:
             return False
         if self.optimizer == OptimizerVerdict.NOT_OPTIMIZED:
             return True
-        if self.dynamic == INTERMITTENT:
+        if self.dynamic in (INTERMITTENT, UNCONFIRMED):  # learns on some steps; not verified either way
             return False
         return self.static in FAILING_STATIC or self.dynamic in FAILING_DYNAMIC
 
@@ -372,6 +375,7 @@ def _parameter_from_dict(data: dict[str, Any]) -> ParameterReport:
         missed_steps=list(data.get("missed_steps", [])), learns_from_step=data.get("learns_from_step"),
         held_by=list(data.get("held_by", [])), fed_by=list(data.get("fed_by", [])), optimizer=data.get("optimizer"),
         optimizer_reason=data.get("optimizer_reason"), later_steps=data.get("later_steps"),
+        facts=dict(data.get("facts") or {}),
         where=_site_from_dict(data["where"]) if data.get("where") else None)
     row.finding, row.reasons = _finding_of(data.get("diagnosis"), list(data.get("reasons", [])), row)
     return row

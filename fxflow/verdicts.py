@@ -62,6 +62,42 @@ class ZeroReason(StrEnum):
     LABELS = "labels"
 
 
+class PairReason(StrEnum):
+    """What the two verdicts of one parameter say side by side (fxflow.reconcile.judge): why they disagree,
+    or, where they agree on a failing gradient whose place was not located, its usual causes. A code the
+    presenting side puts in words."""
+
+    OPAQUE_PATH = "opaque-path"  # reachable, no gradient, and its paths cross an op whose backward never ran
+    NO_GRADIENT_AT_RUNTIME = "no-gradient-at-runtime"  # reachable in the graph, no gradient at runtime
+    GRADIENT_OFF_TRACE = "gradient-off-trace"  # cut or unused in the graph, yet a gradient arrived
+    ZERO_YET_GRADIENT = "zero-yet-gradient"  # every traced path crosses a zero derivative, yet a gradient arrived
+    FROZEN_YET_GRADIENT = "frozen-yet-gradient"  # requires_grad is False, yet .grad was written
+    MISMATCH = "mismatch"  # another unexpected pair
+    ZERO_NOT_LOCATED = "zero-not-located"  # exactly zero, where it died not located
+    NONFINITE = "nonfinite"  # NaN or inf, where it was born not found
+    VANISHING_NOT_LOCATED = "vanishing-not-located"  # vanishing, where it shrank not located
+    NONFINITE_BORN = "nonfinite-born"  # NaN or inf, first made at the op the row's facts name (``born``)
+
+
+class DrawReason(StrEnum):
+    """What the model's own random draws showed of a failing parameter (a code put in words by the
+    presenting side; the facts are the row's ``random_ops`` and ``facts``)."""
+
+    RANDOMNESS = "randomness"  # its gradient is computed from what a random op drew: another seed may differ
+    OTHER_DRAW = "other-draw"  # dry on this draw, a gradient on another (``facts``: ``seed``, ``first``)
+    # dry on every draw made, while a random choice of n outcomes never picked some of them within the
+    # draws made (``facts["choices"]``): it may be reached by those outcomes; not verified
+    CHOICE_UNPICKED = "choice-unpicked"
+
+
+class StepsReason(StrEnum):
+    """What many steps showed of a parameter (fxflow.dynamic.steps), put in words by the presenting side."""
+
+    SOME_STEPS = "some-steps"  # a non-zero gradient on some steps (``steps_with_gradient``, ``missed_steps``)
+    SOME_STEPS_NONE = "some-steps-none"  # the same, with no gradient at all (None) on some: DDP must be told
+    LATER_CALL = "later-call"  # none on the judged calls, one on a later call (``facts``: ``calls``, ``later_call``)
+
+
 # Losses given class labels: a batch whose labels all go uncounted (ignore_index, a zero class weight)
 # makes their gradient exactly 0, and their mean a NaN: the data decides there, not the weights.
 LABEL_LOSSES = frozenset({"cross_entropy", "nll_loss"})
@@ -80,11 +116,12 @@ EXPECTED: dict[StaticVerdict, set[DynamicVerdict]] = {
     StaticVerdict.REACHABLE: {DynamicVerdict.OK, DynamicVerdict.VANISHING, DynamicVerdict.ZERO, DynamicVerdict.NONFINITE,
                               DynamicVerdict.PRESENT, DynamicVerdict.HELD, DynamicVerdict.UNCONFIRMED,
                               DynamicVerdict.INTERMITTENT},
-    StaticVerdict.ZERO: {DynamicVerdict.ZERO, DynamicVerdict.PRESENT},
-    # one step's graph cuts it and other steps (or draws) reach it: intermittent agrees with either
-    StaticVerdict.CUT: {DynamicVerdict.MISSING, DynamicVerdict.INTERMITTENT},
+    # one step's graph cuts it and other steps (or draws) reach it: intermittent agrees with either; so
+    # does unconfirmed, where a random choice's unpicked outcomes were not seen (the trace is one draw's)
+    StaticVerdict.ZERO: {DynamicVerdict.ZERO, DynamicVerdict.PRESENT, DynamicVerdict.UNCONFIRMED},
+    StaticVerdict.CUT: {DynamicVerdict.MISSING, DynamicVerdict.INTERMITTENT, DynamicVerdict.UNCONFIRMED},
     StaticVerdict.FROZEN: {DynamicVerdict.MISSING},
-    StaticVerdict.UNUSED: {DynamicVerdict.MISSING, DynamicVerdict.INTERMITTENT},
+    StaticVerdict.UNUSED: {DynamicVerdict.MISSING, DynamicVerdict.INTERMITTENT, DynamicVerdict.UNCONFIRMED},
 }
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import torch
 
 import fxflow.pipeline
+from fxflow.dynamic.redraw import Redrawn
 from test_training_choices import ChoiceBesideDead
 from zoo.registry import DEFAULT_CHAIN
 from zoo.run import check_path
@@ -35,7 +36,7 @@ def test_a_dead_layer_called_intermittent_is_a_disagreement(monkeypatch):
     truth = real_gradients(model, inputs)
 
     def every_dry_reached(run, example, dry, seed, *args, **kwargs):
-        return {name: seed + 1 for name in dry}, []
+        return Redrawn({name: seed + 1 for name in dry})
     monkeypatch.setattr(fxflow.pipeline, "redraw_of", every_dry_reached)
     result = check_path(model, inputs, truth, DEFAULT_CHAIN)
     wrong = {d.parameter for d in result.disagreements if d.dynamic == "intermittent"}

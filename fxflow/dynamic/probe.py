@@ -21,7 +21,7 @@ from ..errors import FxflowError, describe, first_line
 from .gradients import GradInfo, read_gradients
 from .lookahead import LookAhead, may_look_ahead
 from .writes import ForwardWrites
-from .redraw import drew_random_numbers
+from .redraw import Redrawn, drew_random_numbers
 from .backward_trace import BackwardTrace
 from .module_norms import ModuleGradRecorder
 from ..prepare.fake import FakeWeights, fake_inputs, fake_weights, new_fake_mode
@@ -63,10 +63,10 @@ class ProbeResult:
     fed_by: dict[str, list[str]] = field(default_factory=dict)  # dead unit's zero -> learning weights feeding it
     # Which exact zeros learn once the first steps move what holds them (fxflow.dynamic.lookahead).
     look_ahead: LookAhead | None = None
-    # Dry parameters that another draw of the model's random numbers reaches -> that draw's seed
-    # (fxflow.dynamic.redraw): the model's own randomness decides, so they learn on some steps.
-    redrawn: dict[str, int] = field(default_factory=dict)
-    random_draws: list[str] = field(default_factory=list)  # ``op @ file:line`` of the calls that drew
+    # What other draws of the model's random numbers showed (fxflow.dynamic.redraw): the dry parameters
+    # one reached (the model's own randomness decides, so they learn on some steps), the calls that drew,
+    # and the random choices that left outcomes unpicked.
+    redraws: Redrawn = field(default_factory=Redrawn)
 
 
 class BackwardFailed(Exception):

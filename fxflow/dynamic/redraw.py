@@ -20,18 +20,15 @@ draws that show all ``n`` with high probability, so a branch no draw reached is 
 """
 from __future__ import annotations
 
-import contextlib
-import math
 import random
 import sys
-from typing import Any, Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Callable
 
 import torch
 
 from ..core.guard import Saved, guard
-from ..core.observer import ForwardPart
-from ..core.random_ops import draws_random_numbers
-from ..core.source import current_user_source
+from .choices import CHOICE_DRAWS_LIMIT, RandomChoices, draws_to_see_all  # noqa: F401 - named here before
 
 DRAWS = 4  # other draws at most: a block dropped half the time is missed 1 time in 16, one dropped 1 in 10 never
 
@@ -74,6 +71,44 @@ def redraw(dry: list[str], rerun: Rerun, seed: int, draws: int = DRAWS) -> dict[
     return found
 
 
+REDRAW_LIMIT = 64  # draws at most, while recent draws still reach parameters that earlier ones did not
+
+
+@dataclass
+class Redrawn:
+    """What other draws showed: the dry parameters one reached (``found``: the draw's seed), ``op @
+    file:line`` of the calls that drew (``draws``), the dry parameters no draw reached (``undecided``) in
+    the ``drawn`` draws made, and the random choices that still had outcomes no draw picked when the draws
+    ended (``unpicked``, :meth:`RandomChoices.unpicked`): what those outcomes do was not seen."""
+
+    found: dict[str, int] = field(default_factory=dict)
+    draws: list[str] = field(default_factory=list)
+    unpicked: list[dict[str, Any]] = field(default_factory=list)
+    undecided: list[str] = field(default_factory=list)
+    drawn: int = 0
+    next_seed: int | None = None  # the seed of a check whose other draws use none of these seeds
+
+
+def redraw_choices(dry: list[str], rerun: Rerun, seed: int, choices: RandomChoices) -> Redrawn:
+    """:func:`redraw` in rounds of :data:`DRAWS`: while a recorded choice (one of n outcomes) has an outcome
+    no draw picked, within the draws that show all n (at most :data:`CHOICE_DRAWS_LIMIT`); then, for what
+    is not a choice (dropout, a draw compared with a threshold), for as long as three times the draws it
+    took to reach the last parameter reached (at most :data:`REDRAW_LIMIT`): a dead parameter beside a
+    dropout costs one round. ``choices`` watches ``rerun``'s forwards."""
+    found: dict[str, int] = {}
+    drawn = 0
+    while len(found) < len(dry):
+        found.update(redraw([name for name in dry if name not in found], rerun, seed + drawn))
+        drawn += DRAWS
+        if choices.open(drawn):
+            continue
+        if drawn >= REDRAW_LIMIT or drawn >= max(DRAWS, 3 * (max(found.values(), default=seed) - seed)):
+            break
+    undecided = [name for name in dry if name not in found]
+    return Redrawn(found, unpicked=choices.unpicked(drawn) if undecided else [], undecided=undecided, drawn=drawn,
+                   next_seed=seed + drawn + 1)
+
+
 def _seed_everything(seed: int) -> None:
     """Give the generators the model draws from fresh states for ``seed`` (put back by :func:`redraw`).
 
@@ -90,83 +125,3 @@ def _seed_everything(seed: int) -> None:
     numpy = sys.modules.get("numpy")
     if numpy is not None:
         numpy.random.seed(seed % 2**32)
-
-
-CHOICE_DRAWS_LIMIT = 256  # draws at most for the choices: n (ln n + 5) of them for n up to 35 outcomes
-
-
-def draws_to_see_all(outcomes: int) -> int:
-    """Draws after which each of ``outcomes`` equally likely outcomes was picked, but for a chance of
-    about e**-5 (0.7%) that one was not: the coupon collector's n ln n, plus 5 n."""
-    return math.ceil(outcomes * (math.log(outcomes) + 5))
-
-
-class RandomChoices(ForwardPart):
-    """Per call site of the forward (``op @ file:line``): how many outcomes each discrete random choice
-    has, and which outcomes the draws seen so far picked (all elements of a draw: a per-sample choice
-    reaches a branch when any sample picks it).
-
-    A choice is a random draw whose result is an integer: torch's ops tagged ``nondeterministic_seeded``
-    with an integer result, whose outcomes are ``high - low`` (or ``n``) from their integer arguments, or
-    the categories of positive weight when a floating tensor of weights comes first (``multinomial``);
-    and Python's ``Random._randbelow(n)``, which ``choice``, ``randrange``, ``randint``, ``sample`` and
-    ``shuffle`` of the global generator and of those the model holds or is given go through."""
-
-    def __init__(self) -> None:
-        self.outcomes: dict[str, int] = {}
-        self.seen: dict[str, set[int]] = {}
-
-    def observe(self, func: Callable, args: tuple, kwargs: dict, result: Any) -> None:
-        if not isinstance(result, torch.Tensor) or result.is_floating_point() or result.is_complex() \
-                or result.dtype == torch.bool or not draws_random_numbers(getattr(func, "__name__", "")):
-            return
-        outcomes = _outcomes(args, kwargs)
-        if outcomes is not None and 1 < outcomes and draws_to_see_all(outcomes) <= CHOICE_DRAWS_LIMIT:
-            self._saw(f"{func.__name__} @ {current_user_source() or '?'}", outcomes,
-                      result.detach().flatten()[:4096].tolist())
-
-    def _saw(self, site: str, outcomes: int, values: list[int]) -> None:
-        self.outcomes[site] = max(outcomes, self.outcomes.get(site, 0))
-        self.seen.setdefault(site, set()).update(values)
-
-    def open(self, drawn: int) -> bool:
-        """Whether a choice has an outcome no draw picked yet, after ``drawn`` draws too few to show all."""
-        return any(len(self.seen[site]) < outcomes and drawn < draws_to_see_all(outcomes)
-                   for site, outcomes in self.outcomes.items())
-
-    @contextlib.contextmanager
-    def python(self, generators: list[Any]) -> Iterator[None]:
-        """Note the choices Python's global generator and the ``random.Random`` objects among
-        ``generators`` make while inside (their ``_randbelow``, read through the instance)."""
-        held = [generator for generator in generators if isinstance(generator, random.Random)]
-        instances = [random._inst, *held]  # type: ignore[attr-defined]
-        wrapped = [instance for instance in dict.fromkeys(instances) if "_randbelow" not in vars(instance)]
-        for instance in wrapped:
-            instance._randbelow = self._noting(instance._randbelow)
-        try:
-            yield
-        finally:
-            for instance in wrapped:
-                del instance._randbelow
-
-    def _noting(self, below: Callable[[int], int]) -> Callable[[int], int]:
-        def noted(n: int) -> int:
-            value = below(n)
-            if 1 < n and draws_to_see_all(n) <= CHOICE_DRAWS_LIMIT:
-                self._saw(f"random @ {current_user_source() or '?'}", n, [value])
-            return value
-        return noted
-
-
-def _outcomes(args: tuple, kwargs: dict) -> int | None:
-    """How many outcomes an integer draw has, read off its arguments (see :class:`RandomChoices`)."""
-    first = args[0] if args else kwargs.get("input")
-    if isinstance(first, torch.Tensor) and first.is_floating_point():
-        if first.dim() == 0:
-            return None
-        return int((first.detach().reshape(-1, first.shape[-1]) > 0).any(0).sum())
-    bounds = [a for a in (*args, kwargs.get("low"), kwargs.get("high"), kwargs.get("n"))
-              if isinstance(a, int) and not isinstance(a, bool)]
-    if not bounds or len(bounds) > 2:
-        return None
-    return max(bounds) - (min(bounds) if len(bounds) == 2 else 0)

@@ -18,7 +18,7 @@ import math
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Iterable, Sequence
 
-from ..verdicts import CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static, agreement
+from ..verdicts import CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static, StepsReason, agreement
 
 if TYPE_CHECKING:  # pragma: no cover
     from .backward_calls import BackwardCall
@@ -137,15 +137,10 @@ def apply_reached_later(parameters: "Iterable[ParameterReport]", tally: StepTall
         call = tally.reached_later.get(parameter.name)
         if call is None or parameter.dynamic != Dynamic.MISSING:
             continue
-        judged = _calls_named(tally.calls)
         parameter.dynamic = Dynamic.INTERMITTENT
         parameter.missed_steps = list(range(1, tally.steps + 1))
-        parameter.diagnosis = (f"no gradient on {judged}, the one{'s' if len(tally.calls) != 1 else ''} judged; "
-                               f"a non-zero one on backward call {call}, later in the block")
-
-
-def _calls_named(calls: list[int]) -> str:
-    return f"backward call {calls[0]}" if len(calls) == 1 else "backward calls " + ", ".join(map(str, calls))
+        parameter.finding, parameter.reasons = None, [StepsReason.LATER_CALL]  # words: fxflow.present.reasons
+        parameter.facts.update(calls=list(tally.calls), later_call=call)
 
 
 def apply_steps(parameters: "Iterable[ParameterReport]", tally: StepTally) -> None:
@@ -163,17 +158,7 @@ def apply_steps(parameters: "Iterable[ParameterReport]", tally: StepTally) -> No
         parameter.agree = agreement(parameter.static, parameter.dynamic)  # one step's graph, many steps' gradients
         if not parameter.cut_by and parameter.name in tally.later_cuts:
             parameter.cut_by = list(tally.later_cuts[parameter.name])
-        parameter.diagnosis = intermittent_reason(parameter, count, tally.steps,
-                                                  ddp=bool(tally.without_gradient(parameter.name)))
-
-
-def intermittent_reason(parameter: "ParameterReport", count: int, steps: int, ddp: bool = True) -> str:
-    """Which steps it missed, and what cut it there when that is known; ``ddp``: on some steps the
-    gradient was None, not zero, which DDP needs to be told about."""
-    missed = parameter.missed_steps
-    shown = ", ".join(str(step) for step in missed[:8]) + (" ..." if len(missed) > 8 else "")
-    reason = f"a gradient on {count} of {steps} steps; none on step{'s' if len(missed) != 1 else ''} {shown}"
-    if parameter.cut_by:
-        site = parameter.cut_by[0]
-        reason += f", where {site.op} @ {site.source or site.node} cut it ({site.reason})"
-    return reason + (": under DDP this needs find_unused_parameters=True" if ddp else "")
+        # words: fxflow.present.reasons; on some steps the gradient was None, not zero: DDP must be told
+        none_on_some = bool(tally.without_gradient(parameter.name))
+        parameter.finding = None
+        parameter.reasons = [StepsReason.SOME_STEPS_NONE if none_on_some else StepsReason.SOME_STEPS]

@@ -8,7 +8,7 @@ import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..verdicts import DynamicVerdict as Dynamic, ReportStatus, StaticVerdict as Static
+from ..verdicts import DrawReason, DynamicVerdict as Dynamic, ReportStatus, StaticVerdict as Static
 from .fresh import fresh_tensor_sources
 from .words import format_norm, fraction, tally, verdict_of
 
@@ -49,8 +49,9 @@ def group_size(report: Report, group: list[ParameterReport]) -> str:
 
 
 def allowed_problems(report: Report) -> list[ParameterReport]:
-    """Parameters that would fail the check but match an ``--allow`` pattern."""
-    return [p for p in report.parameters if p.allowed and replace(p, allowed=False).problem]
+    """Parameters that would fail the check (or leave it not verified) but match an ``--allow`` pattern."""
+    return [p for p in report.parameters
+            if p.allowed and (replace(p, allowed=False).problem or p.dynamic == Dynamic.UNCONFIRMED)]
 
 
 def summary_line(report: Report, api: bool = False) -> str:
@@ -99,8 +100,7 @@ def summary_line(report: Report, api: bool = False) -> str:
         tail += f"; {len(held)} held by zero-initialized weights (learn from step {'2' if latest == 2 else f'2-{latest}'})"
     unconfirmed = report.unconfirmed
     if report.status == ReportStatus.NOT_VERIFIED and unconfirmed:
-        return (f"not verified: {len(unconfirmed)} of {total} parameters got an exactly zero gradient that one step "
-                f"cannot confirm (a zero-initialized weight may hold them until step 2){tail}")
+        return f"not verified: {_unconfirmed(unconfirmed, total)}{tail}"
     if report.status == ReportStatus.NOT_VERIFIED:
         return f"{not_verified(report, api)}{tail}"
     if not report.verified and not report.static_only:
@@ -156,3 +156,17 @@ def not_verified(report: Report, api: bool = False) -> str:
             for_what = f" for {found[1]}"
             break
     return f"not verified: no backward ran{for_what} ({GIVE_INPUTS[api]})"
+
+
+def _unconfirmed(unconfirmed: list[ParameterReport], total: int) -> str:
+    """What leaves the unconfirmed rows open: an exact zero one step cannot confirm, or the outcomes a
+    random choice never picked (their codes say which)."""
+    drawn = sum(1 for p in unconfirmed if DrawReason.CHOICE_UNPICKED in p.reasons)
+    told = []
+    if len(unconfirmed) > drawn:
+        told.append(f"{len(unconfirmed) - drawn} of {total} parameters got an exactly zero gradient that one step "
+                    "cannot confirm (a zero-initialized weight may hold them until step 2)")
+    if drawn:
+        told.append(f"{drawn} of {total} parameters got no non-zero gradient on any draw of the model's random "
+                    "numbers made, while a random choice left outcomes no draw picked, which may reach them")
+    return "; ".join(told)

@@ -12,7 +12,7 @@ import re
 import textwrap
 from typing import TYPE_CHECKING
 
-from ..verdicts import DynamicVerdict as Dynamic, OptimizerVerdict, StaticVerdict as Static, ZeroReason
+from ..verdicts import DrawReason, DynamicVerdict as Dynamic, OptimizerVerdict, StaticVerdict as Static, ZeroReason
 from .fixes import data_cause, fix_line, site_cause, site_words, verdict_cause
 from .fresh import fresh_paragraph, fresh_tensor_sources
 from .idioms import freeze_line
@@ -135,8 +135,11 @@ def cut_paragraphs(report: Report, api: bool = False) -> list[str]:
     diagnosed: dict[tuple[str, str | None, str | None], list[ParameterReport]] = {}
     dry_dynamic = (Dynamic.ZERO, Dynamic.NONFINITE, Dynamic.MISSING, Dynamic.VANISHING)
     for parameter in report.parameters:
-        if parameter.static in _GROUPED and parameter.diagnosis:  # over many steps the dynamic word is the truer one
-            word = Dynamic.INTERMITTENT if parameter.dynamic == Dynamic.INTERMITTENT else parameter.static
+        unpicked = DrawReason.CHOICE_UNPICKED in parameter.reasons  # a random choice's unpicked outcomes: not verified
+        if (parameter.static in _GROUPED or unpicked) and parameter.diagnosis:
+            # over many steps (or draws) the dynamic word is the truer one
+            word = Dynamic.INTERMITTENT if parameter.dynamic == Dynamic.INTERMITTENT else \
+                Dynamic.UNCONFIRMED if unpicked else parameter.static
             grouped.setdefault((word, parameter.diagnosis), []).append(parameter)
         elif parameter.agree is False or (parameter.diagnosis
                                           and parameter.static not in (Static.CUT, Static.FROZEN)
@@ -217,7 +220,7 @@ def _fix_for(group: list[ParameterReport], cause: str, every: list[str], api: bo
 # Verdicts whose parameters share one paragraph per reason: how the paragraph calls them.
 _GROUPED = {Static.UNUSED: "unused", Static.UNKNOWN: "unknown",
             Static.UNREGISTERED: "trained by no optimizer",
-            Dynamic.INTERMITTENT: "used on some steps only"}
+            Dynamic.INTERMITTENT: "used on some steps only", Dynamic.UNCONFIRMED: "not verified"}
 
 
 _VANISHING_PARAGRAPHS = 3  # vanishing explanations shown in the text; the JSON has all

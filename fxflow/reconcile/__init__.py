@@ -4,8 +4,9 @@ Two steps, in order, for every parameter:
 
 1. :func:`parameter_reports`: the static verdict (from :mod:`fxflow.static.analyze`) and the dynamic one
    (:func:`fxflow.dynamic.gradients.dynamic_verdicts`) side by side in one :class:`~fxflow.report.ParameterReport`.
-2. :func:`judge`: ``agree`` and ``diagnosis``. A disagreement is never hidden by trusting one
-   side: both verdicts stay, and the diagnosis says what the mismatch most likely means.
+2. :func:`judge`: ``agree`` and the code of what the pair says. A disagreement is never hidden by
+   trusting one side: both verdicts stay, and the code (put in words by :mod:`fxflow.present.reasons`)
+   says what the mismatch most likely means.
 
 And, for the report as a whole, :func:`uncertainty`: which nodes the walk decided without running
 them on twins, and the parameters upstream of them.
@@ -23,7 +24,8 @@ import torch
 
 from ..dynamic.gradients import dynamic_verdicts
 from ..report import ParameterReport
-from ..verdicts import PARAM_PREFIX, CutSite, DynamicVerdict as Dynamic, StaticVerdict as Static, UnregisteredReason
+from ..verdicts import PARAM_PREFIX, CutSite, DrawReason as Draw, DynamicVerdict as Dynamic, PairReason as Pair
+from ..verdicts import StaticVerdict as Static, UnregisteredReason
 from ..verdicts import agreement
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -86,11 +88,8 @@ def _note_randomness(report: ParameterReport, static: "StaticAnalysis") -> None:
     if key not in static.graph:
         return
     report.random_ops = random_ops_affecting(static.graph, key)
-    if report.random_ops:
-        ops = ", ".join(report.random_ops[:3])
-        report.diagnosis = ((report.diagnosis + ". ") if report.diagnosis else "") + (
-            f"This depends on randomness: it is computed from what {ops} drew, so another seed (--seed, seed=) may "
-            "give another verdict")
+    if report.random_ops:  # said after what was found (words: fxflow.present.reasons)
+        report.reasons.append(Draw.RANDOMNESS)
 
 
 def unregistered_reports(result: "ProbeResult", vanishing: float) -> list[ParameterReport]:
@@ -121,53 +120,45 @@ def _localized(result: "ProbeResult | None", name: str, verdict: object) -> CutS
 
 
 def judge(parameter: ParameterReport, opaque_path: str | None = None) -> None:
-    """Compare the static and dynamic verdicts of one parameter; fill ``agree`` and ``diagnosis``."""
+    """Compare the static and dynamic verdicts of one parameter; fill ``agree`` and the code of what the
+    pair says (a :class:`~fxflow.verdicts.PairReason`: words by :mod:`fxflow.present.reasons`)."""
     static, dynamic = parameter.static, parameter.dynamic
     if dynamic is None or static == Static.UNKNOWN:
         return  # nothing to compare against: agree stays None
     parameter.agree = agreement(static, dynamic)
     if parameter.agree:
-        parameter.diagnosis = parameter.diagnosis or _AGREEING_DIAGNOSES.get((static, dynamic))
+        usual = _AGREEING.get((static, dynamic))
+        if usual is not None and not parameter.finding:  # where it was made, when located, says more
+            parameter.reasons.append(usual)
         return
     if static == Static.REACHABLE and dynamic == Dynamic.MISSING:
-        if opaque_path:
-            parameter.diagnosis = (  # agree stays False: an opaque op explains the mismatch, it does not remove it
-                f"its paths pass through {opaque_path}, whose backward could not run during the analysis: "
-                "the real backward decides, and no gradient arrived"
-            )
-            return
-        parameter.diagnosis = parameter.diagnosis or (  # where diagnose found the copy that stood in for it
-            "statically reachable, no gradient at runtime: an op the tracer saw through returns no "
-            "gradient (a custom autograd.Function, say), or forward took another branch than the trace"
-        )
-    elif static in (Static.CUT, Static.UNUSED) and dynamic != Dynamic.MISSING:
-        parameter.diagnosis = (
-            "no gradient path in the traced graph, yet the real backward delivered one: the trace "
-            "differs from what forward ran (a data-dependent branch, or code the tracer could not see)"
-        )
+        if opaque_path:  # agree stays False: an opaque op explains the mismatch, it does not remove it
+            _told(parameter, Pair.OPAQUE_PATH, opaque=opaque_path)
+        elif not parameter.finding:  # where diagnose found the copy that stood in for it says more
+            parameter.reasons.append(Pair.NO_GRADIENT_AT_RUNTIME)
+        return
+    if static in (Static.CUT, Static.UNUSED) and dynamic != Dynamic.MISSING:
+        _told(parameter, Pair.GRADIENT_OFF_TRACE)
     elif static == Static.ZERO:
-        parameter.diagnosis = (
-            "every traced path crosses a zero-derivative op, yet a nonzero gradient arrived: forward "
-            "ran a path the trace did not record"
-        )
+        _told(parameter, Pair.ZERO_YET_GRADIENT)
     elif static == Static.FROZEN:
-        parameter.diagnosis = "requires_grad is False, yet a gradient was written: something else sets .grad"
+        _told(parameter, Pair.FROZEN_YET_GRADIENT)
     else:
-        parameter.diagnosis = f"static verdict {static} does not match runtime verdict {dynamic}"
+        _told(parameter, Pair.MISMATCH, static=str(static), dynamic=str(dynamic))
 
 
-# The fallback when the place was not located (fxflow.diagnose.localize explains it from a replayed run;
-# fxflow.watch cannot replay the user's step, and a replay can fail): the usual causes.
-_AGREEING_DIAGNOSES = {
-    (Static.REACHABLE, Dynamic.ZERO): (
-        "a gradient arrives but it is exactly zero, and where it died was not located: usually dead ReLUs "
-        "(every input negative), multiplication by an all-zero mask, or a loss term weighted to nothing"
-    ),
-    (Static.REACHABLE, Dynamic.NONFINITE): "the gradient contains NaN or inf: look for log(0), division by zero, or overflow",
-    (Static.REACHABLE, Dynamic.VANISHING): (
-        "the gradient is vanishingly small next to the largest in the model, and where it shrank was not "
-        "located: normalisation, residual connections or a gentler depth help"
-    ),
+def _told(parameter: ParameterReport, code: str, **facts: Any) -> None:
+    """``code`` (with ``facts``) is the whole of what the row says: earlier findings and codes give way."""
+    parameter.finding, parameter.reasons = None, [code]
+    parameter.facts.update(facts)
+
+
+# When the place was not located (fxflow.diagnose.localize explains it from a replayed run;
+# fxflow.watch cannot replay the user's step, and a replay can fail): the usual causes are told.
+_AGREEING = {
+    (Static.REACHABLE, Dynamic.ZERO): Pair.ZERO_NOT_LOCATED,
+    (Static.REACHABLE, Dynamic.NONFINITE): Pair.NONFINITE,
+    (Static.REACHABLE, Dynamic.VANISHING): Pair.VANISHING_NOT_LOCATED,
 }
 
 

@@ -20,7 +20,7 @@ from ..dynamic.steps import StepTally
 from .evidence import Evidence, settle
 from ..core.distributed import guidance as ddp_guidance
 from ..prepare.inputs import device_of
-from ..verdicts import CutSite, DynamicVerdict as Dynamic
+from ..verdicts import CutSite, DynamicVerdict as Dynamic, PairReason as Pair
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..static.analyze import StaticAnalysis
@@ -71,9 +71,10 @@ def assemble_report(model: torch.nn.Module, *, target: str, captured: "Capture |
     if result is not None and result.nonfinite:  # the generic advice gives way to where the NaN was born
         born = result.nonfinite[0]
         for parameter in parameters:
-            if parameter.dynamic == Dynamic.NONFINITE:
-                parameter.diagnosis = (f"the gradient contains NaN or inf, first made by {born.op} @ "
-                                       f"{born.source or born.module or '?'} in the {born.phase}")
+            if parameter.dynamic == Dynamic.NONFINITE:  # words: fxflow.present.reasons
+                parameter.finding, parameter.reasons = None, [Pair.NONFINITE_BORN]
+                parameter.facts["born"] = {"op": born.op, "where": born.source or born.module or "?",
+                                           "phase": born.phase}
     counted = steps.steps if steps is not None else 1
     notes.extend(settle(parameters, Evidence.of(result, steps, watched)))  # what came after the first backward
     guidance = ddp_guidance(parameters, ddp, counted, steps.without_gradient if steps is not None else None)

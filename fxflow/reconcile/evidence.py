@@ -6,16 +6,17 @@ steps (``watch``, the trainer callbacks), other draws of the model's random numb
 of many steps. :func:`settle` is the one function that turns it into each parameter's final dynamic
 verdict, its reason (a :class:`~fxflow.verdicts.ZeroReason` for an exact zero) and its agreement, in a
 fixed order: exact zeros first (held / zero / unconfirmed, :mod:`.zeros`), then other draws
-(:mod:`.redrawn`), then many steps (:func:`fxflow.dynamic.steps.apply_steps`); each later kind of
+(:mod:`.redrawn`: reached on another draw, or not verified where a random choice left outcomes
+unpicked), then many steps (:func:`fxflow.dynamic.steps.apply_steps`); each later kind of
 evidence speaks only where the earlier left a parameter dry.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING, Any, Iterable
 
 from ..dynamic.steps import StepTally, apply_steps
-from .redrawn import mark_redrawn
+from .redrawn import mark_redrawn, mark_undrawn
 from .zeros import classify_zeros
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -38,13 +39,21 @@ class Evidence:
     fed_by: dict[str, list[str]] = field(default_factory=dict)  # dead unit's zero -> learning weights feeding it
     redrawn: dict[str, int] = field(default_factory=dict)  # dry parameter -> the seed of a draw that reached it
     draws: list[str] = field(default_factory=list)  # ``op @ file:line`` of the calls that drew
+    # the dry parameters no other draw reached, the draws made, and the random choices with outcomes no
+    # draw picked (fxflow.dynamic.redraw.Redrawn)
+    undecided: list[str] = field(default_factory=list)
+    drawn: int = 0
+    unpicked: list[dict[str, Any]] = field(default_factory=list)
+    next_seed: int | None = None  # the seed whose other draws are none of those made
 
     @classmethod
     def of(cls, result: "ProbeResult | None", steps: StepTally | None, watched: bool) -> "Evidence":
         if result is None:
             return cls(steps=steps, watched=watched, measurable=False)
+        redraws = result.redraws
         return cls(result.look_ahead, steps, watched, result.measurable, result.held_by, result.explanations,
-                   result.fed_by, result.redrawn, result.random_draws)
+                   result.fed_by, redraws.found, redraws.draws, redraws.undecided, redraws.drawn,
+                   redraws.unpicked, redraws.next_seed)
 
     @property
     def counted(self) -> int:
@@ -68,6 +77,7 @@ def settle(parameters: "Iterable[ParameterReport]", evidence: Evidence) -> list[
                        steps.updates_seen + 1)
         classify_zeros([p for p in parameters if p.name in steps.unconfirmed], None, evidence.held_by, 1)
     mark_redrawn(parameters, evidence.redrawn, evidence.draws)
+    mark_undrawn(parameters, evidence.undecided, evidence.drawn, evidence.unpicked, evidence.next_seed)
     if steps is not None and counted > 1:
         apply_steps(parameters, steps)
     return notes

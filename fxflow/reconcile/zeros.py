@@ -47,6 +47,8 @@ def classify_zeros(parameters: "Iterable[ParameterReport]", learns_from: dict[st
             continue
         parameter.later_steps = max(steps_seen - 1, 0)
         rounded = parameter.name in rounding
+        # what was told of the first step comes first; a zero's code from an earlier call gives way
+        told = [] if rounded else [code for code in parameter.reasons if code not in _ZERO_CODES]
         if rounded:  # round-off: what the gradient was replaces where it was made
             parameter.finding = None
         if code in (ZeroReason.ROUNDING, ZeroReason.STAYS_ZERO, ZeroReason.NO_STEP_MOVES):
@@ -59,7 +61,10 @@ def classify_zeros(parameters: "Iterable[ParameterReport]", learns_from: dict[st
             parameter.fed_by = list(feeders) if code == ZeroReason.DEAD_INPUT_MOVES else []
         elif code == ZeroReason.ONE_STEP:
             parameter.held_by = list(holders)  # what may hold it: one step cannot tell
-        parameter.reasons = ([ZeroReason.ROUNDING] if rounded else []) + [code]
+        parameter.reasons = told + ([ZeroReason.ROUNDING] if rounded else []) + [code]
+
+
+_ZERO_CODES = frozenset(ZeroReason)
 
 
 def _what_holds_it(holders: list[str], site: "CutSite | None", feeders: list[str], steps_seen: int) -> ZeroReason:

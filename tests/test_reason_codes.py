@@ -1,0 +1,175 @@
+"""The words of a row are made from its codes on the presenting side (issue 39, item 5): the stages store
+what they observed (reason codes and their facts), never sentences, so the JSON carries the codes, a
+report read back from JSON says the same words, and the text is what it was.
+
+Each model's verdicts are the real backward's (the suites of the models named test them against plain
+torch); here the rows' codes, facts and words are checked, and that no stage below present/ builds a
+sentence for a row.
+"""
+from __future__ import annotations
+
+import ast
+import json
+from pathlib import Path
+
+import torch
+from torch import nn
+
+import fxflow
+from fxflow.present.reasons import reason_words
+from test_nonfinite import LogOfANegative
+from test_randomness import LayerDrop
+from test_reconcile import SwitchesBranch
+from test_steps import LongSequenceBranch
+
+PACKAGE = Path(fxflow.__file__).parent
+ROW_WORDS = {"diagnosis", "finding"}  # a row's words: stored prose in them is a sentence built too early
+
+
+def _prose(node: ast.AST) -> bool:
+    """An expression that builds a sentence: a string literal with a space, an f-string, or a
+    concatenation / conditional / ``or`` holding one."""
+    if isinstance(node, ast.Constant):
+        return isinstance(node.value, str) and " " in node.value
+    if isinstance(node, ast.JoinedStr):
+        return True
+    return any(_prose(child) for child in ast.iter_child_nodes(node)
+               if isinstance(node, (ast.BinOp, ast.IfExp, ast.BoolOp, ast.Tuple)))
+
+
+def _sentence_builders(path: Path) -> list[str]:
+    """``file:line`` of each place that stores words on a row: ``x.diagnosis = ...`` (whatever the value:
+    the setter replaces the codes with prose), ``x.finding = <prose>``, ``finding=<prose>``."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), str(path))):
+        targets: list[tuple[ast.AST, ast.AST]] = []
+        if isinstance(node, ast.Assign):
+            for target in node.targets:
+                names = target.elts if isinstance(target, ast.Tuple) else [target]
+                values = node.value.elts if isinstance(node.value, ast.Tuple) and isinstance(target, ast.Tuple) \
+                    else [node.value] * len(names)
+                targets += list(zip(names, values))
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)) and node.value is not None:
+            targets.append((node.target, node.value))
+        for target, value in targets:
+            if isinstance(target, ast.Attribute) and target.attr in ROW_WORDS:
+                if target.attr == "diagnosis" or _prose(value):
+                    found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
+        if isinstance(node, ast.keyword) and node.arg in ROW_WORDS and _prose(node.value):
+            found.append(f"{path.relative_to(PACKAGE.parent)}:{node.value.lineno}")
+    return found
+
+
+def test_no_stage_below_the_presenters_stores_words_on_a_row():
+    """reconcile/, dynamic/ and the rest store codes and facts; present/ (and the data model's own
+    setter, kept for callers) alone turn them into words."""
+    builders = [where for path in sorted(PACKAGE.rglob("*.py"))
+                if "present" not in path.relative_to(PACKAGE).parts[:1] and path.name != "report.py"
+                for where in _sentence_builders(path)]
+    assert builders == [], builders
+
+
+def _rows(report: fxflow.Report) -> dict[str, fxflow.report.ParameterReport]:
+    return {p.name: p for p in report.parameters}
+
+
+def _same_after_json(report: fxflow.Report) -> None:
+    """The JSON carries codes and facts; the words read back are the words written, the codes too."""
+    data = json.loads(report.to_json())
+    again = fxflow.Report.from_dict(data)
+    for row in report.parameters:
+        back = again.parameter(row.name)
+        assert (back.diagnosis, back.reasons, back.facts) == (row.diagnosis, row.reasons, row.facts), row.name
+        assert back.finding == row.finding, row.name
+    assert again.table() == report.table()
+
+
+def test_another_draw_says_its_seed_from_codes_and_facts():
+    for seed in range(6):  # a seed on which layer drop skipped a block
+        torch.manual_seed(seed)
+        checked = LayerDrop().train()
+        report = fxflow.check(checked, torch.randn(4, 8))
+        dropped = [p for p in report.parameters if p.dynamic == "intermittent"]
+        if dropped:
+            break
+    row = dropped[0]
+    assert row.reasons == ["other-draw"] and row.finding is None
+    assert row.facts["first"] == "missing" and isinstance(row.facts["seed"], int)
+    seed = row.facts["seed"]
+    assert row.diagnosis == (
+        f"no gradient with this draw of the model's random numbers (what {row.random_ops[0]} drew), a gradient "
+        f"with another (the generators seeded with {seed}: `torch.manual_seed({seed})`, `random.seed({seed})` right "
+        "before the forward): the model's own randomness decides, so it learns on some steps only")
+    # the words' recipe replays that draw in plain torch: the skipped block gets a gradient
+    x = torch.randn(4, 8)
+    torch.manual_seed(seed)
+    checked(x).sum().backward()  # layer drop's draws come first in the forward
+    grad = dict(checked.named_parameters())[row.name].grad
+    assert grad is not None and grad.any()
+    assert row.diagnosis == reason_words(row)  # nothing but the codes' words
+    _same_after_json(report)
+
+
+def test_many_steps_say_the_steps_missed_from_codes():
+    torch.manual_seed(0)
+    batches = [(torch.randint(0, 20, (2, length)),) for length in (6, 12, 6)]
+    report = fxflow.check(LongSequenceBranch(), batches[0], steps=3, batches=batches[1:])
+    row = report.parameter("long.weight")
+    assert row.reasons == ["some-steps-none"] and row.finding is None
+    assert row.diagnosis == ("a gradient on 1 of 3 steps; none on steps 1, 3: under DDP this needs "
+                             "find_unused_parameters=True")
+    _same_after_json(report)
+
+
+def test_a_disagreement_is_a_code():
+    report = fxflow.check(SwitchesBranch(), torch.randn(2, 3), capture_methods=["symbolic_trace"])
+    rows = _rows(report)
+    assert rows["a.weight"].reasons == ["gradient-off-trace"] and rows["b.weight"].reasons == ["no-gradient-at-runtime"]
+    assert rows["a.weight"].diagnosis.startswith("no gradient path in the traced graph, yet the real backward")
+    assert rows["b.weight"].diagnosis.startswith("statically reachable, no gradient at runtime")
+    _same_after_json(report)
+
+
+def test_where_a_nan_was_born_is_a_fact():
+    torch.manual_seed(0)
+    report = fxflow.check(LogOfANegative(), torch.randn(4, 10))
+    row = report.parameter("out.weight")
+    assert row.dynamic == "nonfinite" and row.reasons == ["nonfinite-born"]
+    assert row.facts["born"]["op"] == "log" and row.facts["born"]["phase"] == "forward"
+    assert row.diagnosis == (f"the gradient contains NaN or inf, first made by log @ {row.facts['born']['where']} "
+                             "in the forward")
+    _same_after_json(report)
+
+
+class DeadBesideDropout(nn.Module):
+    """A layer whose every ReLU unit is off (bias -100), its output beside a dropout: the graph ties its
+    gradient to what dropout drew, and no other draw changes it."""
+
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(3, 3), nn.Linear(3, 3)
+        with torch.no_grad():
+            self.a.bias.fill_(-100.0)
+
+    def forward(self, x):
+        return self.b(torch.relu(self.a(x))) + nn.functional.dropout(self.b(x), 0.1)
+
+
+def test_the_randomness_sentence_says_what_the_other_draws_showed():
+    """The first step's zero is computed from what dropout drew; the other draws made gave it none either:
+    the reason says so, not that another seed may give another verdict."""
+    torch.manual_seed(0)
+    model, x = DeadBesideDropout().train(), torch.randn(2, 3)
+    for seed in range(8):  # the truth: no draw of dropout gives the dead layer a gradient
+        torch.manual_seed(seed)
+        model.zero_grad(set_to_none=True)
+        model(x).sum().backward()
+        assert not model.a.weight.grad.any()
+    torch.manual_seed(0)
+    report = fxflow.check(model, x)
+    row = report.parameter("a.weight")
+    assert row.dynamic == "zero" and row.reasons[0] == "randomness" and row.facts["redraws"] >= 4
+    assert (f"yet none of {row.facts['redraws']} other draws of the model's random numbers gave it a non-zero "
+            "gradient") in row.diagnosis
+    assert "may give another verdict" not in row.diagnosis
+    _same_after_json(report)
