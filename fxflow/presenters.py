@@ -59,6 +59,13 @@ def _diagnosis(parameter: Any) -> str | None:
     return diagnosis(parameter)
 
 
+def _optimizer_reason(parameter: Any) -> str | None:
+    from .present.optimizer_reasons import optimizer_words
+
+    return optimizer_words(parameter)
+
+
 for _view, _function in {"table": _table, "summary": _summary, "dot": _dot, "file": _file, "plot": _plot,
-                         "svg": _svg, "html": _html, "diagnosis": _diagnosis}.items():
+                         "svg": _svg, "html": _html, "diagnosis": _diagnosis,
+                         "optimizer_reason": _optimizer_reason}.items():
     register_presenter(_view, _function)

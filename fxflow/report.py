@@ -59,9 +59,13 @@ class ParameterReport:
     # (an optimizer moves its input, so it may come back; empty when nothing feeding it learns).
     fed_by: list[str] = field(default_factory=list)
     # With optimizer= (check, watch, the trainer callbacks): whether a group will update it (an
-    # OptimizerVerdict; None when no optimizer was given, or it is frozen), and why when it is not sure.
+    # OptimizerVerdict; None when no optimizer was given, or it is frozen), and the codes of what was
+    # observed when there is something to say (fxflow.verdicts.OptimizerReason; their facts are
+    # ``facts["optimizer"]``). The words are ``optimizer_reason``, made by the presenting side.
     optimizer: str | None = None
-    optimizer_reason: str | None = None
+    optimizer_reasons: list[str] = field(default_factory=list)
+    # ``optimizer_reason``'s words where no code stands for them (read from another fxflow's JSON)
+    optimizer_words: str | None = field(default=None, repr=False)
     # What was observed, as codes (fxflow.verdicts.ZeroReason, UnregisteredReason), in the order they are
     # told; the presenting side puts them in words (fxflow.present.reasons). ``later_steps``: the
     # optimizer steps seen after the first (the look-ahead's or the loop's own) that they speak of.
@@ -86,6 +90,19 @@ class ParameterReport:
     def diagnosis(self, words: str | None) -> None:
         """Words a later kind of evidence made replace the explanation, codes included."""
         self.finding, self.reasons = words, []
+
+    @property
+    def optimizer_reason(self) -> str | None:
+        """Why the optimizer verdict is what it is, in words (None when there is nothing to say): made from
+        :attr:`optimizer_reasons` and their facts by the presenting side, as :attr:`diagnosis` is."""
+        if not self.optimizer_reasons or "optimizer_reason" not in _PRESENTERS:
+            return self.optimizer_words
+        return presenter("optimizer_reason")(self)
+
+    @optimizer_reason.setter
+    def optimizer_reason(self, words: str | None) -> None:
+        """Words replace the codes."""
+        self.optimizer_words, self.optimizer_reasons = words, []
 
     @property
     def problem(self) -> bool:
@@ -330,8 +347,8 @@ _PRESENTERS: dict[str, Callable[..., Any]] = {}
 
 
 def register_presenter(view: str, function: Callable[..., Any]) -> None:
-    """Serve ``view`` (``table``, ``summary``, ``dot``, ``file``, ``plot``, ``svg``, ``html``; ``diagnosis``: a
-    row's words, from its reason codes) with ``function``."""
+    """Serve ``view`` (``table``, ``summary``, ``dot``, ``file``, ``plot``, ``svg``, ``html``; ``diagnosis``,
+    ``optimizer_reason``: a row's words, from its codes) with ``function``."""
     _PRESENTERS[view] = function
 
 
@@ -345,8 +362,14 @@ _EXIT_CODES = {ReportStatus.OK: 0, ReportStatus.STATIC_ONLY: 0, ReportStatus.STR
 
 
 def _parameter_dict(parameter: ParameterReport) -> dict[str, Any]:
-    """The JSON of one row: ``diagnosis`` (the words, made from the codes) in the place of ``finding``."""
-    data = {("diagnosis" if key == "finding" else key): value for key, value in asdict(parameter).items()}
+    """The JSON of one row: ``diagnosis`` (the words, made from the codes) in the place of ``finding``, and
+    ``optimizer_reason`` (the words of ``optimizer_reasons``) before those codes."""
+    data: dict[str, Any] = {}
+    for key, value in asdict(parameter).items():
+        if key == "optimizer_reasons":
+            data["optimizer_reason"] = parameter.optimizer_reason
+        if key != "optimizer_words":
+            data["diagnosis" if key == "finding" else key] = value
     data["diagnosis"] = parameter.diagnosis
     data["shape"] = list(parameter.shape)
     return data
@@ -374,10 +397,14 @@ def _parameter_from_dict(data: dict[str, Any]) -> ParameterReport:
         random_ops=list(data.get("random_ops", [])), steps_with_gradient=data.get("steps_with_gradient"),
         missed_steps=list(data.get("missed_steps", [])), learns_from_step=data.get("learns_from_step"),
         held_by=list(data.get("held_by", [])), fed_by=list(data.get("fed_by", [])), optimizer=data.get("optimizer"),
-        optimizer_reason=data.get("optimizer_reason"), later_steps=data.get("later_steps"),
+        later_steps=data.get("later_steps"),
         facts=dict(data.get("facts") or {}),
         where=_site_from_dict(data["where"]) if data.get("where") else None)
     row.finding, row.reasons = _finding_of(data.get("diagnosis"), list(data.get("reasons", [])), row)
+    row.optimizer_reasons = list(data.get("optimizer_reasons") or [])
+    words = data.get("optimizer_reason")
+    if row.optimizer_reason != words:  # words that are not these codes' (another fxflow's): kept whole
+        row.optimizer_reason = words
     return row
 
 

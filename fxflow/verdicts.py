@@ -140,6 +140,19 @@ class OptimizerVerdict(StrEnum):
     UNKNOWN = "unknown"  # its lr is 0 now and no scheduler tells whether it rises
 
 
+class OptimizerReason(StrEnum):
+    """What was observed of a parameter's optimizer groups and steps (fxflow.reconcile.optimizer), as a code
+    the presenting side puts in words; its facts are the row's ``facts["optimizer"]``."""
+
+    IN_NO_GROUP = "in-no-group"  # no group holds it (``groups``, ``module``, ``module_class``, ``replaced``)
+    LR_RISES = "lr-rises"  # lr 0 now; the scheduler raises it (``group``, ``rises_at``)
+    LR_ZERO_NO_SCHEDULER = "lr-zero-no-scheduler"  # lr 0 now and no scheduler given (``at_zero``)
+    LR_STAYS_ZERO = "lr-stays-zero"  # the scheduler keeps its lr at 0 (``at_zero``, ``looked_ahead``)
+    ZERO_LR_STEPS = "zero-lr-steps"  # watched steps ran with its group's lr 0 on each (``steps``)
+    UNCHANGED = "unchanged"  # watched steps ran with a gradient on it and left it exactly unchanged (``steps``)
+    STEPS_SKIPPED = "steps-skipped"  # a GradScaler skipped every watched step (``skipped``)
+
+
 # The verdicts that fail the check (unless the parameter is frozen, allowed or intermittent).
 FAILING_STATIC = frozenset({StaticVerdict.UNUSED, StaticVerdict.CUT, StaticVerdict.ZERO, StaticVerdict.UNREGISTERED})
 FAILING_DYNAMIC = frozenset({DynamicVerdict.MISSING, DynamicVerdict.ZERO, DynamicVerdict.NONFINITE})

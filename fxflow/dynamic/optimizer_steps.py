@@ -17,6 +17,7 @@ import torch
 from torch import nn
 
 from ..core.records import SkippedStep
+from ..verdicts import OptimizerReason
 
 NONFINITE_SKIP = "the gradients held inf or NaN, and a GradScaler skips optimizer.step() then, lowering its scale"
 NOT_CALLED = "optimizer.step() was not called in the watched block (gradient accumulation, or a loop that never steps)"
@@ -102,16 +103,16 @@ class StepLog:
             found = [SkippedStep(call, NOT_CALLED) for call in judged]
         return found
 
-    def unmoved(self, name: str) -> str | None:
-        """Why ``name`` had a gradient on some step that ran but was never moved; None when it moved
-        or had no gradient when a step ran."""
+    def unmoved(self, name: str) -> tuple[OptimizerReason, int] | None:
+        """What the steps did to ``name`` when it had a gradient on some step that ran but was never moved:
+        the code (its group's lr was 0 on each, or the step left it exactly unchanged) and how many such
+        steps ran; None when it moved or had no gradient when a step ran. Words: fxflow.present."""
         count = self.with_gradient.get(name, 0)
         if name in self.moved or count == 0:
             return None
-        runs = f"{count} optimizer step{'s' if count != 1 else ''}"
         if self.at_zero_lr.get(name, 0) == count:
-            return f"its update stayed exactly zero over {runs}: its group's lr was 0 on each"
-        return f"optimizer.step() ran {runs} with a non-zero gradient on it and left it exactly unchanged"
+            return OptimizerReason.ZERO_LR_STEPS, count
+        return OptimizerReason.UNCHANGED, count
 
 
 def _nonzero(grad: torch.Tensor | None) -> bool:

@@ -23,7 +23,7 @@ from torch import nn
 from ..dynamic.optimizer_steps import NONFINITE_SKIP
 from ..core.records import OptimizerFindings
 from ..dynamic.optimizer import OptimizerView, read_optimizers
-from ..verdicts import DynamicVerdict as Dynamic, OptimizerVerdict, StaticVerdict as Static
+from ..verdicts import DynamicVerdict as Dynamic, OptimizerReason, OptimizerVerdict, StaticVerdict as Static
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..dynamic.optimizer_steps import StepLog
@@ -35,8 +35,9 @@ _SHOWN = 4  # groups or tensors named in one sentence; the JSON has all
 def judge_optimizer(report: "Report", model: nn.Module, optimizers: list[Any], schedulers: list[Any] = (), *,
                     log: "StepLog | None" = None, nonfinite_steps: Iterable[int] = (),
                     last_pending: bool = False) -> None:
-    """Give every trainable parameter of ``report`` its optimizer verdict and reason, and the report
-    its :class:`OptimizerFindings` and notes. ``log``: the steps watched; ``nonfinite_steps`` and
+    """Give every trainable parameter of ``report`` its optimizer verdict and the codes of what was observed
+    (``optimizer_reasons``, their facts in ``facts["optimizer"]``; words: :mod:`fxflow.present`), and the
+    report its :class:`OptimizerFindings` and notes. ``log``: the steps watched; ``nonfinite_steps`` and
     ``last_pending``: see :meth:`StepLog.skipped`."""
     view = read_optimizers(model, optimizers, schedulers)
     findings = OptimizerFindings(groups=view.groups, foreign=view.foreign, scheduler=view.scheduler)
@@ -51,54 +52,66 @@ def judge_optimizer(report: "Report", model: nn.Module, optimizers: list[Any], s
         if tensor is None or not tensor.requires_grad or parameter.static == Static.FROZEN:
             continue
         owner = parameter.name.rpartition(".")[0]
-        where = f"module {owner} ({type(modules[owner]).__name__})" if owner in modules else "the model itself"
-        verdict, reason = _held(view, parameter.name, where, parameter.name in replaced)
+        where = ({"module": owner, "module_class": type(modules[owner]).__name__} if owner in modules
+                 else {"module": None})
+        facts: dict[str, Any] = {}
+        verdict, codes = _held(view, parameter.name, facts, where, parameter.name in replaced)
         if log is not None and parameter.name in view.holders:  # in no group: no step can move it
-            verdict, reason = _observed(verdict, reason, log, parameter, findings)
-        parameter.optimizer, parameter.optimizer_reason = verdict, reason
+            verdict, codes = _observed(verdict, codes, facts, log, parameter, findings)
+        parameter.optimizer, parameter.optimizer_reasons = verdict, codes
+        if codes:
+            parameter.facts["optimizer"] = facts
     report.notes.extend(_notes(report, findings))
     report.optimizer = findings
 
 
-def _held(view: OptimizerView, name: str, owner: str, replaced: bool) -> tuple[str, str | None]:
-    """The verdict from the groups alone: who holds ``name``, at what lr, and where the lr goes.
-    ``owner``: its module, in words; ``replaced``: the optimizer still steps the tensor it replaced."""
+def _held(view: OptimizerView, name: str, facts: dict[str, Any], where: dict[str, Any],
+          replaced: bool) -> tuple[str, list[str]]:
+    """The verdict from the groups alone: who holds ``name``, at what lr, and where the lr goes; its
+    codes, their facts put in ``facts``. ``where``: its module (name and class); ``replaced``: the
+    optimizer still steps the tensor it replaced."""
     holders = [view.groups[index] for index in view.holders.get(name, [])]
     if not holders:
-        how = ("was replaced after the optimizer was built (the optimizer still steps the old one)" if replaced
-               else "was created or replaced after the optimizer was built, or left out of it")
-        return OptimizerVerdict.NOT_OPTIMIZED, f"in no parameter group (the optimizer has {_groups(view)}): {owner} {how}"
+        facts.update(groups=[{"label": g.label, "tensors": g.tensors, "lr": g.lr} for g in view.groups],
+                     replaced=replaced, **where)
+        return OptimizerVerdict.NOT_OPTIMIZED, [OptimizerReason.IN_NO_GROUP]
     states = [group.updates for group in holders]
     if True in states:
         rising = [g for g in holders if g.lr == 0 and g.rises_at]
-        return OptimizerVerdict.UPDATED, (f"lr 0 now in {rising[0].label}; the scheduler raises it at step "
-                                          f"{rising[0].rises_at}" if rising and not any(g.lr > 0 for g in holders)
-                                          else None)
+        if rising and not any(g.lr > 0 for g in holders):
+            facts.update(group=rising[0].label, rises_at=rising[0].rises_at)
+            return OptimizerVerdict.UPDATED, [OptimizerReason.LR_RISES]
+        return OptimizerVerdict.UPDATED, []
     if None in states:
-        labels = ", ".join(g.label for g in holders if g.updates is None)
-        return OptimizerVerdict.UNKNOWN, (f"lr 0 now in {labels}; without scheduler= fxflow cannot tell a warmup "
-                                          "from an lr that stays 0")
-    labels = ", ".join(g.label for g in holders)
-    return OptimizerVerdict.NOT_OPTIMIZED, f"lr 0 in {labels}, and the scheduler keeps it at 0 for {view.looked_ahead}"
+        facts.update(at_zero=[g.label for g in holders if g.updates is None])
+        return OptimizerVerdict.UNKNOWN, [OptimizerReason.LR_ZERO_NO_SCHEDULER]
+    facts.update(at_zero=[g.label for g in holders], looked_ahead=view.looked_ahead)
+    return OptimizerVerdict.NOT_OPTIMIZED, [OptimizerReason.LR_STAYS_ZERO]
 
 
-def _observed(verdict: str, reason: str | None, log: "StepLog", parameter: Any,
-              findings: OptimizerFindings) -> tuple[str, str | None]:
+def _observed(verdict: str, codes: list[str], facts: dict[str, Any], log: "StepLog", parameter: Any,
+              findings: OptimizerFindings) -> tuple[str, list[str]]:
     """The verdict once the watched steps are known: a parameter they moved is updated; one they
-    never moved though it had a gradient is not, and the reason says what fxflow saw."""
+    never moved though it had a gradient is not, and the codes say what fxflow saw."""
     if parameter.name in log.moved:
-        return OptimizerVerdict.UPDATED, None
+        facts.clear()
+        return OptimizerVerdict.UPDATED, []
     unmoved = log.unmoved(parameter.name)
     if unmoved is not None:
-        if log.at_zero_lr.get(parameter.name) == log.with_gradient.get(parameter.name):
-            return verdict, unmoved + (f"; {reason}" if reason else "")  # the lr's verdict stands
-        return OptimizerVerdict.NOT_OPTIMIZED, unmoved
+        code, steps = unmoved
+        if code == OptimizerReason.ZERO_LR_STEPS:
+            facts["steps"] = steps
+            return verdict, [code, *codes]  # the lr's verdict stands
+        facts.clear()
+        facts["steps"] = steps
+        return OptimizerVerdict.NOT_OPTIMIZED, [code]
     got_gradient = parameter.dynamic in (Dynamic.OK, Dynamic.VANISHING, Dynamic.NONFINITE, Dynamic.INTERMITTENT)
     if log.steps_run == 0 and findings.skipped and got_gradient and all(
             skipped.reason == NONFINITE_SKIP for skipped in findings.skipped):  # a GradScaler skipped every step
-        return OptimizerVerdict.NOT_OPTIMIZED, (f"optimizer.step() never ran: each of the {len(findings.skipped)} "
-                                                f"watched steps was skipped: {findings.skipped[0].reason}")
-    return verdict, reason
+        facts.clear()
+        facts["skipped"] = len(findings.skipped)
+        return OptimizerVerdict.NOT_OPTIMIZED, [OptimizerReason.STEPS_SKIPPED]
+    return verdict, codes
 
 
 def _notes(report: "Report", findings: OptimizerFindings) -> list[str]:
@@ -124,11 +137,6 @@ def _notes(report: "Report", findings: OptimizerFindings) -> list[str]:
         notes.append(f"optimizer.step() did not run after backward call{'s' if len(steps) != 1 else ''} {shown}: "
                      f"{reason}")
     return notes
-
-
-def _groups(view: OptimizerView) -> str:
-    described = [f"{g.label}: {g.tensors} tensor{'s' if g.tensors != 1 else ''}, lr {g.lr:g}" for g in view.groups]
-    return _shortened(described) if described else "no groups"
 
 
 def _shortened(items: list[str]) -> str:
