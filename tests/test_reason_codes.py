@@ -9,6 +9,7 @@ sentence for a row.
 from __future__ import annotations
 
 import ast
+import copy
 import json
 from pathlib import Path
 
@@ -23,7 +24,10 @@ from test_reconcile import SwitchesBranch
 from test_steps import LongSequenceBranch
 
 PACKAGE = Path(fxflow.__file__).parent
-ROW_WORDS = {"diagnosis", "finding"}  # a row's words: stored prose in them is a sentence built too early
+# A row's words: stored prose in them is a sentence built too early. ``diagnosis`` and ``optimizer_reason``
+# are the words of the row's codes: their setters replace the codes with words, so any value stored is words.
+ROW_WORDS = {"diagnosis", "finding", "optimizer_reason"}
+WORDS_OF_CODES = {"diagnosis", "optimizer_reason"}
 
 
 def _prose(node: ast.AST) -> bool:
@@ -38,8 +42,9 @@ def _prose(node: ast.AST) -> bool:
 
 
 def _sentence_builders(path: Path) -> list[str]:
-    """``file:line`` of each place that stores words on a row: ``x.diagnosis = ...`` (whatever the value:
-    the setter replaces the codes with prose), ``x.finding = <prose>``, ``finding=<prose>``."""
+    """``file:line`` of each place that stores words on a row: ``x.diagnosis = ...`` or ``x.optimizer_reason
+    = ...`` (whatever the value: the setter replaces the codes with prose), ``x.finding = <prose>``,
+    ``finding=<prose>``."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         targets: list[tuple[ast.AST, ast.AST]] = []
@@ -53,7 +58,7 @@ def _sentence_builders(path: Path) -> list[str]:
             targets.append((node.target, node.value))
         for target, value in targets:
             if isinstance(target, ast.Attribute) and target.attr in ROW_WORDS:
-                if target.attr == "diagnosis" or _prose(value):
+                if target.attr in WORDS_OF_CODES or _prose(value):
                     found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
         if isinstance(node, ast.keyword) and node.arg in ROW_WORDS and _prose(node.value):
             found.append(f"{path.relative_to(PACKAGE.parent)}:{node.value.lineno}")
@@ -62,7 +67,7 @@ def _sentence_builders(path: Path) -> list[str]:
 
 def test_no_stage_below_the_presenters_stores_words_on_a_row():
     """reconcile/, dynamic/ and the rest store codes and facts; present/ (and the data model's own
-    setter, kept for callers) alone turn them into words."""
+    setters, kept for callers) alone turn them into words: the row's diagnosis and its optimizer reason."""
     builders = [where for path in sorted(PACKAGE.rglob("*.py"))
                 if "present" not in path.relative_to(PACKAGE).parts[:1] and path.name != "report.py"
                 for where in _sentence_builders(path)]
@@ -80,6 +85,7 @@ def _same_after_json(report: fxflow.Report) -> None:
     for row in report.parameters:
         back = again.parameter(row.name)
         assert (back.diagnosis, back.reasons, back.facts) == (row.diagnosis, row.reasons, row.facts), row.name
+        assert (back.optimizer_reason, back.optimizer_reasons) == (row.optimizer_reason, row.optimizer_reasons)
         assert back.finding == row.finding, row.name
     assert again.table() == report.table()
 
@@ -173,3 +179,64 @@ def test_the_randomness_sentence_says_what_the_other_draws_showed():
             "gradient") in row.diagnosis
     assert "may give another verdict" not in row.diagnosis
     _same_after_json(report)
+
+
+def _moved_by_real_steps(model: nn.Module, x: torch.Tensor, optimizer: torch.optim.Optimizer, steps: int = 2) -> set[str]:
+    """Real steps in plain torch on copies: the parameters ``optimizer.step()`` moved."""
+    model, optimizer = copy.deepcopy((model, optimizer))
+    before = {name: p.detach().clone() for name, p in model.named_parameters()}
+    for _ in range(steps):
+        optimizer.zero_grad()
+        model(x).pow(2).mean().backward()
+        optimizer.step()
+    return {name for name, p in model.named_parameters() if not torch.equal(before[name], p)}
+
+
+def test_a_parameter_in_no_group_is_a_code_with_its_facts():
+    """The optimizer's reason is a code and facts on the row; the words are made from them, the same as
+    before, and survive the JSON; a JSON of words alone (an older fxflow's) reads back as those words."""
+    torch.manual_seed(0)
+    model, x = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2)), torch.randn(4, 8)
+    optimizer = torch.optim.SGD(model[0].parameters(), lr=0.1)
+    assert _moved_by_real_steps(model, x, optimizer) == {"0.weight", "0.bias"}
+    report = fxflow.check(model, x, optimizer=optimizer)
+    row = report.parameter("2.weight")
+    assert row.optimizer == "not optimized" and row.optimizer_reasons == ["in-no-group"]
+    assert row.facts["optimizer"] == {"groups": [{"label": "group 0 of SGD", "tensors": 2, "lr": 0.1}],
+                                      "replaced": False, "module": "2", "module_class": "Linear"}
+    words = ("in no parameter group (the optimizer has group 0 of SGD: 2 tensors, lr 0.1): module 2 (Linear) was "
+             "created or replaced after the optimizer was built, or left out of it")
+    assert row.optimizer_reason == words
+    assert f"not optimized: 2.weight, 2.bias: {words}" in report.notes
+    data = json.loads(report.to_json())["parameters"][2]
+    assert (data["optimizer_reason"], data["optimizer_reasons"]) == (words, ["in-no-group"])
+    assert "optimizer_words" not in data
+    _same_after_json(report)
+    older = json.loads(report.to_json())
+    for row_data in older["parameters"]:
+        row_data.pop("optimizer_reasons")
+        row_data["facts"].pop("optimizer", None)
+    again = fxflow.Report.from_dict(older).parameter("2.weight")
+    assert (again.optimizer_reason, again.optimizer_reasons) == (words, [])
+
+
+def test_steps_that_left_a_parameter_unmoved_are_codes():
+    """watch: the head's group ran at lr 0 (its update stayed zero: the lr's verdict stands, unknown without
+    a scheduler) and real steps in plain torch leave it unchanged."""
+    torch.manual_seed(0)
+    model, x = nn.Sequential(nn.Linear(8, 8), nn.ReLU(), nn.Linear(8, 2)), torch.randn(4, 8)
+    optimizer = torch.optim.SGD([{"params": model[0].parameters()}, {"params": model[2].parameters(), "lr": 0.0}],
+                                lr=0.1)
+    assert _moved_by_real_steps(model, x, optimizer) == {"0.weight", "0.bias"}
+    with fxflow.watch(model, optimizer=optimizer, steps=2) as watched:
+        for _ in range(2):
+            optimizer.zero_grad()
+            model(x).pow(2).mean().backward()
+            optimizer.step()
+    row = watched.report.parameter("2.weight")
+    assert row.optimizer == "unknown" and row.optimizer_reasons == ["zero-lr-steps", "lr-zero-no-scheduler"]
+    assert row.facts["optimizer"] == {"steps": 2, "at_zero": ["group 1 of SGD"]}
+    assert row.optimizer_reason == ("its update stayed exactly zero over 2 optimizer steps: its group's lr was 0 on "
+                                    "each; lr 0 now in group 1 of SGD; without scheduler= fxflow cannot tell a warmup "
+                                    "from an lr that stays 0")
+    _same_after_json(watched.report)
