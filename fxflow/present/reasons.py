@@ -51,8 +51,9 @@ def _words(code: str, parameter: "ParameterReport") -> str | None:
     if code == ZeroReason.ONE_STEP:
         return _one_step(holders)
     if code == ZeroReason.STILL_REVIVING:
-        return (f"still exactly 0 after the look-ahead's {later} step{'s' if later != 1 else ''}, while its last "
-                "step was still reviving other zero-initialized weights: a longer chain may hold it; not verified")
+        return (f"still exactly 0 when fxflow stopped at its limit, {later} step{'s' if later != 1 else ''} after "
+                "the first, while the last step still gave other parameters their first gradient: a longer chain of "
+                "zero-initialized weights may hold it; not verified")
     if code in (ZeroReason.STAYS_ZERO, ZeroReason.NO_STEP_MOVES, ZeroReason.DEAD_UNIT):
         return _stays_zero(holders, later, dead=code == ZeroReason.DEAD_UNIT)
     if code == ZeroReason.LABELS:

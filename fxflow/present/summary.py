@@ -8,7 +8,7 @@ import re
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from ..verdicts import DrawReason, DynamicVerdict as Dynamic, ReportStatus, StaticVerdict as Static
+from ..verdicts import DrawReason, DynamicVerdict as Dynamic, ReportStatus, StaticVerdict as Static, ZeroReason
 from .fresh import fresh_tensor_sources
 from .words import format_norm, fraction, tally, verdict_of
 
@@ -159,13 +159,20 @@ def not_verified(report: Report, api: bool = False) -> str:
 
 
 def _unconfirmed(unconfirmed: list[ParameterReport], total: int) -> str:
-    """What leaves the unconfirmed rows open: an exact zero one step cannot confirm, or the outcomes a
-    random choice never picked (their codes say which)."""
+    """What leaves the unconfirmed rows open, as their codes say: an exact zero on the one step watched,
+    a zero the steps had not lifted when they stopped at their limit while still reviving others, or
+    the outcomes a random choice never picked."""
     drawn = sum(1 for p in unconfirmed if DrawReason.CHOICE_UNPICKED in p.reasons)
+    reviving = [p for p in unconfirmed if ZeroReason.STILL_REVIVING in p.reasons]
     told = []
-    if len(unconfirmed) > drawn:
-        told.append(f"{len(unconfirmed) - drawn} of {total} parameters got an exactly zero gradient that one step "
-                    "cannot confirm (a zero-initialized weight may hold them until step 2)")
+    if reviving:
+        later = max(p.later_steps or 0 for p in reviving)
+        told.append(f"{len(reviving)} of {total} parameters were still exactly 0 when fxflow stopped at its limit, "
+                    f"{later} step{'s' if later != 1 else ''} after the first, while the last step still gave other "
+                    "parameters their first gradient (a longer chain of zero-initialized weights may hold them)")
+    if len(unconfirmed) > drawn + len(reviving):
+        told.append(f"{len(unconfirmed) - drawn - len(reviving)} of {total} parameters got an exactly zero gradient "
+                    "that one step cannot confirm (a zero-initialized weight may hold them until step 2)")
     if drawn:
         told.append(f"{drawn} of {total} parameters got no non-zero gradient on any draw of the model's random "
                     "numbers made, while a random choice left outcomes no draw picked, which may reach them")
