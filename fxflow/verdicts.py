@@ -62,6 +62,18 @@ class ZeroReason(StrEnum):
     LABELS = "labels"
 
 
+class StaticReason(StrEnum):
+    """Why the graph walk gave its verdict, where the verdict alone does not say (fxflow.static.analyze): a
+    code the presenting side puts in words; its facts are the row's ``facts``."""
+
+    REQUIRES_GRAD_FALSE = "requires-grad-false"  # frozen
+    NEVER_CALLED = "never-called"  # unused: its module (``module``) is never called in forward
+    NEVER_READ = "never-read"  # unused: forward never reads it (a parameter of the model itself)
+    REACHES_NOTHING = "reaches-nothing"  # unused: read, but nothing it feeds reaches ``goal`` (``loss``, ``output``)
+    # unknown: its gradient passes through ``opaque`` (at node ``opaque_node``), whose backward never ran
+    OPAQUE_NEVER_RAN = "opaque-never-ran"
+
+
 class PairReason(StrEnum):
     """What the two verdicts of one parameter say side by side (fxflow.reconcile.judge): why they disagree,
     or, where they agree on a failing gradient whose place was not located, its usual causes. A code the

@@ -28,6 +28,7 @@ PACKAGE = Path(fxflow.__file__).parent
 # are the words of the row's codes: their setters replace the codes with words, so any value stored is words.
 ROW_WORDS = {"diagnosis", "finding", "optimizer_reason"}
 WORDS_OF_CODES = {"diagnosis", "optimizer_reason"}
+STAGE_WORDS = {"detail"}  # the graph walk's words for a row's finding (now a StaticReason and its facts)
 
 
 def _prose(node: ast.AST) -> bool:
@@ -44,7 +45,7 @@ def _prose(node: ast.AST) -> bool:
 def _sentence_builders(path: Path) -> list[str]:
     """``file:line`` of each place that stores words on a row: ``x.diagnosis = ...`` or ``x.optimizer_reason
     = ...`` (whatever the value: the setter replaces the codes with prose), ``x.finding = <prose>``,
-    ``finding=<prose>``."""
+    ``finding=<prose>``, and the graph walk's ``detail=<prose>``."""
     found = []
     for node in ast.walk(ast.parse(path.read_text(), str(path))):
         targets: list[tuple[ast.AST, ast.AST]] = []
@@ -60,7 +61,7 @@ def _sentence_builders(path: Path) -> list[str]:
             if isinstance(target, ast.Attribute) and target.attr in ROW_WORDS:
                 if target.attr in WORDS_OF_CODES or _prose(value):
                     found.append(f"{path.relative_to(PACKAGE.parent)}:{node.lineno}")
-        if isinstance(node, ast.keyword) and node.arg in ROW_WORDS and _prose(node.value):
+        if isinstance(node, ast.keyword) and node.arg in ROW_WORDS | STAGE_WORDS and _prose(node.value):
             found.append(f"{path.relative_to(PACKAGE.parent)}:{node.value.lineno}")
     return found
 
@@ -240,3 +241,45 @@ def test_steps_that_left_a_parameter_unmoved_are_codes():
                                     "each; lr 0 now in group 1 of SGD; without scheduler= fxflow cannot tell a warmup "
                                     "from an lr that stays 0")
     _same_after_json(watched.report)
+
+
+class Unreached(nn.Module):
+    """A frozen bias, a module forward never calls, one whose result nothing uses, and a parameter of the
+    model itself that forward never reads."""
+
+    def __init__(self):
+        super().__init__()
+        self.used, self.skipped, self.discarded = nn.Linear(3, 3), nn.Linear(3, 3), nn.Linear(3, 3)
+        self.scale = nn.Parameter(torch.ones(3))
+        self.used.bias.requires_grad_(False)
+
+    def forward(self, x):
+        self.discarded(x)
+        return self.used(x)
+
+
+def test_the_graph_walks_reasons_are_codes():
+    """Why the graph walk said frozen or unused is a code with its facts; the words are what they were. The
+    truth: a real backward in plain torch leaves each of them without a gradient."""
+    torch.manual_seed(0)
+    model, x = Unreached(), torch.randn(2, 3)
+    model(x).sum().backward()
+    assert {name for name, p in model.named_parameters() if p.grad is None} == {
+        "used.bias", "skipped.weight", "skipped.bias", "discarded.weight", "discarded.bias", "scale"}
+    model.zero_grad(set_to_none=True)
+    report = fxflow.check(model, x)
+    told = {p.name: (p.static, p.reasons, p.facts, p.finding, p.diagnosis) for p in report.parameters}
+    assert told == {
+        "used.weight": ("reachable", [], {}, None, None),
+        "used.bias": ("frozen", ["requires-grad-false"], {}, None, "requires_grad is False"),
+        "skipped.weight": ("unused", ["never-called"], {"module": "skipped"}, None,
+                           "its module skipped is never called in forward"),
+        "skipped.bias": ("unused", ["never-called"], {"module": "skipped"}, None,
+                         "its module skipped is never called in forward"),
+        "discarded.weight": ("unused", ["reaches-nothing"], {"goal": "output"}, None,
+                             "used in forward, but nothing it feeds reaches an output"),
+        "discarded.bias": ("unused", ["reaches-nothing"], {"goal": "output"}, None,
+                           "used in forward, but nothing it feeds reaches an output"),
+        "scale": ("unused", ["never-read"], {}, None, "forward never reads it"),
+    }
+    _same_after_json(report)

@@ -1,4 +1,5 @@
-"""The words of the reason codes: what was observed about a row (a :class:`~fxflow.verdicts.ZeroReason`,
+"""The words of the reason codes: what was observed about a row (a :class:`~fxflow.verdicts.StaticReason`,
+a :class:`~fxflow.verdicts.ZeroReason`,
 an :class:`~fxflow.verdicts.UnregisteredReason`, a :class:`~fxflow.verdicts.PairReason`, a
 :class:`~fxflow.verdicts.DrawReason`, a :class:`~fxflow.verdicts.StepsReason`), said the same way by every
 face (text, JSON's ``diagnosis``, HTML, DOT, pytest messages). Each reason says only what was seen: which
@@ -14,7 +15,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Callable
 
 from ..verdicts import DrawReason as Draw, DynamicVerdict as Dynamic, PairReason as Pair, StepsReason as Steps
-from ..verdicts import UnregisteredReason, ZeroReason
+from ..verdicts import StaticReason, UnregisteredReason, ZeroReason
 from .words import sentences
 
 if TYPE_CHECKING:  # pragma: no cover - the report imports the presenters to present itself
@@ -36,7 +37,8 @@ def reason_words(parameter: "ParameterReport") -> str | None:
     codes = list(parameter.reasons)
     if not codes:
         return None
-    head = []
+    head = [_STATIC[code](parameter) for code in codes if code in _STATIC]  # what the graph walk found comes first
+    codes = [code for code in codes if code not in _STATIC]
     if ZeroReason.ROUNDING in codes:  # what the gradient was, before what the later steps showed
         codes.remove(ZeroReason.ROUNDING)
         head.append(ROUNDED)
@@ -161,6 +163,18 @@ def _unpicked(choice: dict) -> str:
     return (f"a random choice of {choice.get('outcomes')} outcomes at {choice.get('site')} never picked "
             f"{'one' if count == 1 else count} of them ({kind})")
 
+
+_STATIC: "dict[str, Callable[[ParameterReport], str]]" = {  # why the graph walk said so
+    StaticReason.REQUIRES_GRAD_FALSE: lambda parameter: "requires_grad is False",
+    StaticReason.NEVER_CALLED: lambda parameter: f"its module {parameter.facts.get('module')} is never called in forward",
+    StaticReason.NEVER_READ: lambda parameter: "forward never reads it",
+    StaticReason.REACHES_NOTHING: lambda parameter: (
+        "used in forward, but nothing it feeds reaches "
+        + ("the model's loss" if parameter.facts.get("goal") == "loss" else "an output")),
+    StaticReason.OPAQUE_NEVER_RAN: lambda parameter: (
+        f"its gradient passes through {parameter.facts.get('opaque')} (node {parameter.facts.get('opaque_node')}), "
+        "which never ran: only a real backward can tell whether it passes the gradient on"),
+}
 
 _FIXED = {  # the codes whose words need no fact
     Pair.NO_GRADIENT_AT_RUNTIME: ("statically reachable, no gradient at runtime: an op the tracer saw through returns "

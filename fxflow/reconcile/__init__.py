@@ -65,7 +65,10 @@ def parameter_reports(model: torch.nn.Module, static: "StaticAnalysis | None", r
             dynamic=dynamic.get(name),
             grad_norm=result.grads[name].norm if result is not None and name in result.grads else None,
             cut_by=list(verdict.cut_by) if verdict else [],
-            finding=(verdict.detail if verdict else None) or (where.reason if where else None),
+            # why the graph walk said so, as a code (words: fxflow.present.reasons); else where diagnose placed it
+            reasons=[verdict.reason] if verdict is not None and verdict.reason else [],
+            facts=dict(verdict.facts) if verdict is not None else {},
+            finding=None if verdict is not None and verdict.reason else (where.reason if where else None),
             allowed=matches(name, allow),
             where=where,
         )

@@ -10,7 +10,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Iterable
 
-from ..verdicts import DrawReason, DynamicVerdict as Dynamic, agreement
+from ..verdicts import DrawReason, DynamicVerdict as Dynamic, StaticReason, agreement
+
+_STATIC = frozenset(StaticReason)  # what the graph walk said of it: it stays, as its finding does
 
 if TYPE_CHECKING:  # pragma: no cover
     from ..report import ParameterReport
@@ -54,7 +56,7 @@ def mark_undrawn(parameters: "Iterable[ParameterReport]", undecided: list[str], 
         first = Dynamic.MISSING if parameter.dynamic == Dynamic.MISSING else Dynamic.ZERO
         parameter.dynamic = Dynamic.UNCONFIRMED
         parameter.agree = agreement(parameter.static, parameter.dynamic)
-        parameter.reasons = [DrawReason.CHOICE_UNPICKED]
+        parameter.reasons = [code for code in parameter.reasons if code in _STATIC] + [DrawReason.CHOICE_UNPICKED]
         parameter.facts.pop("redraws", None)
         parameter.facts.update(first=str(first), choices=[dict(choice) for choice in unpicked])
         if next_seed is not None:

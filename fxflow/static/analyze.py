@@ -35,7 +35,7 @@ from ..core.source import user_frames
 from .flow import DIFF, META_KEY, NONE, ZERO
 from .explain import describe_cut, describe_raise, describe_zero, node_op, node_source, one_site_per_cause
 from ..verdicts import (BACKWARD_RAN_KEY, LOSS_OUTPUT_KEY, NO_DERIVATIVE_KEY, OPAQUE_KEY, PARAM_PREFIX, PARAMETER_STATE, CutSite, NodeState,
-                       StaticVerdict as Static)
+                       StaticReason, StaticVerdict as Static)
 
 PARAM = PARAM_PREFIX
 
@@ -46,7 +46,9 @@ class ParameterFinding:
 
     static: Static
     cut_by: list[CutSite] = field(default_factory=list)
-    detail: str | None = None
+    # why, where the verdict alone does not say, and the facts it speaks of (words: fxflow.present.reasons)
+    reason: StaticReason | None = None
+    facts: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass
@@ -245,22 +247,21 @@ def analyze(graph_module: fx.GraphModule, model: torch.nn.Module) -> StaticAnaly
         if "part_of" in data:
             parts.setdefault(data["part_of"], []).append(name)
     verdicts: dict[str, ParameterFinding] = {}
-    goal = "the model's loss" if graph_module.meta.get(LOSS_OUTPUT_KEY) else "an output"
+    goal = "loss" if graph_module.meta.get(LOSS_OUTPUT_KEY) else "output"
     for name, parameter in model.named_parameters():
         key = PARAM + name
         if not parameter.requires_grad:
-            verdict = ParameterFinding(Static.FROZEN, detail="requires_grad is False")
+            verdict = ParameterFinding(Static.FROZEN, reason=StaticReason.REQUIRES_GRAD_FALSE)
         elif key not in graph or never_read(graph, key):  # torch.export lifts every parameter, called or not
             owner = name.rpartition(".")[0]
-            detail = f"its module {owner} is never called in forward" if owner else "forward never reads it"
-            verdict = ParameterFinding(Static.UNUSED, detail=detail)
+            verdict = (ParameterFinding(Static.UNUSED, reason=StaticReason.NEVER_CALLED, facts={"module": owner})
+                       if owner else ParameterFinding(Static.UNUSED, reason=StaticReason.NEVER_READ))
         elif key not in connected:
-            verdict = ParameterFinding(Static.UNUSED, detail=f"used in forward, but nothing it feeds reaches {goal}")
+            verdict = ParameterFinding(Static.UNUSED, reason=StaticReason.REACHES_NOTHING, facts={"goal": goal})
         elif key in wet and key not in certain:
             through = sorted((n for n in opaque if n in nx.descendants(graph, key)), key=_order(graph))
-            verdict = ParameterFinding(Static.UNKNOWN, detail=(
-                f"its gradient passes through {graph.nodes[through[0]]['opaque']} (node {through[0]}), which never "
-                "ran: only a real backward can tell whether it passes the gradient on"))
+            verdict = ParameterFinding(Static.UNKNOWN, reason=StaticReason.OPAQUE_NEVER_RAN,
+                                       facts={"opaque": graph.nodes[through[0]]["opaque"], "opaque_node": through[0]})
         elif key in wet:
             verdict = ParameterFinding(Static.REACHABLE)
         elif key in wet_any:
