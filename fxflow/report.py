@@ -41,8 +41,8 @@ class ParameterReport:
     grad_norm: float | None = None
     cut_by: list[CutSite] = field(default_factory=list)
     agree: bool | None = None  # None when no backward ran
-    # What the stages before presenting found, in words: where a zero was made, why two verdicts
-    # disagree. The report's words are ``diagnosis``: this, then the words of ``reasons``.
+    # Words a stage before presenting found: where diagnose placed a zero or a shrink (``where.reason``).
+    # The report's words are ``diagnosis``: this, then the words of ``reasons``.
     finding: str | None = None
     allowed: bool = False  # matched an --allow pattern: dryness is deliberate
     # Random ops (dropout...) that the failing gradient was computed from: ``op @ file:line``.
@@ -66,7 +66,7 @@ class ParameterReport:
     optimizer_reasons: list[str] = field(default_factory=list)
     # ``optimizer_reason``'s words where no code stands for them (read from another fxflow's JSON)
     optimizer_words: str | None = field(default=None, repr=False)
-    # What was observed, as codes (fxflow.verdicts.ZeroReason, UnregisteredReason), in the order they are
+    # What was observed, as codes (the *Reason enums of fxflow.verdicts), in the order they are
     # told; the presenting side puts them in words (fxflow.present.reasons). ``later_steps``: the
     # optimizer steps seen after the first (the look-ahead's or the loop's own) that they speak of.
     reasons: list[str] = field(default_factory=list)
