@@ -283,3 +283,35 @@ def test_the_graph_walks_reasons_are_codes():
         "scale": ("unused", ["never-read"], {}, None, "forward never reads it"),
     }
     _same_after_json(report)
+
+
+class Doubled(torch.autograd.Function):
+    @staticmethod
+    def forward(ctx, x):
+        return x * 2
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad * 2
+
+
+class ThroughAFunction(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a, self.b = nn.Linear(3, 3), nn.Linear(3, 3)
+
+    def forward(self, x):
+        return self.b(x) + Doubled.apply(self.a(x))
+
+
+def test_a_function_that_never_ran_is_a_code_with_the_op_and_node():
+    """No inputs, no backward: the custom Function never ran, so the graph walk cannot tell whether its
+    backward passes the gradient on (``unknown``); the code names the op and its node as facts."""
+    report = fxflow.check(ThroughAFunction(), None, backward=False, infer=False)
+    row = report.parameter("a.weight")
+    assert (row.static, row.reasons, row.finding) == ("unknown", ["opaque-never-ran"], None)
+    assert row.facts == {"opaque": "custom autograd.Function Doubled", "opaque_node": "doubled"}
+    assert row.diagnosis == ("its gradient passes through custom autograd.Function Doubled (node doubled), which never "
+                             "ran: only a real backward can tell whether it passes the gradient on")
+    assert report.parameter("b.weight").reasons == []
+    _same_after_json(report)
