@@ -22,6 +22,7 @@ from test_nonfinite import LogOfANegative
 from test_randomness import LayerDrop
 from test_reconcile import SwitchesBranch
 from test_steps import LongSequenceBranch
+from test_threads import Double
 
 PACKAGE = Path(fxflow.__file__).parent
 # A row's words: stored prose in them is a sentence built too early. ``diagnosis`` and ``optimizer_reason``
@@ -285,23 +286,13 @@ def test_the_graph_walks_reasons_are_codes():
     _same_after_json(report)
 
 
-class Doubled(torch.autograd.Function):
-    @staticmethod
-    def forward(ctx, x):
-        return x * 2
-
-    @staticmethod
-    def backward(ctx, grad):
-        return grad * 2
-
-
 class ThroughAFunction(nn.Module):
     def __init__(self):
         super().__init__()
         self.a, self.b = nn.Linear(3, 3), nn.Linear(3, 3)
 
     def forward(self, x):
-        return self.b(x) + Doubled.apply(self.a(x))
+        return self.b(x) + Double.apply(self.a(x))
 
 
 def test_a_function_that_never_ran_is_a_code_with_the_op_and_node():
@@ -310,8 +301,8 @@ def test_a_function_that_never_ran_is_a_code_with_the_op_and_node():
     report = fxflow.check(ThroughAFunction(), None, backward=False, infer=False)
     row = report.parameter("a.weight")
     assert (row.static, row.reasons, row.finding) == ("unknown", ["opaque-never-ran"], None)
-    assert row.facts == {"opaque": "custom autograd.Function Doubled", "opaque_node": "doubled"}
-    assert row.diagnosis == ("its gradient passes through custom autograd.Function Doubled (node doubled), which never "
+    assert row.facts == {"opaque": "custom autograd.Function Double", "opaque_node": "double"}
+    assert row.diagnosis == ("its gradient passes through custom autograd.Function Double (node double), which never "
                              "ran: only a real backward can tell whether it passes the gradient on")
     assert report.parameter("b.weight").reasons == []
     _same_after_json(report)

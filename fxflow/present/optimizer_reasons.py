@@ -8,7 +8,7 @@ groups and their lrs, the module, the steps watched); :mod:`fxflow.presenters` r
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..dynamic.optimizer_steps import NONFINITE_SKIP
 from ..verdicts import OptimizerReason as Reason
@@ -20,33 +20,34 @@ _SHOWN = 4  # groups named in one sentence; the JSON's ``optimizer.groups`` has 
 
 
 def optimizer_words(parameter: "ParameterReport") -> str | None:
-    """The words of ``parameter.optimizer_reasons``, in their order, joined by ``; `` (None without codes)."""
+    """The words of ``parameter.optimizer_reasons``, in their order, joined by ``; `` (None without codes;
+    a code of a newer fxflow says nothing here)."""
     facts = parameter.facts.get("optimizer") or {}
-    words = [_words(code, facts) for code in parameter.optimizer_reasons]
-    return "; ".join(word for word in words if word) or None
+    words = [_WORDS[code](facts) for code in parameter.optimizer_reasons if code in _WORDS]
+    return "; ".join(words) or None
 
 
-def _words(code: str, facts: dict[str, Any]) -> str | None:
-    if code == Reason.IN_NO_GROUP:
-        return f"in no parameter group (the optimizer has {_groups(facts.get('groups') or [])}): {_how(facts)}"
-    if code == Reason.LR_RISES:
-        return f"lr 0 now in {facts.get('group')}; the scheduler raises it at step {facts.get('rises_at')}"
-    if code == Reason.LR_ZERO_NO_SCHEDULER:
-        return (f"lr 0 now in {', '.join(facts.get('at_zero') or [])}; without scheduler= fxflow cannot tell a warmup "
-                "from an lr that stays 0")
-    if code == Reason.LR_STAYS_ZERO:
-        return (f"lr 0 in {', '.join(facts.get('at_zero') or [])}, and the scheduler keeps it at 0 for "
-                f"{facts.get('looked_ahead')}")
+def _runs(facts: dict[str, Any]) -> str:
     steps = facts.get("steps", 0)
-    runs = f"{steps} optimizer step{'s' if steps != 1 else ''}"
-    if code == Reason.ZERO_LR_STEPS:
-        return f"its update stayed exactly zero over {runs}: its group's lr was 0 on each"
-    if code == Reason.UNCHANGED:
-        return f"optimizer.step() ran {runs} with a non-zero gradient on it and left it exactly unchanged"
-    if code == Reason.STEPS_SKIPPED:
-        return (f"optimizer.step() never ran: each of the {facts.get('skipped')} watched steps was skipped: "
-                f"{NONFINITE_SKIP}")
-    return None  # a code of a newer fxflow
+    return f"{steps} optimizer step{'s' if steps != 1 else ''}"
+
+
+_WORDS: "dict[str, Callable[[dict[str, Any]], str]]" = {
+    Reason.IN_NO_GROUP: lambda facts: (f"in no parameter group (the optimizer has {_groups(facts.get('groups') or [])})"
+                                       f": {_how(facts)}"),
+    Reason.LR_RISES: lambda facts: (f"lr 0 now in {facts.get('group')}; the scheduler raises it at step "
+                                    f"{facts.get('rises_at')}"),
+    Reason.LR_ZERO_NO_SCHEDULER: lambda facts: (f"lr 0 now in {', '.join(facts.get('at_zero') or [])}; without "
+                                                "scheduler= fxflow cannot tell a warmup from an lr that stays 0"),
+    Reason.LR_STAYS_ZERO: lambda facts: (f"lr 0 in {', '.join(facts.get('at_zero') or [])}, and the scheduler keeps "
+                                         f"it at 0 for {facts.get('looked_ahead')}"),
+    Reason.ZERO_LR_STEPS: lambda facts: (f"its update stayed exactly zero over {_runs(facts)}: its group's lr was 0 "
+                                         "on each"),
+    Reason.UNCHANGED: lambda facts: (f"optimizer.step() ran {_runs(facts)} with a non-zero gradient on it and left "
+                                     "it exactly unchanged"),
+    Reason.STEPS_SKIPPED: lambda facts: (f"optimizer.step() never ran: each of the {facts.get('skipped')} watched "
+                                         f"steps was skipped: {NONFINITE_SKIP}"),
+}
 
 
 def _how(facts: dict[str, Any]) -> str:
