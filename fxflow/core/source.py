@@ -300,6 +300,14 @@ class ModuleStack:
         # Per running submodule: the frame that called its forward (torch's `Module._call_impl`),
         # alive while it runs, and the chain of the frames above that one (see stack_trace).
         self._frames: list[tuple[FrameType, int]] = []
+        self._as_meta: dict[str, tuple[str, str]] | None = None  # entries in fx's format, while they stay the same
+
+    def as_meta(self) -> dict[str, tuple[str, str]]:
+        """The entries as fx's ``node.meta["nn_module_stack"]``: one dict, shared by every node recorded
+        while the same modules run (read, never changed in place)."""
+        if self._as_meta is None:
+            self._as_meta = {name: (name, cls) for name, cls in self.entries}
+        return self._as_meta
 
     @property
     def innermost(self) -> str | None:
@@ -328,6 +336,7 @@ class ModuleStack:
     def _enter(self, entry: tuple[str, str], *_: object) -> None:
         if not torch.compiler.is_compiling():
             self.entries.append(entry)
+            self._as_meta = None
             caller = sys._getframe(1)  # the module's _call_impl: the hooks are called from it
             last, above = self._frames[-1] if self._frames else (None, 0)
             self._frames.append((caller, self._texts.chain(caller.f_back, last, above)))
@@ -336,3 +345,4 @@ class ModuleStack:
         if not torch.compiler.is_compiling() and self.entries and self.entries[-1] == entry:
             self.entries.pop()
             self._frames.pop()
+            self._as_meta = None

@@ -196,7 +196,15 @@ class BackwardTrace:
 
     @contextlib.contextmanager
     def forward(self) -> Iterator[None]:
-        """Record the origins of the autograd nodes the forward inside creates."""
+        """Record the origins of the autograd nodes the forward inside creates. The run-time capture's
+        module stack, when it records this forward of the same model, is read instead of keeping a second
+        one (two hooks fewer per module call)."""
+        recording = running_recorder()
+        if recording is not None and recording.modules.model is self.origins.model:
+            self.origins.modules = recording.modules
+            with self.origins:
+                yield
+            return
         with self.origins.modules, self.origins:
             yield
 

@@ -88,7 +88,7 @@ class RunRecorder(ForwardPart):
         node = self.graph.create_node(op, target, args, kwargs)
         node.meta["stack_trace"] = self.modules.stack_trace(sys._getframe())
         if self.modules.entries:
-            node.meta["nn_module_stack"] = {name: (name, cls) for name, cls in self.modules.entries}
+            node.meta["nn_module_stack"] = self.modules.as_meta()
         region = self.grad_modes.current()
         if region is not None:
             node.meta[GRAD_MODE_KEY] = region
@@ -162,8 +162,6 @@ class RunRecorder(ForwardPart):
         if self.paused:
             return
         name = getattr(func, "__name__", "")
-        tracked = any(isinstance(t, torch.Tensor) and (id(t) in self.nodes or id(t) in self.attributes)
-                      for t in leaves((args, kwargs)))
         if name in _ESCAPES and args and isinstance(args[0], torch.Tensor):
             node = self.add("call_function", Escape(name), (self.node_of(args[0]),), {})
             self.escapes.append((node, result))
@@ -171,13 +169,13 @@ class RunRecorder(ForwardPart):
                 if isinstance(scalar, (float, complex)):
                     self.scalars[id(scalar)] = (node, scalar)
             return
-        if name == "__set__" and getattr(getattr(func, "__self__", None), "__name__", "") == "data" and tracked \
-                and len(args) == 2 and isinstance(args[1], torch.Tensor):
+        if name == "__set__" and getattr(getattr(func, "__self__", None), "__name__", "") == "data" \
+                and len(args) == 2 and isinstance(args[1], torch.Tensor) and self._tracked(args, kwargs):
             self._set_data(*args)
             return
         if not _has_tensor(result) and name != "__setitem__":
             return  # metadata reads and Python data: used as constants later
-        if name in _CONSTRUCTORS and not tracked:
+        if name in _CONSTRUCTORS and not self._tracked(args, kwargs):
             data = args[0] if args else kwargs.get("data")
             node = self._reentry(name, result, data)
             if node is not None:
@@ -186,6 +184,11 @@ class RunRecorder(ForwardPart):
                 return
         self.bind(result if name != "__setitem__" else args[0], self._record(func, name, args, kwargs))
         self.latest = result
+
+    def _tracked(self, args: tuple, kwargs: dict) -> bool:
+        """Whether a call's arguments hold a tensor recorded or of the model."""
+        return any(isinstance(t, torch.Tensor) and (id(t) in self.nodes or id(t) in self.attributes)
+                   for t in leaves((args, kwargs)))
 
     def stack_trace_of(self, result: Any, tensor: torch.Tensor) -> str | None:
         """The stack trace recorded for ``tensor`` (in ``result``) if the last call seen returned ``result``
