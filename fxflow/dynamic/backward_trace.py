@@ -25,7 +25,8 @@ import torch
 from ..core.observer import ForwardPart
 from ..core.source import ModuleStack, current_user_source, source_of_stack_trace
 from ..core.tensors import gradient_norm
-from .recorder import RunRecorder, leaves, running_recorder
+from .leaves import leaves
+from .recorder import RunRecorder, running_recorder
 
 Node = Any  # torch.autograd.graph.Node (C++ nodes have no common Python base class to annotate with)
 

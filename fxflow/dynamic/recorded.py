@@ -21,6 +21,7 @@ import torch.fx as fx
 from torch._subclasses.fake_tensor import is_fake, unset_fake_temporarily
 
 from ..core.history import entry_key
+from .leaves import map_leaves
 from ..core.tensors import is_integer_scalar
 
 
@@ -65,10 +66,8 @@ class Snapshots:
 
     def of_each(self, values: dict[Any, Any]) -> dict[Any, Any]:
         """:meth:`of` each of ``values`` (a dict), in one pass."""
-        from .recorder import _map  # tree_map's, fast on plain containers (the recorder imports this module)
-
         with unset_fake_temporarily():  # plain meta tensors, also when the run was a fake one (device="meta")
-            return {key: _map(self._leaf, value) for key, value in values.items()}
+            return {key: map_leaves(self._leaf, value) for key, value in values.items()}
 
     def _leaf(self, leaf: Any) -> Any:
         return self._snapshot(leaf) if isinstance(leaf, torch.Tensor) else leaf

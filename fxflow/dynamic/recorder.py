@@ -26,10 +26,10 @@ from typing import Any, Callable, Iterator
 import torch
 import torch.fx as fx
 from torch._functorch import apis as functorch_apis
-from torch.utils._pytree import SUPPORTED_NODES, tree_flatten, tree_map
 
 from ..core.observer import ForwardPart
 from .recorded import tensor_state
+from .leaves import leaves, map_leaves
 from ..core.source import ModuleStack
 
 from ..verdicts import OPAQUE_KEY
@@ -142,7 +142,7 @@ class RunRecorder(ForwardPart):
         return self.add("call_function", Reentry(name, result), tuple(sources), {})
 
     def _convert(self, value: Any) -> Any:
-        return _map(self._argument, value)
+        return map_leaves(self._argument, value)
 
     def _argument(self, value: Any) -> Any:
         """A torch call's argument as graph data: a tensor's node; a float that an escape returned
@@ -295,40 +295,6 @@ def _is_literal(value: Any) -> bool:
 
 def _has_tensor(value: Any) -> bool:
     return any(isinstance(leaf, torch.Tensor) for leaf in leaves(value))
-
-
-# Every torch call forward makes passes through the recorder: its arguments and results are walked
-# with plain loops where they are plain tuples, lists and dicts of tensors and numbers (pytree cost
-# about a tenth of a second per GPT-2 forward); anything else (a named tuple, a ModelOutput, any
-# registered pytree node) goes to pytree itself, so the leaves are exactly pytree's.
-_PLAIN_LEAVES = (torch.Tensor, int, float, bool, str, type(None), torch.dtype, torch.device)
-
-
-def leaves(value: Any) -> list[Any]:
-    """``tree_flatten(value)[0]``, fast where ``value`` is a tensor or plain containers of them."""
-    kind = type(value)
-    if kind is tuple or kind is list:
-        return [leaf for item in value for leaf in leaves(item)]
-    if kind is dict:
-        return [leaf for item in value.values() for leaf in leaves(item)]
-    if isinstance(value, _PLAIN_LEAVES) and kind not in SUPPORTED_NODES:
-        return [value]
-    return tree_flatten(value)[0]
-
-
-def _map(function: Callable[[Any], Any], value: Any) -> Any:
-    """``tree_map(function, value)``."""
-    kind = type(value)
-    if kind is tuple:
-        return tuple(_map(function, item) for item in value)
-    if kind is list:
-        return [_map(function, item) for item in value]
-    if kind is dict:
-        return {key: _map(function, item) for key, item in value.items()}
-    if isinstance(value, _PLAIN_LEAVES) and kind not in SUPPORTED_NODES:
-        return function(value)
-    return tree_map(function, value)
-
 
 
 def _storage_key(tensor: torch.Tensor) -> tuple[str, int] | None:
