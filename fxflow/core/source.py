@@ -321,27 +321,44 @@ class ModuleStack:
         return self._texts.text(self._texts.chain(frame, last, above))
 
     def __enter__(self) -> "ModuleStack":
+        # one bound method of each kind for every module, the entry looked up by the module: no
+        # per-module callables (fewer objects for the garbage collector to walk while a check runs)
+        self._entry_of: dict[int, tuple[str, str]] = {}
+        enter, leave = self._enter_module, self._leave_module
         for name, module in self.model.named_modules():
             if name and not isinstance(module, torch.jit.ScriptModule):
-                entry = (name, type(module).__name__)
-                self._handles.append(module.register_forward_pre_hook(functools.partial(self._enter, entry)))
-                self._handles.append(module.register_forward_hook(functools.partial(self._leave, entry), always_call=True))
+                self._entry_of[id(module)] = (name, type(module).__name__)
+                self._handles.append(module.register_forward_pre_hook(enter))
+                self._handles.append(module.register_forward_hook(leave, always_call=True))
         return self
+
+    def _enter_module(self, module: torch.nn.Module, *_: object) -> None:
+        if torch.compiler.is_compiling():  # first: dynamo traces nothing more of the hook then
+            return
+        entry = self._entry_of.get(id(module))
+        if entry is not None:
+            self._enter(entry, sys._getframe(1))  # the module's _call_impl: the hooks are called from it
+
+    def _leave_module(self, module: torch.nn.Module, *_: object) -> None:
+        if torch.compiler.is_compiling():
+            return
+        entry = self._entry_of.get(id(module))
+        if entry is not None:
+            self._leave(entry)
 
     def __exit__(self, *exc: object) -> None:
         for handle in self._handles:
             handle.remove()
         self._handles = []
 
-    def _enter(self, entry: tuple[str, str], *_: object) -> None:
+    def _enter(self, entry: tuple[str, str], caller: FrameType) -> None:
         if not torch.compiler.is_compiling():
             self.entries.append(entry)
             self._as_meta = None
-            caller = sys._getframe(1)  # the module's _call_impl: the hooks are called from it
             last, above = self._frames[-1] if self._frames else (None, 0)
             self._frames.append((caller, self._texts.chain(caller.f_back, last, above)))
 
-    def _leave(self, entry: tuple[str, str], *_: object) -> None:
+    def _leave(self, entry: tuple[str, str]) -> None:
         if not torch.compiler.is_compiling() and self.entries and self.entries[-1] == entry:
             self.entries.pop()
             self._frames.pop()
