@@ -164,3 +164,28 @@ def test_an_input_dict_forward_fills_is_left_as_given():
     report = fxflow.check(FillsItsInputDict(), (features,))
     assert report.verified and report.status == "ok"
     assert features.keys() == given.keys() and features["x"] is given["x"]  # no key added, same tensor
+
+
+def test_inside_the_guard_a_model_over_the_copy_limit_has_nothing_copied_up_front(monkeypatch):
+    """Over the limit every op is watched for writes anyway: a copy made up front would only cost more
+    (issue 38). Under it everything is copied up front. Either way a write in place is put back."""
+    from fxflow.core import guard as guard_module
+
+    model = nn.Sequential(nn.Linear(64, 64), nn.Linear(64, 2))  # 4,290 float32 values: 17,160 bytes
+    weights = [p.detach().clone() for p in model.parameters()]
+    for limit, copied in ((17_160, True), (16_640, False)):  # the first Linear alone fits in 16,640 bytes
+        monkeypatch.setattr(guard_module, "COPY_LIMIT_BYTES", limit)
+        with guard(model) as saved:
+            assert [copy is not None for _, _, copy in saved.values[0].tensors] == [copied] * 4, limit
+            with torch.no_grad():
+                model[0].weight.add_(1)
+        assert all(torch.equal(p, w) for p, w in zip(model.parameters(), weights))
+
+
+def test_the_copy_limit_is_at_most_a_quarter_of_the_memory_available_now():
+    from fxflow.core.guard import available_memory, copy_limit
+
+    with open("/proc/meminfo") as handle:
+        free = next(int(line.split()[1]) * 1024 for line in handle if line.startswith("MemAvailable:"))
+    assert abs(available_memory() - free) < 256 * 2**20  # the system's own figure, read a moment apart
+    assert copy_limit() <= min(COPY_LIMIT_BYTES, available_memory() // 4)

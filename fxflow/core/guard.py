@@ -4,9 +4,9 @@ generators exactly as found.
 :func:`guard` is a context; :func:`save` its explicit form (:meth:`Saved.restore` puts everything back,
 as often as needed). Each caller says what it needs back, everything by default:
 
-- ``weights``: parameter values (copied up front while :data:`COPY_LIMIT_BYTES` in all allow; inside
-  :func:`guard`, the others are copied the first time an op writes them, :mod:`fxflow.core.copy_on_write`,
-  so an in-place write is put back at any model size)
+- ``weights``: parameter values (copied up front while :func:`copy_limit` in all allows; inside
+  :func:`guard`, a model over it has none copied up front and each copied the first time an op writes it,
+  :mod:`fxflow.core.copy_on_write`, so an in-place write is put back at any model size)
 - ``buffers``: buffer values and the buffer tables' entries
 - ``attributes``: every module's attributes (what forward assigns, hook tables, plain containers' contents)
 - ``tensor_attributes``: values of tensors held in plain attributes (a running average kept as a tensor)
@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
+import os
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Collection, Iterable, Iterator
 
@@ -35,9 +36,13 @@ if TYPE_CHECKING:  # pragma: no cover
     from .lazy import LazyModules
 
 # Tensor values are copied up front only up to this size in all (per part: weights, plain tensor
-# attributes, inputs); above it they are copied when first
-# written (inside :func:`guard`), or the write is only detected and noted (an explicit :func:`save`).
+# attributes, inputs), and a quarter of the memory free now; above it, inside :func:`guard`, none of
+# that part is copied up front but each when first written (the copy-on-write mode watches every op
+# then anyway, and a copy made up front costs more than it: on GPT-2 small, copying 256 MiB and
+# comparing it back cost about twice what watching every op of its step does); an explicit
+# :func:`save` copies what fits and only detects and notes a write to the rest.
 COPY_LIMIT_BYTES = 256 * 2**20
+FREE_FRACTION = 4  # at most 1 / this of the memory available now is spent on copies made up front
 
 # module attributes alone: what a trace or a call with weights passed in can leave behind
 ATTRIBUTES_ONLY = dict(weights=False, buffers=False, tensor_attributes=False, grads=False, flags=False, rng=False)
@@ -108,13 +113,20 @@ class Saved:
 def save(model: torch.nn.Module | None = None, inputs: Any = (), *, weights: bool = True, buffers: bool = True,
          attributes: bool = True, tensor_attributes: bool = True, grads: bool = True, flags: bool = True,
          rng: bool = True, fresh_grads: bool = False, grads_of: Collection[torch.Tensor] = (),
-         keep: Collection[torch.nn.Module] = ()) -> Saved:
+         keep: Collection[torch.nn.Module] = (), on_write: bool = False) -> Saved:
     """Save what :func:`guard` puts back (see the module's docstring for each part). ``keep``: modules
     whose own attributes are left as the run leaves them (lazy modules being initialized);
-    uninitialized (lazy) tensors have no values to keep."""
+    uninitialized (lazy) tensors have no values to keep. ``on_write``: what is not copied up front
+    will be copied when first written (:func:`guard`), so a part over the limit is copied not at all."""
     saved = Saved(random=RandomState.save() if rng else None)
+    limit = copy_limit()
+
+    def values(tensors: list[torch.Tensor], what: str) -> TensorValues:
+        size = sum(t.numel() * t.element_size() for t in tensors if TensorValues.copyable(t))
+        return TensorValues.save(tensors, what, -1 if on_write and size > limit else limit)
+
     if inputs is not None:
-        saved.inputs = TensorValues.save(inputs_of(inputs), "an input tensor", COPY_LIMIT_BYTES)
+        saved.inputs = values(inputs_of(inputs), "an input tensor")
         saved.containers = _containers(inputs)
     grad_tensors = list(grads_of)
     if model is not None:
@@ -124,10 +136,9 @@ def save(model: torch.nn.Module | None = None, inputs: Any = (), *, weights: boo
             kept = {id(m) for m in keep}
             saved.attributes = saved_attributes(m for m in modules if id(m) not in kept)
         if weights:
-            saved.values.append(TensorValues.save(parameters, "a parameter", COPY_LIMIT_BYTES))
+            saved.values.append(values(parameters, "a parameter"))
         if tensor_attributes:
-            saved.values.append(TensorValues.save(plain_tensor_attributes(model), "a plain tensor attribute",
-                                                  COPY_LIMIT_BYTES))
+            saved.values.append(values(plain_tensor_attributes(model), "a plain tensor attribute"))
         if grads:
             grad_tensors = parameters + grad_tensors
         if flags:
@@ -154,7 +165,7 @@ def guard(model: torch.nn.Module | None = None, inputs: Any = (), *, lazy: "Lazy
     ``lazy``: made lazy again if what runs inside raises (otherwise the caller does, once it no
     longer needs the shapes).
     """
-    saved = save(model, inputs, **what)
+    saved = save(model, inputs, on_write=True, **what)
     try:
         with copy_on_write(saved.uncopied()):
             yield saved
@@ -164,6 +175,28 @@ def guard(model: torch.nn.Module | None = None, inputs: Any = (), *, lazy: "Lazy
             lazy.restore()
         raise
     saved.restore()
+
+
+def copy_limit() -> int:
+    """Bytes of tensor values a part may copy up front: :data:`COPY_LIMIT_BYTES`, and no more than
+    1 / :data:`FREE_FRACTION` of the memory available now (where the system says)."""
+    return min(COPY_LIMIT_BYTES, available_memory() // FREE_FRACTION)
+
+
+def available_memory() -> int:
+    """Bytes of memory available to this process now: Linux's ``MemAvailable``, else the free
+    physical pages, else no limit known (a very large number)."""
+    try:
+        with open("/proc/meminfo") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, OSError, ValueError):
+        return 2**62
 
 
 def _containers(value: Any, found: list[tuple[Any, Any]] | None = None) -> list[tuple[Any, Any]]:

@@ -300,6 +300,14 @@ class ModuleStack:
         # Per running submodule: the frame that called its forward (torch's `Module._call_impl`),
         # alive while it runs, and the chain of the frames above that one (see stack_trace).
         self._frames: list[tuple[FrameType, int]] = []
+        self._as_meta: dict[str, tuple[str, str]] | None = None  # entries in fx's format, while they stay the same
+
+    def as_meta(self) -> dict[str, tuple[str, str]]:
+        """The entries as fx's ``node.meta["nn_module_stack"]``: one dict, shared by every node recorded
+        while the same modules run (read, never changed in place)."""
+        if self._as_meta is None:
+            self._as_meta = {name: (name, cls) for name, cls in self.entries}
+        return self._as_meta
 
     @property
     def innermost(self) -> str | None:
@@ -313,26 +321,45 @@ class ModuleStack:
         return self._texts.text(self._texts.chain(frame, last, above))
 
     def __enter__(self) -> "ModuleStack":
+        # one bound method of each kind for every module, the entry looked up by the module: no
+        # per-module callables (fewer objects for the garbage collector to walk while a check runs)
+        self._entry_of: dict[int, tuple[str, str]] = {}
+        enter, leave = self._enter_module, self._leave_module
         for name, module in self.model.named_modules():
             if name and not isinstance(module, torch.jit.ScriptModule):
-                entry = (name, type(module).__name__)
-                self._handles.append(module.register_forward_pre_hook(functools.partial(self._enter, entry)))
-                self._handles.append(module.register_forward_hook(functools.partial(self._leave, entry), always_call=True))
+                self._entry_of[id(module)] = (name, type(module).__name__)
+                self._handles.append(module.register_forward_pre_hook(enter))
+                self._handles.append(module.register_forward_hook(leave, always_call=True))
         return self
+
+    def _enter_module(self, module: torch.nn.Module, *_: object) -> None:
+        if torch.compiler.is_compiling():  # first: dynamo traces nothing more of the hook then
+            return
+        entry = self._entry_of.get(id(module))
+        if entry is not None:
+            self._enter(entry, sys._getframe(1))  # the module's _call_impl: the hooks are called from it
+
+    def _leave_module(self, module: torch.nn.Module, *_: object) -> None:
+        if torch.compiler.is_compiling():
+            return
+        entry = self._entry_of.get(id(module))
+        if entry is not None:
+            self._leave(entry)
 
     def __exit__(self, *exc: object) -> None:
         for handle in self._handles:
             handle.remove()
         self._handles = []
 
-    def _enter(self, entry: tuple[str, str], *_: object) -> None:
+    def _enter(self, entry: tuple[str, str], caller: FrameType) -> None:
         if not torch.compiler.is_compiling():
             self.entries.append(entry)
-            caller = sys._getframe(1)  # the module's _call_impl: the hooks are called from it
+            self._as_meta = None
             last, above = self._frames[-1] if self._frames else (None, 0)
             self._frames.append((caller, self._texts.chain(caller.f_back, last, above)))
 
-    def _leave(self, entry: tuple[str, str], *_: object) -> None:
+    def _leave(self, entry: tuple[str, str]) -> None:
         if not torch.compiler.is_compiling() and self.entries and self.entries[-1] == entry:
             self.entries.pop()
             self._frames.pop()
+            self._as_meta = None

@@ -15,6 +15,7 @@ gradient that segfaults on timm's poolformerv2 with torch 2.13).
 from __future__ import annotations
 
 import contextlib
+import functools
 import math
 from collections import defaultdict
 from dataclasses import dataclass
@@ -25,7 +26,8 @@ import torch
 from ..core.observer import ForwardPart
 from ..core.source import ModuleStack, current_user_source, source_of_stack_trace
 from ..core.tensors import gradient_norm
-from .recorder import RunRecorder, leaves, running_recorder
+from .leaves import leaves
+from .recorder import RunRecorder, running_recorder
 
 Node = Any  # torch.autograd.graph.Node (C++ nodes have no common Python base class to annotate with)
 
@@ -103,25 +105,22 @@ class GradientNorms:
         for node, position in self.unread:
             skipped[node].add(position)
         none: frozenset[int] = frozenset()
-        for node in nodes:
-            self.handles.append(node.register_hook(self._hook(node, frozenset(skipped.get(node, none)))))
+        for node in nodes:  # a partial, not a closure: fewer objects per node for the garbage collector
+            self.handles.append(node.register_hook(functools.partial(self._hook, node, frozenset(skipped.get(node, none)))))
 
-    def _hook(self, node: Node, skip: frozenset[int]) -> Callable:
+    def _hook(self, node: Node, skip: frozenset[int], grad_inputs: tuple, grad_outputs: tuple) -> None:
         """One post-hook per node: every gradient it received and passed on, normed together."""
-        def hook(grad_inputs: tuple, grad_outputs: tuple) -> None:
-            try:
-                grads = [g for g in grad_outputs if g is not None]
-                arrived = len(grads)
-                positions = [p for p, g in enumerate(grad_inputs) if g is not None and p not in skip]
-                grads += [grad_inputs[p] for p in positions]
-                norms = gradient_norms(grads)
-                self.arriving[node] = norms[0] if arrived == 1 else math.sqrt(sum(n * n for n in norms[:arrived]))
-                for position, norm in zip(positions, norms[arrived:]):
-                    self.passed[(node, position)] = norm
-            except Exception:  # a gradient with no norm to take (a nested tensor): that node goes unmeasured,
-                pass  # and the real backward, which this hook rides on, must never fail for it
-
-        return hook
+        try:
+            grads = [g for g in grad_outputs if g is not None]
+            arrived = len(grads)
+            positions = [p for p, g in enumerate(grad_inputs) if g is not None and p not in skip]
+            grads += [grad_inputs[p] for p in positions]
+            norms = gradient_norms(grads)
+            self.arriving[node] = norms[0] if arrived == 1 else math.sqrt(sum(n * n for n in norms[:arrived]))
+            for position, norm in zip(positions, norms[arrived:]):
+                self.passed[(node, position)] = norm
+        except Exception:  # a gradient with no norm to take (a nested tensor): that node goes unmeasured,
+            pass  # and the real backward, which this hook rides on, must never fail for it
 
     def remove(self) -> None:
         for handle in self.handles:
@@ -196,7 +195,15 @@ class BackwardTrace:
 
     @contextlib.contextmanager
     def forward(self) -> Iterator[None]:
-        """Record the origins of the autograd nodes the forward inside creates."""
+        """Record the origins of the autograd nodes the forward inside creates. The run-time capture's
+        module stack, when it records this forward of the same model, is read instead of keeping a second
+        one (two hooks fewer per module call)."""
+        recording = running_recorder()
+        if recording is not None and recording.modules.model is self.origins.model:
+            self.origins.modules = recording.modules
+            with self.origins:
+                yield
+            return
         with self.origins.modules, self.origins:
             yield
 

@@ -26,10 +26,10 @@ from typing import Any, Callable, Iterator
 import torch
 import torch.fx as fx
 from torch._functorch import apis as functorch_apis
-from torch.utils._pytree import SUPPORTED_NODES, tree_flatten, tree_map
 
 from ..core.observer import ForwardPart
 from .recorded import tensor_state
+from .leaves import leaves, map_leaves
 from ..core.source import ModuleStack
 
 from ..verdicts import OPAQUE_KEY
@@ -88,7 +88,7 @@ class RunRecorder(ForwardPart):
         node = self.graph.create_node(op, target, args, kwargs)
         node.meta["stack_trace"] = self.modules.stack_trace(sys._getframe())
         if self.modules.entries:
-            node.meta["nn_module_stack"] = {name: (name, cls) for name, cls in self.modules.entries}
+            node.meta["nn_module_stack"] = self.modules.as_meta()
         region = self.grad_modes.current()
         if region is not None:
             node.meta[GRAD_MODE_KEY] = region
@@ -142,7 +142,7 @@ class RunRecorder(ForwardPart):
         return self.add("call_function", Reentry(name, result), tuple(sources), {})
 
     def _convert(self, value: Any) -> Any:
-        return _map(self._argument, value)
+        return map_leaves(self._argument, value)
 
     def _argument(self, value: Any) -> Any:
         """A torch call's argument as graph data: a tensor's node; a float that an escape returned
@@ -162,8 +162,6 @@ class RunRecorder(ForwardPart):
         if self.paused:
             return
         name = getattr(func, "__name__", "")
-        tracked = any(isinstance(t, torch.Tensor) and (id(t) in self.nodes or id(t) in self.attributes)
-                      for t in leaves((args, kwargs)))
         if name in _ESCAPES and args and isinstance(args[0], torch.Tensor):
             node = self.add("call_function", Escape(name), (self.node_of(args[0]),), {})
             self.escapes.append((node, result))
@@ -171,13 +169,13 @@ class RunRecorder(ForwardPart):
                 if isinstance(scalar, (float, complex)):
                     self.scalars[id(scalar)] = (node, scalar)
             return
-        if name == "__set__" and getattr(getattr(func, "__self__", None), "__name__", "") == "data" and tracked \
-                and len(args) == 2 and isinstance(args[1], torch.Tensor):
+        if name == "__set__" and getattr(getattr(func, "__self__", None), "__name__", "") == "data" \
+                and len(args) == 2 and isinstance(args[1], torch.Tensor) and self._tracked(args, kwargs):
             self._set_data(*args)
             return
         if not _has_tensor(result) and name != "__setitem__":
             return  # metadata reads and Python data: used as constants later
-        if name in _CONSTRUCTORS and not tracked:
+        if name in _CONSTRUCTORS and not self._tracked(args, kwargs):
             data = args[0] if args else kwargs.get("data")
             node = self._reentry(name, result, data)
             if node is not None:
@@ -186,6 +184,11 @@ class RunRecorder(ForwardPart):
                 return
         self.bind(result if name != "__setitem__" else args[0], self._record(func, name, args, kwargs))
         self.latest = result
+
+    def _tracked(self, args: tuple, kwargs: dict) -> bool:
+        """Whether a call's arguments hold a tensor recorded or of the model."""
+        return any(isinstance(t, torch.Tensor) and (id(t) in self.nodes or id(t) in self.attributes)
+                   for t in leaves((args, kwargs)))
 
     def stack_trace_of(self, result: Any, tensor: torch.Tensor) -> str | None:
         """The stack trace recorded for ``tensor`` (in ``result``) if the last call seen returned ``result``
@@ -292,40 +295,6 @@ def _is_literal(value: Any) -> bool:
 
 def _has_tensor(value: Any) -> bool:
     return any(isinstance(leaf, torch.Tensor) for leaf in leaves(value))
-
-
-# Every torch call forward makes passes through the recorder: its arguments and results are walked
-# with plain loops where they are plain tuples, lists and dicts of tensors and numbers (pytree cost
-# about a tenth of a second per GPT-2 forward); anything else (a named tuple, a ModelOutput, any
-# registered pytree node) goes to pytree itself, so the leaves are exactly pytree's.
-_PLAIN_LEAVES = (torch.Tensor, int, float, bool, str, type(None), torch.dtype, torch.device)
-
-
-def leaves(value: Any) -> list[Any]:
-    """``tree_flatten(value)[0]``, fast where ``value`` is a tensor or plain containers of them."""
-    kind = type(value)
-    if kind is tuple or kind is list:
-        return [leaf for item in value for leaf in leaves(item)]
-    if kind is dict:
-        return [leaf for item in value.values() for leaf in leaves(item)]
-    if isinstance(value, _PLAIN_LEAVES) and kind not in SUPPORTED_NODES:
-        return [value]
-    return tree_flatten(value)[0]
-
-
-def _map(function: Callable[[Any], Any], value: Any) -> Any:
-    """``tree_map(function, value)``."""
-    kind = type(value)
-    if kind is tuple:
-        return tuple(_map(function, item) for item in value)
-    if kind is list:
-        return [_map(function, item) for item in value]
-    if kind is dict:
-        return {key: _map(function, item) for key, item in value.items()}
-    if isinstance(value, _PLAIN_LEAVES) and kind not in SUPPORTED_NODES:
-        return function(value)
-    return tree_map(function, value)
-
 
 
 def _storage_key(tensor: torch.Tensor) -> tuple[str, int] | None:

@@ -87,7 +87,7 @@ class Recording:
             calls = [node.args[0] if node.target is operator.getitem else node for node in made]  # an element: its call
             snapshots = Snapshots()
             try:
-                results = {node.name: snapshots.of(value) for node, value in recorder.values.items()}
+                results = snapshots.of_each({node.name: value for node, value in recorder.values.items()})
             except Unsupported:
                 return None
             return RecordedValues(results, frozenset(node.name for node in calls), snapshots.histories)
