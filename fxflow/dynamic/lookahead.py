@@ -37,6 +37,7 @@ from .rounding import Relative, relative_sizes, suspects
 
 STEP_RELATIVE = 1e-2  # each step moves a tensor by this fraction of its RMS ...
 STEP_FLOOR = 1e-3  # ... or by this much where the tensor is all zeros
+ADAM_EPS = 1e-8  # torch.optim.Adam's and AdamW's default eps: the first update is g / (|g| + eps)
 MAX_STEPS = 3  # look-ahead steps at most: learning from step 4 is the latest that is told apart
 
 # forward + backward again: each parameter's gradient RMS over the largest (0.0: zero or none); None: it raised
@@ -113,6 +114,14 @@ def look_ahead(parameters: dict[str, torch.nn.Parameter], zeros: Iterable[str], 
     return found
 
 
+def adam_direction(grad: torch.Tensor) -> torch.Tensor:
+    """Adam's first update before its learning rate, ``m̂ / (√v̂ + ε) = g / (|g| + ε)`` with torch's default
+    ε: a sign step where ``|g|`` is well above ε, smaller where it is not. A pure sign step would move two
+    tensors whose gradients differ only by a positive factor (experts mixed by softmax weights) identically,
+    and keep a symmetry Adam's ε breaks on its first step."""
+    return grad / (grad.abs() + ADAM_EPS)
+
+
 def _silence(parameters: dict[str, torch.nn.Parameter], rounding: dict[str, int]) -> None:
     """Round-off is no gradient: the tensors whose gradient is round-off are not moved by it."""
     for name in rounding:
@@ -137,7 +146,7 @@ def _sign_step(parameters: dict[str, torch.nn.Parameter], movable: Callable[[str
             if grad.layout != torch.strided:  # sparse (Embedding(sparse=True))
                 grad = grad.to_dense()
             wide = torch.complex64 if parameter.is_complex() else torch.float32
-            direction = torch.sgn(torch.nan_to_num(grad.to(wide), nan=0.0, posinf=0.0, neginf=0.0))
+            direction = adam_direction(torch.nan_to_num(grad.to(wide), nan=0.0, posinf=0.0, neginf=0.0))
             if not bool(direction.any()):
                 continue
             current = parameter.detach().to(wide)
