@@ -37,7 +37,7 @@ from .rounding import Relative, relative_sizes, suspects
 
 STEP_RELATIVE = 1e-2  # each step moves a tensor by this fraction of its RMS ...
 STEP_FLOOR = 1e-3  # ... or by this much where the tensor is all zeros
-ADAM_EPS = 1e-8  # torch.optim.Adam's and AdamW's default eps: the first update is g / (|g| + eps)
+BETAS, ADAM_EPS = (0.9, 0.999), 1e-8  # torch.optim.Adam's and AdamW's defaults
 MAX_STEPS = 3  # look-ahead steps at most: learning from step 4 is the latest that is told apart
 
 # forward + backward again: each parameter's gradient RMS over the largest (0.0: zero or none); None: it raised
@@ -85,10 +85,11 @@ def look_ahead(parameters: dict[str, torch.nn.Parameter], zeros: Iterable[str], 
     found = LookAhead(zeros=sorted(zeros), rounding=dict.fromkeys(rounded, 1))
     remaining = set(found.zeros)
     originals: dict[str, torch.Tensor] = {}
+    adam = AdamSteps(movable)
     try:
         for step in range(2, max_steps + 2):
             _silence(parameters, found.rounding)
-            if not _sign_step(parameters, movable, originals):
+            if not adam(parameters, originals):
                 break  # nothing had a gradient to move it: every later step is the first one again
             for parameter in parameters.values():
                 parameter.grad = None
@@ -114,14 +115,6 @@ def look_ahead(parameters: dict[str, torch.nn.Parameter], zeros: Iterable[str], 
     return found
 
 
-def adam_direction(grad: torch.Tensor) -> torch.Tensor:
-    """Adam's first update before its learning rate, ``m̂ / (√v̂ + ε) = g / (|g| + ε)`` with torch's default
-    ε: a sign step where ``|g|`` is well above ε, smaller where it is not. A pure sign step would move two
-    tensors whose gradients differ only by a positive factor (experts mixed by softmax weights) identically,
-    and keep a symmetry Adam's ε breaks on its first step."""
-    return grad / (grad.abs() + ADAM_EPS)
-
-
 def _silence(parameters: dict[str, torch.nn.Parameter], rounding: dict[str, int]) -> None:
     """Round-off is no gradient: the tensors whose gradient is round-off are not moved by it."""
     for name in rounding:
@@ -129,30 +122,56 @@ def _silence(parameters: dict[str, torch.nn.Parameter], rounding: dict[str, int]
             parameters[name].grad = torch.zeros_like(parameters[name].grad)
 
 
-def _sign_step(parameters: dict[str, torch.nn.Parameter], movable: Callable[[str], bool] | None,
-               originals: dict[str, torch.Tensor]) -> bool:
-    """Move every parameter with a finite non-zero gradient one sign step; False when none moved.
-    A complex tensor moves along its gradient's phase (``sgn``), by a size relative to its own modulus."""
-    moved = False
-    with torch.no_grad():
-        for name, parameter in parameters.items():
-            grad = parameter.grad
-            if grad is None or not parameter.requires_grad or parameter.is_meta:
-                continue
-            if not (parameter.is_floating_point() or parameter.is_complex()):
-                continue
-            if movable is not None and not movable(name):
-                continue
-            if grad.layout != torch.strided:  # sparse (Embedding(sparse=True))
-                grad = grad.to_dense()
-            wide = torch.complex64 if parameter.is_complex() else torch.float32
-            direction = adam_direction(torch.nan_to_num(grad.to(wide), nan=0.0, posinf=0.0, neginf=0.0))
-            if not bool(direction.any()):
-                continue
-            current = parameter.detach().to(wide)
+class AdamSteps:
+    """Adam's updates (torch's defaults: betas 0.9 and 0.999, ε 1e-8, bias-corrected) with a learning rate
+    of its own per tensor, :data:`STEP_RELATIVE` of the RMS it starts from (:data:`STEP_FLOOR` for an
+    all-zero one), computed in fp32 (complex64) and cast back. The first update is ``g / (|g| + ε)``: a
+    sign step where ``|g|`` is well above ε. A sign step on every step would keep symmetries Adam breaks:
+    experts mixed by softmax weights get the same gradient times a positive weight each, so sign steps
+    move them identically forever, and the router that weighs them reads dead; Adam's ε (on its first
+    update) and its moments (once the weights change between steps) move them apart."""
+
+    def __init__(self, movable: Callable[[str], bool] | None) -> None:
+        self.movable = movable
+        self.state: dict[str, tuple[torch.Tensor, torch.Tensor, int, float]] = {}  # name -> m, v, steps, lr
+
+    def __call__(self, parameters: dict[str, torch.nn.Parameter], originals: dict[str, torch.Tensor]) -> bool:
+        """Move every movable parameter that has a gradient (its momentum too); False when none moved."""
+        moved = False
+        with torch.no_grad():
+            for name, parameter in parameters.items():
+                grad = parameter.grad
+                if grad is None or not parameter.requires_grad or parameter.is_meta:
+                    continue
+                if not (parameter.is_floating_point() or parameter.is_complex()):
+                    continue
+                if self.movable is not None and not self.movable(name):
+                    continue
+                if grad.layout != torch.strided:  # sparse (Embedding(sparse=True))
+                    grad = grad.to_dense()
+                wide = torch.complex64 if parameter.is_complex() else torch.float32
+                direction = self._direction(name, parameter, torch.nan_to_num(grad.to(wide), nan=0.0, posinf=0.0,
+                                                                              neginf=0.0))
+                if not bool(direction.any()):
+                    continue
+                originals.setdefault(name, parameter.data)
+                lr = self.state[name][3]
+                parameter.data = (parameter.detach().to(wide) - lr * direction).to(parameter.dtype)
+                moved = True
+        return moved
+
+    def _direction(self, name: str, parameter: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+        """Adam's ``m̂ / (√v̂ + ε)`` after this gradient, its moments kept per tensor."""
+        if name not in self.state:
+            current = parameter.detach().to(grad.dtype)
             rms = l2_norm(current) / max(current.numel(), 1) ** 0.5
-            size = STEP_RELATIVE * rms if rms > 0 else STEP_FLOOR
-            originals.setdefault(name, parameter.data)
-            parameter.data = (current - size * direction).to(parameter.dtype)
-            moved = True
-    return moved
+            zero = torch.zeros(grad.shape, dtype=torch.float32, device=grad.device)
+            self.state[name] = (torch.zeros_like(grad), zero, 0, STEP_RELATIVE * rms if rms > 0 else STEP_FLOOR)
+        m, v, steps, lr = self.state[name]
+        steps += 1
+        m = BETAS[0] * m + (1 - BETAS[0]) * grad
+        v = BETAS[1] * v + (1 - BETAS[1]) * grad.abs().square()
+        self.state[name] = (m, v, steps, lr)
+        corrected_m = m / (1 - BETAS[0] ** steps)
+        corrected_v = v / (1 - BETAS[1] ** steps)
+        return corrected_m / (corrected_v.sqrt() + ADAM_EPS)

@@ -38,8 +38,6 @@ FAILURE_CLASSES = (VIEW_WRITES, TWINS, MULTI_OUTPUT, OPAQUE, ROUND_OFF_STEPS, IN
 # from an integer buffer on meta twins) were fixed and are regression tests now
 # (tests/test_zoo_failure_classes.py).
 KNOWN_DISAGREEMENTS: dict[tuple[str, str], str] = {
-    ("peft_lily", "default chain"): f"{ROUND_OFF_STEPS}: exits 1, lily_router.default.weight zero up to rounding "
-                                    "after the look-ahead; real Adam steps give it a gradient on step 2",
     **{("pp_doclayout_v3", path): f"{ROUND_OFF_STEPS}: encoder_input_proj.0.1.bias and 16 more BatchNorm biases, "
                                   "zero up to rounding in the truth, read held or unconfirmed by the look-ahead"
        for path in ("default chain", "runtime", "runtime/real twins")},
