@@ -166,7 +166,7 @@ class AdamSteps:
             current = parameter.detach().to(grad.dtype)
             rms = l2_norm(current) / max(current.numel(), 1) ** 0.5
             zero = torch.zeros(grad.shape, dtype=torch.float32, device=grad.device)
-            self.state[name] = (torch.zeros_like(grad), zero, 0, STEP_RELATIVE * rms if rms > 0 else STEP_FLOOR)
+            self.state[name] = (torch.zeros_like(grad), zero, 0, max(STEP_RELATIVE * rms, STEP_FLOOR))
         m, v, steps, lr = self.state[name]
         steps += 1
         m = BETAS[0] * m + (1 - BETAS[0]) * grad
