@@ -7,16 +7,20 @@ exactly zero gradient on the first step, and a real one from the second (or, for
 chain, the third). A dead ReLU, a 0.0 loss weight or a zero buffer give the same exact zero on step 1
 and on every step after it. The only way to tell them apart is to take the step.
 
-:func:`look_ahead` takes a few small optimizer-like steps on the parameters that did get a gradient
-and runs forward and backward again after each, while new parameters come alive. The rule is fixed
-and documented (docs/verdicts.md): each such tensor moves against the sign of its gradient by
-:data:`STEP_RELATIVE` of its own RMS (:data:`STEP_FLOOR` for an all-zero tensor), computed in fp32
-(a complex tensor along the phase of its gradient, ``sgn``, as Adam moves it). A sign step is what
-Adam's first update is; a size relative to the weight keeps a dead unit from being revived by a large
-step and a half-precision weight from being left unmoved by a tiny one. Each tensor is replaced for
-the look-ahead and the original object put back afterwards, so the user's weights are restored bit
-for bit (the model's buffers, grads and random state are restored by
-:func:`fxflow.core.guard.guard` around the check).
+:func:`look_ahead` takes a few small optimizer steps on the parameters that did get a gradient and
+runs forward and backward again after each, while new parameters come alive. The rule is fixed and
+documented (docs/verdicts.md): the steps are Adam's (:class:`AdamSteps`: torch's default betas and ε,
+its moments kept from step to step), each tensor at a learning rate of its own: :data:`STEP_RELATIVE`
+of the RMS it starts from, at least :data:`STEP_FLOOR` (torch's default Adam learning rate), computed
+in fp32 (complex64 for a complex tensor, along the phase of its gradient). Adam's first update is
+``g / (|g| + ε)``, a sign step where the gradient is well above ε; its later ones average several
+gradients. A pure sign step on every step would keep symmetries training breaks (experts mixed by a
+router's softmax weights, moved identically forever); a rate that grows with the weight moves a
+half-precision weight in the thousands, and one no smaller than Adam's default lr moves a small weight
+as far as training's first steps do (a BatchNorm fed values the batch barely varies revives at
+Adam's 1e-3 and not at 1e-4: docs/verdicts.md). Each tensor is replaced for the look-ahead and the
+original object put back afterwards, so the user's weights are restored bit for bit (the model's
+buffers, grads and random state are restored by :func:`fxflow.core.guard.guard` around the check).
 
 A gradient at rounding level is no gradient (:mod:`fxflow.dynamic.rounding`): a zero that a step
 turns into round-off (a LayerNorm over one feature, once the nudge has moved its neighbours) is
@@ -35,8 +39,8 @@ from ..core.tensors import l2_norm
 from .gradients import GradInfo
 from .rounding import Relative, relative_sizes, suspects
 
-STEP_RELATIVE = 1e-2  # each step moves a tensor by this fraction of its RMS ...
-STEP_FLOOR = 1e-3  # ... or by this much where the tensor is all zeros
+STEP_RELATIVE = 1e-2  # each tensor's learning rate: this fraction of its RMS ...
+STEP_FLOOR = 1e-3  # ... or torch's default Adam learning rate where that is larger (an all-zero tensor)
 BETAS, ADAM_EPS = (0.9, 0.999), 1e-8  # torch.optim.Adam's and AdamW's defaults
 MAX_STEPS = 3  # look-ahead steps at most: learning from step 4 is the latest that is told apart
 
@@ -124,8 +128,8 @@ def _silence(parameters: dict[str, torch.nn.Parameter], rounding: dict[str, int]
 
 class AdamSteps:
     """Adam's updates (torch's defaults: betas 0.9 and 0.999, ε 1e-8, bias-corrected) with a learning rate
-    of its own per tensor, :data:`STEP_RELATIVE` of the RMS it starts from (:data:`STEP_FLOOR` for an
-    all-zero one), computed in fp32 (complex64) and cast back. The first update is ``g / (|g| + ε)``: a
+    of its own per tensor, :data:`STEP_RELATIVE` of the RMS it starts from and at least :data:`STEP_FLOOR`,
+    computed in fp32 (complex64) and cast back. The first update is ``g / (|g| + ε)``: a
     sign step where ``|g|`` is well above ε. A sign step on every step would keep symmetries Adam breaks:
     experts mixed by softmax weights get the same gradient times a positive weight each, so sign steps
     move them identically forever, and the router that weighs them reads dead; Adam's ε (on its first
