@@ -7,16 +7,20 @@ exactly zero gradient on the first step, and a real one from the second (or, for
 chain, the third). A dead ReLU, a 0.0 loss weight or a zero buffer give the same exact zero on step 1
 and on every step after it. The only way to tell them apart is to take the step.
 
-:func:`look_ahead` takes a few small optimizer-like steps on the parameters that did get a gradient
-and runs forward and backward again after each, while new parameters come alive. The rule is fixed
-and documented (docs/verdicts.md): each such tensor moves against the sign of its gradient by
-:data:`STEP_RELATIVE` of its own RMS (:data:`STEP_FLOOR` for an all-zero tensor), computed in fp32
-(a complex tensor along the phase of its gradient, ``sgn``, as Adam moves it). A sign step is what
-Adam's first update is; a size relative to the weight keeps a dead unit from being revived by a large
-step and a half-precision weight from being left unmoved by a tiny one. Each tensor is replaced for
-the look-ahead and the original object put back afterwards, so the user's weights are restored bit
-for bit (the model's buffers, grads and random state are restored by
-:func:`fxflow.core.guard.guard` around the check).
+:func:`look_ahead` takes a few small optimizer steps on the parameters that did get a gradient and
+runs forward and backward again after each, while new parameters come alive. The rule is fixed and
+documented (docs/verdicts.md): the steps are Adam's (:class:`AdamSteps`: torch's default betas and ε,
+its moments kept from step to step), each tensor at a learning rate of its own: :data:`STEP_RELATIVE`
+of the RMS it starts from, at least :data:`STEP_FLOOR` (torch's default Adam learning rate), computed
+in fp32 (complex64 for a complex tensor, along the phase of its gradient). Adam's first update is
+``g / (|g| + ε)``, a sign step where the gradient is well above ε; its later ones average several
+gradients. A pure sign step on every step would keep symmetries training breaks (experts mixed by a
+router's softmax weights, moved identically forever); a rate that grows with the weight moves a
+half-precision weight in the thousands, and one no smaller than Adam's default lr moves a small weight
+as far as training's first steps do (a BatchNorm fed values the batch barely varies revives at
+Adam's 1e-3 and not at 1e-4: docs/verdicts.md). Each tensor is replaced for the look-ahead and the
+original object put back afterwards, so the user's weights are restored bit for bit (the model's
+buffers, grads and random state are restored by :func:`fxflow.core.guard.guard` around the check).
 
 A gradient at rounding level is no gradient (:mod:`fxflow.dynamic.rounding`): a zero that a step
 turns into round-off (a LayerNorm over one feature, once the nudge has moved its neighbours) is
@@ -35,8 +39,9 @@ from ..core.tensors import l2_norm
 from .gradients import GradInfo
 from .rounding import Relative, relative_sizes, suspects
 
-STEP_RELATIVE = 1e-2  # each step moves a tensor by this fraction of its RMS ...
-STEP_FLOOR = 1e-3  # ... or by this much where the tensor is all zeros
+STEP_RELATIVE = 1e-2  # each tensor's learning rate: this fraction of its RMS ...
+STEP_FLOOR = 1e-3  # ... or torch's default Adam learning rate where that is larger (an all-zero tensor)
+BETAS, ADAM_EPS = (0.9, 0.999), 1e-8  # torch.optim.Adam's and AdamW's defaults
 MAX_STEPS = 3  # look-ahead steps at most: learning from step 4 is the latest that is told apart
 
 # forward + backward again: each parameter's gradient RMS over the largest (0.0: zero or none); None: it raised
@@ -84,10 +89,11 @@ def look_ahead(parameters: dict[str, torch.nn.Parameter], zeros: Iterable[str], 
     found = LookAhead(zeros=sorted(zeros), rounding=dict.fromkeys(rounded, 1))
     remaining = set(found.zeros)
     originals: dict[str, torch.Tensor] = {}
+    adam = AdamSteps(movable)
     try:
         for step in range(2, max_steps + 2):
             _silence(parameters, found.rounding)
-            if not _sign_step(parameters, movable, originals):
+            if not adam(parameters, originals):
                 break  # nothing had a gradient to move it: every later step is the first one again
             for parameter in parameters.values():
                 parameter.grad = None
@@ -120,30 +126,56 @@ def _silence(parameters: dict[str, torch.nn.Parameter], rounding: dict[str, int]
             parameters[name].grad = torch.zeros_like(parameters[name].grad)
 
 
-def _sign_step(parameters: dict[str, torch.nn.Parameter], movable: Callable[[str], bool] | None,
-               originals: dict[str, torch.Tensor]) -> bool:
-    """Move every parameter with a finite non-zero gradient one sign step; False when none moved.
-    A complex tensor moves along its gradient's phase (``sgn``), by a size relative to its own modulus."""
-    moved = False
-    with torch.no_grad():
-        for name, parameter in parameters.items():
-            grad = parameter.grad
-            if grad is None or not parameter.requires_grad or parameter.is_meta:
-                continue
-            if not (parameter.is_floating_point() or parameter.is_complex()):
-                continue
-            if movable is not None and not movable(name):
-                continue
-            if grad.layout != torch.strided:  # sparse (Embedding(sparse=True))
-                grad = grad.to_dense()
-            wide = torch.complex64 if parameter.is_complex() else torch.float32
-            direction = torch.sgn(torch.nan_to_num(grad.to(wide), nan=0.0, posinf=0.0, neginf=0.0))
-            if not bool(direction.any()):
-                continue
-            current = parameter.detach().to(wide)
+class AdamSteps:
+    """Adam's updates (torch's defaults: betas 0.9 and 0.999, ε 1e-8, bias-corrected) with a learning rate
+    of its own per tensor, :data:`STEP_RELATIVE` of the RMS it starts from and at least :data:`STEP_FLOOR`,
+    computed in fp32 (complex64) and cast back. The first update is ``g / (|g| + ε)``: a
+    sign step where ``|g|`` is well above ε. A sign step on every step would keep symmetries Adam breaks:
+    experts mixed by softmax weights get the same gradient times a positive weight each, so sign steps
+    move them identically forever, and the router that weighs them reads dead; Adam's ε (on its first
+    update) and its moments (once the weights change between steps) move them apart."""
+
+    def __init__(self, movable: Callable[[str], bool] | None) -> None:
+        self.movable = movable
+        self.state: dict[str, tuple[torch.Tensor, torch.Tensor, int, float]] = {}  # name -> m, v, steps, lr
+
+    def __call__(self, parameters: dict[str, torch.nn.Parameter], originals: dict[str, torch.Tensor]) -> bool:
+        """Move every movable parameter that has a gradient (its momentum too); False when none moved."""
+        moved = False
+        with torch.no_grad():
+            for name, parameter in parameters.items():
+                grad = parameter.grad
+                if grad is None or not parameter.requires_grad or parameter.is_meta:
+                    continue
+                if not (parameter.is_floating_point() or parameter.is_complex()):
+                    continue
+                if self.movable is not None and not self.movable(name):
+                    continue
+                if grad.layout != torch.strided:  # sparse (Embedding(sparse=True))
+                    grad = grad.to_dense()
+                wide = torch.complex64 if parameter.is_complex() else torch.float32
+                direction = self._direction(name, parameter, torch.nan_to_num(grad.to(wide), nan=0.0, posinf=0.0,
+                                                                              neginf=0.0))
+                if not bool(direction.any()):
+                    continue
+                originals.setdefault(name, parameter.data)
+                lr = self.state[name][3]
+                parameter.data = (parameter.detach().to(wide) - lr * direction).to(parameter.dtype)
+                moved = True
+        return moved
+
+    def _direction(self, name: str, parameter: torch.Tensor, grad: torch.Tensor) -> torch.Tensor:
+        """Adam's ``m̂ / (√v̂ + ε)`` after this gradient, its moments kept per tensor."""
+        if name not in self.state:
+            current = parameter.detach().to(grad.dtype)
             rms = l2_norm(current) / max(current.numel(), 1) ** 0.5
-            size = STEP_RELATIVE * rms if rms > 0 else STEP_FLOOR
-            originals.setdefault(name, parameter.data)
-            parameter.data = (current - size * direction).to(parameter.dtype)
-            moved = True
-    return moved
+            zero = torch.zeros(grad.shape, dtype=torch.float32, device=grad.device)
+            self.state[name] = (torch.zeros_like(grad), zero, 0, max(STEP_RELATIVE * rms, STEP_FLOOR))
+        m, v, steps, lr = self.state[name]
+        steps += 1
+        m = BETAS[0] * m + (1 - BETAS[0]) * grad
+        v = BETAS[1] * v + (1 - BETAS[1]) * grad.abs().square()
+        self.state[name] = (m, v, steps, lr)
+        corrected_m = m / (1 - BETAS[0] ** steps)
+        corrected_v = v / (1 - BETAS[1] ** steps)
+        return corrected_m / (corrected_v.sqrt() + ADAM_EPS)

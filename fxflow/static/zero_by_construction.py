@@ -39,19 +39,20 @@ reaches through non-``none`` edges are read, so a healthy model runs no backward
 """
 from __future__ import annotations
 
+import math
 from typing import Any, Collection
 
 import torch
 import torch.fx as fx
-from torch.utils._pytree import tree_map
+from torch.utils._pytree import tree_flatten, tree_map
 
-from ..core.history import DIFF, NONE, ZERO, backward_kinds, entry_key
+from ..core.history import DIFF, NONE, ZERO, backward_kinds, entry_key, stronger
 from ..core.random_ops import target_draws_random_numbers
-from ..core.tensors import tensors_in
+from ..core.tensors import is_integer_scalar, tensors_in
 from .flow import METADATA_ATTRIBUTES, NodeFlow
 from .flow_state import NOT_RUN, FlowState, NodeCall
 from .stand_ins import random_state_kept, stand_in_arguments, stand_in_weights
-from .twins import StandIn, read_on_draws
+from .twins import StandIn, random_stand_in_maker, read_on_draws
 from ..verdicts import OPAQUE_KEY, PARAM_PREFIX, ZERO_BY_CONSTRUCTION_KEY
 
 # A node whose stand-ins (arguments and weights) hold more values than this is not checked: the
@@ -62,6 +63,11 @@ CHECKED_VALUES_LIMIT = 2**22
 # analysis itself runs on meta (GPT-2 small on --device meta: 11 s with the limit above, 1 s with
 # this one, which skips its weight matrices and keeps the ops on activations of a short sequence).
 EVERY_NODE_VALUES_LIMIT = 2**16
+# A zero edge is confirmed around the numbers the node is given too (ZeroByConstruction._at_bounds): the
+# stand-ins spread this fraction of the number's size (at least this much) around it, once each way.
+BOUND_SPREAD = 1e-2
+BOUND_SEED = 7
+BOUNDS_CHECKED = 4  # numbers at most per node (a clamp's two bounds, a threshold and its value)
 
 
 class ZeroByConstruction:
@@ -84,6 +90,8 @@ class ZeroByConstruction:
         try:
             with torch.enable_grad(), self.state.device, random_state_kept():
                 kinds = read_on_draws(lambda draw: self._read(call, draw))
+                if kinds:
+                    kinds = self._at_bounds(call, kinds)
         except Exception:  # the op needs values stand-ins do not have: its edges stay as decided
             return
         zeros = {name for name, kind in (kinds or {}).items() if kind == ZERO}
@@ -180,6 +188,42 @@ class ZeroByConstruction:
             return backward_kinds(result, tensors_in((args, kwargs)) + list(trainable.values()), entries)
 
 
+    def _at_bounds(self, call: NodeCall, kinds: dict[str, str]) -> dict[str, str]:
+        """``kinds`` with each ZERO kept only if it holds on stand-ins centred on every number the node
+        is given (:func:`_bounds`) too: a threshold at 500 (``F.threshold``, ``clamp_min``, ``hardshrink``,
+        ``torch.maximum`` with a constant) is beyond every random draw around 0, which all land on the
+        side where the derivative is 0, while the model's values may well cross it."""
+        for centre in self._bounds(call):
+            for mirrored in (False, True):
+                zeros = [name for name, kind in kinds.items() if kind == ZERO]
+                if not zeros:
+                    return kinds
+                spread = BOUND_SPREAD * max(abs(centre), 1.0)
+                again = self._read(call, _centred(random_stand_in_maker(BOUND_SEED, spread, mirrored, mixed=True),
+                                                  centre))
+                for name in zeros:
+                    kinds[name] = stronger(ZERO, again.get(name, NONE))
+        return kinds
+
+    def _bounds(self, call: NodeCall) -> list[float]:
+        """The finite non-zero numbers the node is given, where an op's regime may change: its scalar
+        arguments, its one-element constant tensors (``torch.tensor(500.)``), a module's number attributes
+        (``nn.Threshold``'s threshold); at most :data:`BOUNDS_CHECKED`. Zero is the random draws' own centre."""
+        node = call.node
+        values = list(tree_flatten(self.state.runner.arguments(node))[0])
+        if node.op == "call_module":
+            values += list(vars(self.state.model.get_submodule(node.target)).values())
+        values += [self.constants.value(i) for i in call.inputs]
+        numbers: list[float] = []
+        for value in values:
+            if isinstance(value, torch.Tensor) and value.numel() == 1 and value.is_floating_point() \
+                    and not value.is_meta:
+                value = float(value)
+            if isinstance(value, (int, float)) and not isinstance(value, bool) and math.isfinite(value) \
+                    and value != 0 and float(value) not in numbers:
+                numbers.append(float(value))
+        return numbers[:BOUNDS_CHECKED]
+
     def _recompute(self, node: fx.Node, source: fx.Node, chain: list[fx.Node], make: StandIn,
                    device: torch.device) -> torch.Tensor:
         """``node``'s value computed again along ``chain`` from ``source``'s stand-in (``make``'s)."""
@@ -190,6 +234,16 @@ class ZeroByConstruction:
             args, kwargs = fx.node.map_arg((step.args, step.kwargs), lambda n: values[n])
             values[step] = self.state.runner.execute(step, args, kwargs)
         return values[node]
+
+
+def _centred(make: StandIn, centre: float) -> StandIn:
+    """``make``'s stand-ins with every floating one moved by ``centre`` (a size or count keeps its value)."""
+    def shifted(twin: torch.Tensor, device: torch.device) -> torch.Tensor:
+        value = make(twin, device)
+        if not value.is_floating_point() or is_integer_scalar(twin):
+            return value
+        return (value.detach() + centre).requires_grad_(value.requires_grad)
+    return shifted
 
 
 class Constants:

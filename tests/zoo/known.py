@@ -38,17 +38,9 @@ FAILURE_CLASSES = (VIEW_WRITES, TWINS, MULTI_OUTPUT, OPAQUE, ROUND_OFF_STEPS, IN
 # from an integer buffer on meta twins) were fixed and are regression tests now
 # (tests/test_zoo_failure_classes.py).
 KNOWN_DISAGREEMENTS: dict[tuple[str, str], str] = {
-    ("peft_lily", "default chain"): f"{ROUND_OFF_STEPS}: exits 1, lily_router.default.weight zero up to rounding "
-                                    "after the look-ahead; real Adam steps give it a gradient on step 2",
-    **{("pp_doclayout_v3", path): f"{ROUND_OFF_STEPS}: encoder_input_proj.0.1.bias and 16 more BatchNorm biases, "
-                                  "zero up to rounding in the truth, read held or unconfirmed by the look-ahead"
-       for path in ("default chain", "runtime", "runtime/real twins")},
     ("ode_adjoint", "runtime"): f"{OPAQUE}: every parameter static unknown on meta twins: torchdiffeq's "
                                 "odeint_adjoint runs the solver inside the autograd.Function OdeintAdjointMethod, "
                                 "which meta twins do not run (real twins and the default chain agree)",
-    **{("pp_doclayout_v4", path): f"{ROUND_OFF_STEPS}: encoder.pan_blocks.1.bottlenecks.0.conv1.norm.bias and one "
-                                  "more BatchNorm bias, zero up to rounding in the truth, read held by the look-ahead"
-       for path in ("default chain", "runtime", "runtime/real twins")},
 }
 
 
