@@ -38,6 +38,12 @@ FAILURE_CLASSES = (VIEW_WRITES, TWINS, MULTI_OUTPUT, OPAQUE, ROUND_OFF_STEPS, IN
 # from an integer buffer on meta twins) were fixed and are regression tests now
 # (tests/test_zoo_failure_classes.py).
 KNOWN_DISAGREEMENTS: dict[tuple[str, str], str] = {
+    # the look-ahead's Adam steps at lr >= 1e-3 brought the 17 down to 2 (issue 39, round 2); these two learn
+    # from a step that depends on the learning rate (the zoo's input leaves their BatchNorms a batch variance
+    # far under eps: docs/verdicts.md, "Why Adam's steps, not sign steps")
+    **{("pp_doclayout_v3", path): f"{ROUND_OFF_STEPS}: encoder.pan_blocks.1.bottlenecks.0.conv1.norm.bias and "
+                                  "conv2.norm.bias read held, on a step real Adam at lr 1e-2 does not confirm"
+       for path in ("default chain", "runtime", "runtime/real twins")},
     ("ode_adjoint", "runtime"): f"{OPAQUE}: every parameter static unknown on meta twins: torchdiffeq's "
                                 "odeint_adjoint runs the solver inside the autograd.Function OdeintAdjointMethod, "
                                 "which meta twins do not run (real twins and the default chain agree)",
