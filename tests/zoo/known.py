@@ -118,6 +118,13 @@ UNSTABLE: dict[tuple[str, str], str] = {
                                         "layer_norm in the backward) in a whole matrix run under xdist, after other "
                                         "models in the same worker; never alone, in any order of its paths, under "
                                         "seeds 0-2 or with 1 or 2 threads",
+    # round 12, after the look-ahead took Adam's steps: in the whole matrix under xdist (2 workers) its three
+    # paths read encoder_input_proj.2.1.bias and three more `held` on a step real Adam does not confirm (the
+    # class-5 BatchNorm biases of PP-DocLayout's kind, behind inputs the batch barely varies); the default
+    # chain alone passes. What state a worker carries into it is not found yet.
+    **{("d_fine", path): "once read 4 parameters held that real Adam does not confirm on that step, in a whole "
+                         "matrix run under xdist, after other models in the same worker; passes alone"
+       for path in ("default chain", "runtime", "runtime/real twins")},
 }
 
 
